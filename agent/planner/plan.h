@@ -1,0 +1,77 @@
+// plan.h — what the agent intends to write on a node: the planner's output, the enforcer's input.
+//
+// A Plan is pure data. Values are cgroup-version neutral (weights on the v2 1..10000 scale,
+// quotas in microseconds); the cgroup layer translates them for v1.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/cpuset.h"
+
+namespace feedguard::agent {
+
+enum class QosClass { kGuaranteed, kBurstable, kBestEffort };
+
+enum class NeighbourFence { kIdle, kWeight, kCpuset, kQuota };
+
+// Enough of a pod to find its cgroups and name it in reports.
+struct PodIdentity {
+  std::string uid;
+  std::string ns;
+  std::string name;
+  QosClass qos = QosClass::kBurstable;
+  // As in Pod status: "containerd://<id>", "cri-o://<id>".
+  std::vector<std::string> container_ids;
+  int64_t cpu_request_milli = 0;
+  int64_t cpu_limit_milli = 0;  // 0 = none
+};
+
+struct CpuQuota {
+  int64_t quota_us = -1;  // -1 = unlimited ("max")
+  int64_t period_us = 100000;
+};
+
+// Something the planner could not do as asked, and why. `reason` is a stable CamelCase code
+// that ends up in FencePolicy.status.failures (e.g. "NotEnoughCores", "GPUNotFound").
+struct Diagnostic {
+  std::string pod_uid;  // empty for node-wide diagnostics
+  std::string policy;
+  std::string reason;
+  std::string message;
+};
+
+struct TrainerPlacement {
+  PodIdentity pod;
+  std::string policy;
+  std::vector<std::string> gpu_ids;
+  // Empty `cpus` = not pinned (the policy asked for no cores, or none could be found).
+  CpuSet cpus;
+  CpuSet mems;
+  bool gpu_local = false;  // every chosen core is on a NUMA node local to the pod's GPUs
+};
+
+struct NeighbourAction {
+  PodIdentity pod;
+  std::string policy;
+  NeighbourFence fence = NeighbourFence::kIdle;
+  // Exactly the knobs to write; unset ones are left alone.
+  std::optional<bool> idle;
+  std::optional<uint64_t> weight;  // v2 scale 1..10000
+  std::optional<CpuQuota> quota;
+  std::optional<CpuSet> cpus;
+};
+
+struct Plan {
+  uint64_t fence_version = 0;
+  bool dry_run = false;
+  std::vector<TrainerPlacement> trainers;
+  std::vector<NeighbourAction> neighbours;
+  std::vector<Diagnostic> diagnostics;
+  // CPUs no neighbour fence may take and no trainer may get (reserved + static CPU manager).
+  CpuSet off_limits;
+};
+
+}  // namespace feedguard::agent
