@@ -19,8 +19,10 @@ Result<int> ParseId(std::string_view s, std::string_view whole) {
 }
 
 std::string_view Trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\n' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\n' || s.back() == '\t')) s.remove_suffix(1);
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\n' || s.front() == '\t'))
+    s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\n' || s.back() == '\t'))
+    s.remove_suffix(1);
   return s;
 }
 
@@ -39,7 +41,8 @@ Result<CpuSet> CpuSet::Parse(std::string_view text) {
     size_t comma = rest.find(',');
     std::string_view item = Trim(rest.substr(0, comma));
     rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
-    if (item.empty()) return InvalidArgument("bad cpu list \"" + std::string(text) + "\": empty item");
+    if (item.empty())
+      return InvalidArgument("bad cpu list \"" + std::string(text) + "\": empty item");
     size_t dash = item.find('-');
     if (dash == std::string_view::npos) {
       FG_ASSIGN_OR_RETURN(int id, ParseId(item, text));

@@ -14,14 +14,14 @@ namespace feedguard {
 
 enum class StatusCode {
   kOk = 0,
-  kInvalidArgument,   // malformed input, out-of-range value
-  kNotFound,          // pod, cgroup, file, object does not exist
+  kInvalidArgument,  // malformed input, out-of-range value
+  kNotFound,         // pod, cgroup, file, object does not exist
   kAlreadyExists,
-  kPermissionDenied,  // EACCES/EPERM; v1 cpuset not a subset of the parent
-  kFailedPrecondition,// the world is not in the state the operation needs (e.g. EBUSY)
-  kUnavailable,       // transient: connection refused, server restarting
-  kUnimplemented,     // the kernel or peer lacks a feature (e.g. no cpu.idle)
-  kAborted,           // conflict (HTTP 409), retry after re-reading
+  kPermissionDenied,    // EACCES/EPERM; v1 cpuset not a subset of the parent
+  kFailedPrecondition,  // the world is not in the state the operation needs (e.g. EBUSY)
+  kUnavailable,         // transient: connection refused, server restarting
+  kUnimplemented,       // the kernel or peer lacks a feature (e.g. no cpu.idle)
+  kAborted,             // conflict (HTTP 409), retry after re-reading
   kDeadlineExceeded,
   kResourceExhausted,
   kInternal,
@@ -57,9 +57,13 @@ class [[nodiscard]] Status {
 };
 
 inline Status OkStatus() { return Status(); }
-inline Status InvalidArgument(std::string m) { return {StatusCode::kInvalidArgument, std::move(m)}; }
+inline Status InvalidArgument(std::string m) {
+  return {StatusCode::kInvalidArgument, std::move(m)};
+}
 inline Status NotFound(std::string m) { return {StatusCode::kNotFound, std::move(m)}; }
-inline Status PermissionDenied(std::string m) { return {StatusCode::kPermissionDenied, std::move(m)}; }
+inline Status PermissionDenied(std::string m) {
+  return {StatusCode::kPermissionDenied, std::move(m)};
+}
 inline Status FailedPrecondition(std::string m) {
   return {StatusCode::kFailedPrecondition, std::move(m)};
 }
@@ -70,18 +74,30 @@ inline Status Internal(std::string m) { return {StatusCode::kInternal, std::move
 
 inline std::string_view StatusCodeName(StatusCode code) {
   switch (code) {
-    case StatusCode::kOk: return "OK";
-    case StatusCode::kInvalidArgument: return "InvalidArgument";
-    case StatusCode::kNotFound: return "NotFound";
-    case StatusCode::kAlreadyExists: return "AlreadyExists";
-    case StatusCode::kPermissionDenied: return "PermissionDenied";
-    case StatusCode::kFailedPrecondition: return "FailedPrecondition";
-    case StatusCode::kUnavailable: return "Unavailable";
-    case StatusCode::kUnimplemented: return "Unimplemented";
-    case StatusCode::kAborted: return "Aborted";
-    case StatusCode::kDeadlineExceeded: return "DeadlineExceeded";
-    case StatusCode::kResourceExhausted: return "ResourceExhausted";
-    case StatusCode::kInternal: return "Internal";
+    case StatusCode::kOk:
+      return "OK";
+    case StatusCode::kInvalidArgument:
+      return "InvalidArgument";
+    case StatusCode::kNotFound:
+      return "NotFound";
+    case StatusCode::kAlreadyExists:
+      return "AlreadyExists";
+    case StatusCode::kPermissionDenied:
+      return "PermissionDenied";
+    case StatusCode::kFailedPrecondition:
+      return "FailedPrecondition";
+    case StatusCode::kUnavailable:
+      return "Unavailable";
+    case StatusCode::kUnimplemented:
+      return "Unimplemented";
+    case StatusCode::kAborted:
+      return "Aborted";
+    case StatusCode::kDeadlineExceeded:
+      return "DeadlineExceeded";
+    case StatusCode::kResourceExhausted:
+      return "ResourceExhausted";
+    case StatusCode::kInternal:
+      return "Internal";
   }
   return "Unknown";
 }
@@ -90,7 +106,7 @@ inline std::string_view StatusCodeName(StatusCode code) {
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}  // NOLINT: implicit by design
+  Result(T value) : v_(std::move(value)) {}        // NOLINT: implicit by design
   Result(Status status) : v_(std::move(status)) {  // NOLINT
     assert(!std::get<Status>(v_).ok() && "Result built from an OK Status");
   }
@@ -116,17 +132,16 @@ class [[nodiscard]] Result {
 }  // namespace feedguard
 
 // Propagates a non-OK Status out of the enclosing function.
-#define FG_RETURN_IF_ERROR(expr)                  \
-  do {                                            \
-    ::feedguard::Status fg_status_ = (expr);      \
-    if (!fg_status_.ok()) return fg_status_;      \
+#define FG_RETURN_IF_ERROR(expr)             \
+  do {                                       \
+    ::feedguard::Status fg_status_ = (expr); \
+    if (!fg_status_.ok()) return fg_status_; \
   } while (0)
 
 #define FG_CONCAT_INNER_(a, b) a##b
 #define FG_CONCAT_(a, b) FG_CONCAT_INNER_(a, b)
 // FG_ASSIGN_OR_RETURN(auto x, ResultReturningCall());
-#define FG_ASSIGN_OR_RETURN(lhs, rexpr)                                  \
-  auto FG_CONCAT_(fg_result_, __LINE__) = (rexpr);                       \
-  if (!FG_CONCAT_(fg_result_, __LINE__).ok())                            \
-    return FG_CONCAT_(fg_result_, __LINE__).status();                    \
+#define FG_ASSIGN_OR_RETURN(lhs, rexpr)                                                         \
+  auto FG_CONCAT_(fg_result_, __LINE__) = (rexpr);                                              \
+  if (!FG_CONCAT_(fg_result_, __LINE__).ok()) return FG_CONCAT_(fg_result_, __LINE__).status(); \
   lhs = std::move(FG_CONCAT_(fg_result_, __LINE__)).value()

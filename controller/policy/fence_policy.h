@@ -1,0 +1,86 @@
+// fence_policy.h — the FencePolicy custom resource (feedguard.io/v1alpha1) as a C++ value:
+// parsed from the API server's JSON, then checked for what the CRD schema cannot express.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "controller/policy/label_selector.h"
+#include "feedguard/common/status.h"
+
+namespace feedguard::controller {
+
+inline constexpr char kFencePolicyGroup[] = "feedguard.io";
+inline constexpr char kFencePolicyVersion[] = "v1alpha1";
+inline constexpr char kFencePolicyResource[] = "fencepolicies";
+inline constexpr char kFencePolicyKind[] = "FencePolicy";
+// Set on every FencePolicy so deletion waits until every node reverted its fences.
+inline constexpr char kFencePolicyFinalizer[] = "feedguard.io/revert-fences";
+
+enum class PolicyMode { kEnforce, kDryRun };
+enum class CpuPlacement { kWholeCores, kThreads };
+enum class NumaMode { kPreferGpuLocal, kRequireGpuLocal, kIgnore };
+enum class NeighbourFenceMode { kIdle, kWeight, kCpuset, kQuota };
+
+struct TrainerSpec {
+  LabelSelector namespace_selector;
+  LabelSelector pod_selector;
+  int32_t cores_per_gpu = 0;  // 0 = unset
+  int32_t cores = 0;          // 0 = unset
+  CpuPlacement placement = CpuPlacement::kWholeCores;
+  NumaMode numa = NumaMode::kPreferGpuLocal;
+};
+
+struct NeighbourSpec {
+  LabelSelector pod_selector;
+  std::vector<std::string> exclude_namespaces;
+  std::vector<std::string> exclude_priority_classes;
+  NeighbourFenceMode fence = NeighbourFenceMode::kIdle;
+  int32_t max_cpu_percent = 0;  // 0 = no cap
+};
+
+struct FencePolicy {
+  std::string name;
+  std::string uid;
+  std::string resource_version;
+  int64_t generation = 0;
+  bool deleting = false;  // metadata.deletionTimestamp set
+  std::vector<std::string> finalizers;
+
+  int32_t priority = 0;
+  PolicyMode mode = PolicyMode::kEnforce;
+  LabelSelector node_selector;
+  TrainerSpec trainers;
+  NeighbourSpec neighbours;
+
+  bool HasFinalizer() const;
+};
+
+// A problem with one field: `field` is the JSON path ("spec.trainers.cpu.cores").
+struct FieldError {
+  std::string field;
+  std::string message;
+};
+
+// Parses a FencePolicy object. Type errors that slipped past the schema (or came from a file)
+// are returned as field errors in `errors`; the result is still usable for its metadata.
+struct ParsedPolicy {
+  FencePolicy policy;
+  std::vector<FieldError> errors;
+};
+ParsedPolicy ParseFencePolicy(const nlohmann::json& object);
+
+// Semantic checks beyond the CRD schema (e.g. a selector that can match nothing useful).
+std::vector<FieldError> ValidateFencePolicy(const FencePolicy& policy);
+
+// "spec.x: message; spec.y: message".
+std::string JoinFieldErrors(const std::vector<FieldError>& errors);
+
+// Parses a percentage "75%" (1..100) or a bare integer; error message names `field`.
+Result<int32_t> ParsePercent(const nlohmann::json& value, const std::string& field);
+
+}  // namespace feedguard::controller

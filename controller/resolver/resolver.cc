@@ -1,0 +1,185 @@
+#include "controller/resolver/resolver.h"
+
+#include <algorithm>
+
+#include <google/protobuf/util/message_differencer.h>
+
+namespace feedguard::controller {
+namespace {
+
+namespace v1 = feedguard::v1;
+
+bool Contains(const std::vector<std::string>& v, const std::string& s) {
+  return std::find(v.begin(), v.end(), s) != v.end();
+}
+
+// Higher priority first; ties broken by name so the outcome never depends on watch order.
+bool Outranks(const FencePolicy* a, const FencePolicy* b) {
+  if (a->priority != b->priority) return a->priority > b->priority;
+  return a->name < b->name;
+}
+
+v1::QosClass ToProto(PodQos q) {
+  switch (q) {
+    case PodQos::kGuaranteed:
+      return v1::GUARANTEED;
+    case PodQos::kBurstable:
+      return v1::BURSTABLE;
+    case PodQos::kBestEffort:
+      return v1::BEST_EFFORT;
+  }
+  return v1::QOS_CLASS_UNSPECIFIED;
+}
+
+void FillPodRef(const PodInfo& p, v1::PodRef* ref) {
+  ref->set_uid(p.uid);
+  ref->set_namespace_(p.ns);
+  ref->set_name(p.name);
+  ref->set_qos_class(ToProto(p.qos));
+  ref->set_cpu_request_milli(p.cpu_request_milli);
+  ref->set_cpu_limit_milli(p.cpu_limit_milli);
+  for (const auto& c : p.containers) {
+    auto* cr = ref->add_containers();
+    cr->set_name(c.name);
+    cr->set_container_id(c.id);
+  }
+}
+
+void FillOptions(const FencePolicy& p, v1::PolicyOptions* o) {
+  o->set_name(p.name);
+  o->set_generation(p.generation);
+  o->set_priority(p.priority);
+  o->set_mode(p.mode == PolicyMode::kDryRun ? v1::DRY_RUN : v1::ENFORCE);
+  auto* cpu = o->mutable_trainer_cpu();
+  cpu->set_cores(p.trainers.cores);
+  cpu->set_cores_per_gpu(p.trainers.cores_per_gpu);
+  cpu->set_placement(p.trainers.placement == CpuPlacement::kThreads ? v1::THREADS
+                                                                    : v1::WHOLE_CORES);
+  switch (p.trainers.numa) {
+    case NumaMode::kPreferGpuLocal:
+      cpu->set_numa(v1::PREFER_GPU_LOCAL);
+      break;
+    case NumaMode::kRequireGpuLocal:
+      cpu->set_numa(v1::REQUIRE_GPU_LOCAL);
+      break;
+    case NumaMode::kIgnore:
+      cpu->set_numa(v1::IGNORE);
+      break;
+  }
+  switch (p.neighbours.fence) {
+    case NeighbourFenceMode::kIdle:
+      o->set_neighbour_fence(v1::IDLE);
+      break;
+    case NeighbourFenceMode::kWeight:
+      o->set_neighbour_fence(v1::WEIGHT);
+      break;
+    case NeighbourFenceMode::kCpuset:
+      o->set_neighbour_fence(v1::CPUSET);
+      break;
+    case NeighbourFenceMode::kQuota:
+      o->set_neighbour_fence(v1::QUOTA);
+      break;
+  }
+  o->set_neighbour_max_cpu_percent(p.neighbours.max_cpu_percent);
+}
+
+bool Protected(const PodInfo& pod, const Rails& rails) {
+  if (Contains(rails.protected_priority_classes, pod.priority_class)) return true;
+  if (pod.ns == rails.agent_namespace && rails.agent_selector.Matches(pod.labels)) return true;
+  return false;
+}
+
+// Only live pods can be fenced: terminal or terminating pods have (or soon lose) their cgroups.
+bool Live(const PodInfo& pod) {
+  return !pod.terminating && pod.phase != "Succeeded" && pod.phase != "Failed" && !pod.uid.empty();
+}
+
+}  // namespace
+
+NodeResolution ResolveNode(const NodeInfo& node, const std::vector<const PodInfo*>& pods,
+                           const std::vector<const FencePolicy*>& policies,
+                           const std::map<std::string, Labels>& namespaces, const Rails& rails) {
+  NodeResolution out;
+  out.fence.set_node_name(node.name);
+
+  std::vector<const FencePolicy*> ranked;
+  for (const FencePolicy* p : policies) {
+    PolicyOnNode& on = out.policies[p->name];
+    on.node_matched = p->node_selector.Matches(node.labels);
+    if (on.node_matched) ranked.push_back(p);
+  }
+  std::sort(ranked.begin(), ranked.end(), Outranks);
+
+  std::vector<const PodInfo*> sorted = pods;
+  std::sort(sorted.begin(), sorted.end(),
+            [](const PodInfo* a, const PodInfo* b) { return a->Key() < b->Key(); });
+
+  static const Labels kNoLabels;
+  auto ns_labels = [&](const std::string& ns) -> const Labels& {
+    auto it = namespaces.find(ns);
+    return it == namespaces.end() ? kNoLabels : it->second;
+  };
+
+  // Pass 1: trainers. The highest-ranked policy whose trainer selectors match takes the pod.
+  std::map<std::string, const FencePolicy*> trainer_of;  // pod uid → policy
+  std::map<std::string, int> trainers_per_policy;
+  for (const PodInfo* pod : sorted) {
+    if (!Live(*pod) || Protected(*pod, rails)) continue;
+    const FencePolicy* winner = nullptr;
+    for (const FencePolicy* p : ranked) {
+      if (!p->trainers.namespace_selector.Matches(ns_labels(pod->ns))) continue;
+      if (!p->trainers.pod_selector.Matches(pod->labels)) continue;
+      if (!winner) {
+        winner = p;
+      } else {
+        out.policies[p->name].lost.push_back({pod->Key(), winner->name, p->name});
+      }
+    }
+    if (!winner) continue;
+    trainer_of[pod->uid] = winner;
+    trainers_per_policy[winner->name]++;
+    auto* t = out.fence.add_trainers();
+    FillPodRef(*pod, t->mutable_pod());
+    t->set_policy(winner->name);
+  }
+
+  // Pass 2: neighbours, only for policies that protect at least one trainer on this node —
+  // fencing neighbours where nothing needs protection would only cost them.
+  for (const PodInfo* pod : sorted) {
+    if (!Live(*pod) || Protected(*pod, rails) || trainer_of.count(pod->uid)) continue;
+    const FencePolicy* winner = nullptr;
+    for (const FencePolicy* p : ranked) {
+      if (trainers_per_policy[p->name] == 0) continue;
+      const NeighbourSpec& n = p->neighbours;
+      if (Contains(n.exclude_namespaces, pod->ns)) continue;
+      if (Contains(n.exclude_priority_classes, pod->priority_class)) continue;
+      if (!n.pod_selector.Matches(pod->labels)) continue;
+      if (!winner) {
+        winner = p;
+      } else {
+        out.policies[p->name].lost.push_back({pod->Key(), winner->name, p->name});
+      }
+    }
+    if (!winner) continue;
+    out.policies[winner->name].neighbours++;
+    auto* n = out.fence.add_neighbours();
+    FillPodRef(*pod, n->mutable_pod());
+    n->set_policy(winner->name);
+  }
+
+  for (const FencePolicy* p : ranked) {
+    int t = trainers_per_policy[p->name];
+    out.policies[p->name].trainers = t;
+    if (t > 0) FillOptions(*p, out.fence.add_policies());
+  }
+  return out;
+}
+
+bool SameFence(const feedguard::v1::NodeFence& a, const feedguard::v1::NodeFence& b) {
+  feedguard::v1::NodeFence x = a, y = b;
+  x.set_version(0);
+  y.set_version(0);
+  return google::protobuf::util::MessageDifferencer::Equals(x, y);
+}
+
+}  // namespace feedguard::controller

@@ -1,0 +1,56 @@
+// resolver.h — which pods on a node are trainers and which are neighbours, under which policy:
+// FencePolicies + the node's pods → that node's desired NodeFence (DESIGN §2, §3).
+//
+// Pure and per node, so the controller recomputes only the nodes whose inputs changed.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "controller/policy/fence_policy.h"
+#include "controller/resolver/cluster_objects.h"
+#include "feedguard/v1/nodefence.pb.h"
+
+namespace feedguard::controller {
+
+// Safety rails no FencePolicy can override.
+struct Rails {
+  // Pods of these priority classes are never trainers' victims nor trainers.
+  std::vector<std::string> protected_priority_classes = {"system-node-critical",
+                                                         "system-cluster-critical"};
+  // The agent's own pods: namespace + selector (never fenced).
+  std::string agent_namespace = "feedguard-system";
+  LabelSelector agent_selector;  // empty = every pod in agent_namespace
+};
+
+// A pod that two policies wanted; `winner` took it.
+struct Conflict {
+  std::string pod;  // namespace/name
+  std::string winner;
+  std::string loser;
+};
+
+// What one policy got on one node.
+struct PolicyOnNode {
+  bool node_matched = false;
+  int trainers = 0;
+  int neighbours = 0;
+  std::vector<Conflict> lost;  // pods this policy wanted but a higher one took
+};
+
+struct NodeResolution {
+  feedguard::v1::NodeFence fence;                // version left 0: the caller versions it
+  std::map<std::string, PolicyOnNode> policies;  // by policy name, every policy given
+};
+
+// `policies` must be the valid, non-deleting policies (the controller filters Invalid ones and
+// those being deleted: their absence makes agents revert). `namespaces`: name → labels.
+NodeResolution ResolveNode(const NodeInfo& node, const std::vector<const PodInfo*>& pods,
+                           const std::vector<const FencePolicy*>& policies,
+                           const std::map<std::string, Labels>& namespaces, const Rails& rails);
+
+// True when two fences ask for the same thing (ignores version).
+bool SameFence(const feedguard::v1::NodeFence& a, const feedguard::v1::NodeFence& b);
+
+}  // namespace feedguard::controller

@@ -1,0 +1,192 @@
+#include "controller/resolver/resolver.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+namespace feedguard::controller {
+namespace {
+
+FencePolicy Policy(const std::string& name, int priority, const std::string& role) {
+  auto parsed = ParseFencePolicy(nlohmann::json{
+      {"metadata", {{"name", name}, {"generation", 1}}},
+      {"spec",
+       {{"priority", priority},
+        {"nodeSelector", {{"matchLabels", {{"gpu", "true"}}}}},
+        {"trainers",
+         {{"podSelector", {{"matchLabels", {{"role", role}}}}}, {"cpu", {{"coresPerGPU", 2}}}}},
+        {"neighbours", {{"exclude", {{"namespaces", {"kube-system"}}}}, {"fence", "Idle"}}}}}});
+  EXPECT_TRUE(parsed.errors.empty()) << JoinFieldErrors(parsed.errors);
+  return parsed.policy;
+}
+
+PodInfo Pod(const std::string& ns, const std::string& name, Labels labels = {}) {
+  PodInfo p;
+  p.uid = "uid-" + ns + "-" + name;
+  p.ns = ns;
+  p.name = name;
+  p.node_name = "gpu-1";
+  p.phase = "Running";
+  p.labels = std::move(labels);
+  p.qos = PodQos::kBurstable;
+  p.cpu_request_milli = 500;
+  p.containers = {{"main", "containerd://" + name}};
+  return p;
+}
+
+class ResolverTest : public ::testing::Test {
+ protected:
+  NodeResolution Resolve() {
+    std::vector<const PodInfo*> pp;
+    for (auto& p : pods_) pp.push_back(&p);
+    std::vector<const FencePolicy*> ps;
+    for (auto& p : policies_) ps.push_back(&p);
+    return ResolveNode(node_, pp, ps, namespaces_, rails_);
+  }
+  NodeInfo node_{"gpu-1", {{"gpu", "true"}}};
+  std::vector<PodInfo> pods_;
+  std::vector<FencePolicy> policies_;
+  std::map<std::string, Labels> namespaces_;
+  Rails rails_;
+};
+
+TEST_F(ResolverTest, TrainersAndNeighbours) {
+  policies_ = {Policy("vision", 10, "trainer")};
+  pods_ = {Pod("ml", "train-0", {{"role", "trainer"}}), Pod("batch", "spin-0"),
+           Pod("batch", "spin-1"), Pod("kube-system", "dns")};
+  auto r = Resolve();
+  ASSERT_EQ(r.fence.trainers_size(), 1);
+  EXPECT_EQ(r.fence.trainers(0).pod().name(), "train-0");
+  EXPECT_EQ(r.fence.trainers(0).policy(), "vision");
+  EXPECT_EQ(r.fence.trainers(0).pod().containers(0).container_id(), "containerd://train-0");
+  ASSERT_EQ(r.fence.neighbours_size(), 2);  // kube-system excluded
+  EXPECT_EQ(r.fence.neighbours(0).pod().name(), "spin-0");
+  ASSERT_EQ(r.fence.policies_size(), 1);
+  EXPECT_EQ(r.fence.policies(0).trainer_cpu().cores_per_gpu(), 2);
+  EXPECT_EQ(r.fence.policies(0).neighbour_fence(), feedguard::v1::IDLE);
+  EXPECT_TRUE(r.policies["vision"].node_matched);
+  EXPECT_EQ(r.policies["vision"].trainers, 1);
+  EXPECT_EQ(r.policies["vision"].neighbours, 2);
+}
+
+TEST_F(ResolverTest, NodeSelectorMissMeansNothing) {
+  policies_ = {Policy("vision", 10, "trainer")};
+  node_.labels.clear();
+  pods_ = {Pod("ml", "train-0", {{"role", "trainer"}}), Pod("batch", "spin-0")};
+  auto r = Resolve();
+  EXPECT_EQ(r.fence.trainers_size(), 0);
+  EXPECT_EQ(r.fence.neighbours_size(), 0);
+  EXPECT_FALSE(r.policies["vision"].node_matched);
+}
+
+TEST_F(ResolverTest, NoTrainerNoNeighbourFence) {
+  policies_ = {Policy("vision", 10, "trainer")};
+  pods_ = {Pod("batch", "spin-0"), Pod("batch", "spin-1")};
+  auto r = Resolve();
+  EXPECT_EQ(r.fence.neighbours_size(), 0);
+  EXPECT_EQ(r.fence.policies_size(), 0);
+}
+
+TEST_F(ResolverTest, HigherPriorityWinsTiesByNameAndLoserIsReported) {
+  policies_ = {Policy("b-low", 1, "trainer"), Policy("a-high", 5, "trainer"),
+               Policy("c-high", 5, "trainer")};
+  pods_ = {Pod("ml", "train-0", {{"role", "trainer"}}), Pod("batch", "spin-0")};
+  auto r = Resolve();
+  ASSERT_EQ(r.fence.trainers_size(), 1);
+  EXPECT_EQ(r.fence.trainers(0).policy(), "a-high");
+  EXPECT_EQ(r.fence.neighbours(0).policy(), "a-high");
+  ASSERT_EQ(r.policies["c-high"].lost.size(), 1u);
+  EXPECT_EQ(r.policies["c-high"].lost[0].winner, "a-high");
+  EXPECT_EQ(r.policies["b-low"].lost.size(), 1u);
+  EXPECT_TRUE(r.policies["a-high"].lost.empty());
+}
+
+TEST_F(ResolverTest, TrainerOfOnePolicyIsNeverANeighbourOfAnother) {
+  policies_ = {Policy("vision", 1, "trainer"), Policy("speech", 9, "speech")};
+  pods_ = {Pod("ml", "train-0", {{"role", "trainer"}}), Pod("ml", "asr", {{"role", "speech"}}),
+           Pod("batch", "spin-0")};
+  auto r = Resolve();
+  EXPECT_EQ(r.fence.trainers_size(), 2);
+  ASSERT_EQ(r.fence.neighbours_size(), 1);
+  EXPECT_EQ(r.fence.neighbours(0).pod().name(), "spin-0");
+  EXPECT_EQ(r.fence.neighbours(0).policy(), "speech");
+}
+
+TEST_F(ResolverTest, SafetyRailsCannotBeOverridden) {
+  policies_ = {Policy("vision", 10, "trainer")};
+  policies_[0].neighbours.exclude_namespaces.clear();
+  auto critical = Pod("batch", "node-exporter");
+  critical.priority_class = "system-node-critical";
+  auto agent = Pod("feedguard-system", "feedguard-agent-x");
+  auto done = Pod("batch", "finished");
+  done.phase = "Succeeded";
+  auto dying = Pod("batch", "dying");
+  dying.terminating = true;
+  pods_ = {Pod("ml", "train-0", {{"role", "trainer"}}),
+           critical,
+           agent,
+           done,
+           dying,
+           Pod("batch", "spin-0")};
+  auto r = Resolve();
+  ASSERT_EQ(r.fence.neighbours_size(), 1);
+  EXPECT_EQ(r.fence.neighbours(0).pod().name(), "spin-0");
+}
+
+TEST_F(ResolverTest, DeterministicRegardlessOfInputOrder) {
+  policies_ = {Policy("vision", 10, "trainer")};
+  pods_ = {Pod("batch", "z"), Pod("ml", "train-0", {{"role", "trainer"}}), Pod("batch", "a")};
+  auto r1 = Resolve();
+  std::reverse(pods_.begin(), pods_.end());
+  auto r2 = Resolve();
+  EXPECT_TRUE(SameFence(r1.fence, r2.fence));
+  auto r3 = r1.fence;
+  r3.set_version(7);
+  EXPECT_TRUE(SameFence(r1.fence, r3));
+  r3.mutable_neighbours(0)->set_policy("other");
+  EXPECT_FALSE(SameFence(r1.fence, r3));
+}
+
+TEST(ClusterObjectsTest, PodProjection) {
+  auto pod = PodFromJson(nlohmann::json::parse(R"({
+    "metadata": {"uid": "u-1", "namespace": "ml", "name": "t", "labels": {"role": "trainer"}},
+    "spec": {"nodeName": "gpu-1", "priorityClassName": "high",
+      "containers": [
+        {"name": "main", "resources": {"requests": {"cpu": "1500m", "memory": "1Gi"},
+                                       "limits": {"nvidia.com/gpu": "2", "memory": "1Gi"}}},
+        {"name": "side", "resources": {"requests": {"cpu": "0.5"}}}]},
+    "status": {"phase": "Running", "qosClass": "Burstable",
+      "containerStatuses": [{"name": "main", "containerID": "containerd://abc"}]}})"));
+  EXPECT_EQ(pod.uid, "u-1");
+  EXPECT_EQ(pod.cpu_request_milli, 2000);
+  EXPECT_EQ(pod.cpu_limit_milli, 0);
+  EXPECT_EQ(pod.gpus, 2);
+  EXPECT_EQ(pod.qos, PodQos::kBurstable);
+  ASSERT_EQ(pod.containers.size(), 2u);
+  EXPECT_EQ(pod.containers[0].id, "containerd://abc");
+  EXPECT_EQ(pod.containers[1].id, "");
+  EXPECT_EQ(pod.node_name, "gpu-1");
+}
+
+TEST(ClusterObjectsTest, QosDerivedWhenStatusLacksIt) {
+  auto g = PodFromJson(nlohmann::json::parse(R"({"metadata":{"uid":"1"},"spec":{"containers":[
+    {"name":"a","resources":{"limits":{"cpu":"2","memory":"1Gi"}}}]}})"));
+  EXPECT_EQ(g.qos, PodQos::kGuaranteed);
+  EXPECT_EQ(g.cpu_request_milli, 2000);
+  EXPECT_EQ(g.cpu_limit_milli, 2000);
+  auto be = PodFromJson(nlohmann::json::parse(R"({"metadata":{"uid":"1"},"spec":{"containers":[
+    {"name":"a"}]}})"));
+  EXPECT_EQ(be.qos, PodQos::kBestEffort);
+}
+
+TEST(ClusterObjectsTest, CpuQuantities) {
+  EXPECT_EQ(*ParseCpuMilli("250m"), 250);
+  EXPECT_EQ(*ParseCpuMilli("2"), 2000);
+  EXPECT_EQ(*ParseCpuMilli("0.1"), 100);
+  EXPECT_EQ(*ParseCpuMilli("1.0005"), 1001);
+  EXPECT_FALSE(ParseCpuMilli("two").ok());
+  EXPECT_FALSE(ParseCpuMilli("").ok());
+  EXPECT_FALSE(ParseCpuMilli("-1").ok());
+}
+
+}  // namespace
+}  // namespace feedguard::controller

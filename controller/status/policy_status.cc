@@ -1,0 +1,174 @@
+#include "controller/status/policy_status.h"
+
+#include <ctime>
+
+namespace feedguard::controller {
+namespace {
+
+namespace v1 = feedguard::v1;
+
+struct Failure {
+  std::string node;
+  std::string reason;
+  std::string message;
+};
+
+// Builds a metav1.Condition, keeping lastTransitionTime when the status did not change.
+nlohmann::json Condition(const nlohmann::json& previous, const std::string& type, bool value,
+                         const std::string& reason, const std::string& message, int64_t generation,
+                         const std::string& now) {
+  std::string status = value ? "True" : "False";
+  std::string since = now;
+  if (previous.is_object() && previous.contains("conditions") &&
+      previous["conditions"].is_array()) {
+    for (const auto& c : previous["conditions"]) {
+      if (c.value("type", "") == type && c.value("status", "") == status) {
+        since = c.value("lastTransitionTime", now);
+      }
+    }
+  }
+  return {{"type", type},
+          {"status", status},
+          {"reason", reason},
+          {"message", message},
+          {"lastTransitionTime", since},
+          {"observedGeneration", generation}};
+}
+
+std::string PreviousSince(const nlohmann::json& previous, const Failure& f,
+                          const std::string& now) {
+  if (previous.is_object() && previous.contains("failures") && previous["failures"].is_array()) {
+    for (const auto& p : previous["failures"]) {
+      if (p.value("node", "") == f.node && p.value("reason", "") == f.reason) {
+        return p.value("since", now);
+      }
+    }
+  }
+  return now;
+}
+
+}  // namespace
+
+std::string Rfc3339(std::chrono::system_clock::time_point t) {
+  std::time_t tt = std::chrono::system_clock::to_time_t(t);
+  std::tm tm{};
+  gmtime_r(&tt, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+nlohmann::json ComputePolicyStatus(const PolicyStatusInput& in) {
+  const FencePolicy& p = *in.policy;
+  const std::string now = Rfc3339(in.now);
+  const bool dry_run = p.mode == PolicyMode::kDryRun;
+  nlohmann::json st;
+  st["observedGeneration"] = p.generation;
+
+  int matched = 0, enforced = 0, failed = 0, stale = 0;
+  int protected_trainers = 0, starved = 0, fenced = 0, conflicts = 0;
+  std::vector<Failure> failures;
+  std::string first_conflict;
+
+  if (in.invalid.empty()) {
+    for (const auto& [node, on] : in.per_node) {
+      conflicts += static_cast<int>(on.lost.size());
+      if (first_conflict.empty() && !on.lost.empty()) {
+        first_conflict =
+            on.lost[0].pod + " is claimed by higher-ranked policy " + on.lost[0].winner;
+      }
+      if (!on.node_matched) continue;
+      ++matched;
+      auto it = in.agents.find(node);
+      if (it == in.agents.end() || !it->second.connected || it->second.stale) {
+        ++stale;
+        if (on.trainers > 0) {
+          failures.push_back(
+              {node, "AgentNotConnected", "no feedguard agent is connected for this node"});
+        }
+        continue;
+      }
+      const AgentView& a = it->second;
+      if (!a.nack_error.empty()) {
+        ++failed;
+        failures.push_back({node, "FenceRejected", a.nack_error});
+        continue;
+      }
+      if (a.acked_version < a.desired_version) continue;  // in flight: neither yet
+      bool node_ok = true;
+      if (a.report) {
+        for (const auto& pod : a.report->pods()) {
+          if (pod.policy() != p.name) continue;
+          if (pod.role() == v1::PodReport::TRAINER) {
+            if (pod.enforced()) {
+              ++protected_trainers;
+              if (pod.cpu_pressure_some_avg10() > kStarvedPressurePercent) ++starved;
+            }
+          } else if (pod.enforced()) {
+            ++fenced;
+          }
+          if (!pod.enforced()) {
+            node_ok = false;
+            failures.push_back({node, pod.reason().empty() ? "NotEnforced" : pod.reason(),
+                                pod.namespace_() + "/" + pod.name() + ": " + pod.message()});
+          }
+        }
+      }
+      if (node_ok)
+        ++enforced;
+      else
+        ++failed;
+    }
+  }
+
+  st["nodes"] = {
+      {"matched", matched}, {"enforced", enforced}, {"failed", failed}, {"stale", stale}};
+  st["trainers"] = {{"protected", protected_trainers}, {"starved", starved}};
+  st["neighbours"] = {{"fenced", fenced}};
+
+  // Bounded failure list, sorted for a stable object (no status churn from map order).
+  std::sort(failures.begin(), failures.end(), [](const Failure& a, const Failure& b) {
+    return std::tie(a.node, a.reason, a.message) < std::tie(b.node, b.reason, b.message);
+  });
+  nlohmann::json fl = nlohmann::json::array();
+  for (size_t i = 0; i < failures.size() && i < kMaxFailures; ++i) {
+    const Failure& f = failures[i];
+    fl.push_back({{"node", f.node},
+                  {"reason", f.reason},
+                  {"message", f.message.substr(0, 512)},
+                  {"since", PreviousSince(in.previous_status, f, now)}});
+  }
+  st["failures"] = fl;
+  if (failures.size() > kMaxFailures) st["failuresOmitted"] = failures.size() - kMaxFailures;
+
+  const int64_t gen = p.generation;
+  nlohmann::json conds = nlohmann::json::array();
+  const auto& prev = in.previous_status;
+  if (!in.invalid.empty()) {
+    std::string msg = JoinFieldErrors(in.invalid);
+    conds.push_back(Condition(prev, "Invalid", true, "InvalidSpec", msg, gen, now));
+    conds.push_back(Condition(prev, "Ready", false, "InvalidSpec", msg, gen, now));
+    conds.push_back(Condition(prev, "Degraded", false, "InvalidSpec", "", gen, now));
+  } else {
+    conds.push_back(Condition(prev, "Invalid", false, "Valid", "", gen, now));
+    bool ready = failed == 0 && stale == 0 && enforced == matched;
+    std::string summary = std::to_string(enforced) + "/" + std::to_string(matched) + " nodes " +
+                          (dry_run ? "planned (DryRun)" : "enforced");
+    conds.push_back(Condition(prev, "Ready", ready,
+                              ready ? (dry_run ? "DryRun" : "Enforced") : "Progressing", summary,
+                              gen, now));
+    bool degraded = failed > 0 || stale > 0 || starved > 0;
+    std::string why = std::to_string(failed) + " failed, " + std::to_string(stale) + " stale, " +
+                      std::to_string(starved) + " starved trainers";
+    conds.push_back(Condition(prev, "Degraded", degraded,
+                              degraded ? "NodesUnhealthy" : "AsExpected", degraded ? why : "", gen,
+                              now));
+  }
+  conds.push_back(Condition(
+      prev, "Conflicting", conflicts > 0, conflicts > 0 ? "PodsClaimedElsewhere" : "NoConflicts",
+      conflicts > 0 ? std::to_string(conflicts) + " pods: " + first_conflict : "", gen, now));
+  st["conditions"] = conds;
+  return st;
+}
+
+}  // namespace feedguard::controller

@@ -1,0 +1,134 @@
+#include "controller/status/policy_status.h"
+
+#include <gtest/gtest.h>
+
+namespace feedguard::controller {
+namespace {
+
+namespace v1 = feedguard::v1;
+
+const nlohmann::json* FindCondition(const nlohmann::json& st, const std::string& type) {
+  for (const auto& c : st["conditions"])
+    if (c["type"] == type) return &c;
+  return nullptr;
+}
+
+class PolicyStatusTest : public ::testing::Test {
+ protected:
+  PolicyStatusTest() {
+    policy_.name = "vision";
+    policy_.generation = 4;
+    in_.policy = &policy_;
+    in_.now = std::chrono::system_clock::time_point(std::chrono::seconds(1'700'000'000));
+  }
+  void Node(const std::string& name, int trainers, bool connected, uint64_t desired,
+            uint64_t acked) {
+    PolicyOnNode on;
+    on.node_matched = true;
+    on.trainers = trainers;
+    in_.per_node[name] = on;
+    AgentView a;
+    a.connected = connected;
+    a.desired_version = desired;
+    a.acked_version = acked;
+    in_.agents[name] = a;
+  }
+  v1::NodeReport* Report(const std::string& node) {
+    reports_[node] = v1::NodeReport();
+    in_.agents[node].report = &reports_[node];
+    return &reports_[node];
+  }
+  static void AddPod(v1::NodeReport* r, const std::string& name, v1::PodReport::Role role,
+                     bool enforced, const std::string& reason = "", double psi = 0) {
+    auto* p = r->add_pods();
+    p->set_name(name);
+    p->set_namespace_("ml");
+    p->set_policy("vision");
+    p->set_role(role);
+    p->set_enforced(enforced);
+    p->set_reason(reason);
+    p->set_cpu_pressure_some_avg10(psi);
+  }
+  FencePolicy policy_;
+  PolicyStatusInput in_;
+  std::map<std::string, v1::NodeReport> reports_;
+};
+
+TEST_F(PolicyStatusTest, AllEnforcedIsReady) {
+  Node("a", 1, true, 3, 3);
+  auto* r = Report("a");
+  AddPod(r, "t", v1::PodReport::TRAINER, true);
+  AddPod(r, "n1", v1::PodReport::NEIGHBOUR, true);
+  AddPod(r, "n2", v1::PodReport::NEIGHBOUR, true);
+  auto st = ComputePolicyStatus(in_);
+  EXPECT_EQ(st["observedGeneration"], 4);
+  EXPECT_EQ(st["nodes"]["matched"], 1);
+  EXPECT_EQ(st["nodes"]["enforced"], 1);
+  EXPECT_EQ(st["trainers"]["protected"], 1);
+  EXPECT_EQ(st["neighbours"]["fenced"], 2);
+  EXPECT_EQ((*FindCondition(st, "Ready"))["status"], "True");
+  EXPECT_EQ((*FindCondition(st, "Degraded"))["status"], "False");
+  EXPECT_TRUE(st["failures"].empty());
+}
+
+TEST_F(PolicyStatusTest, FailuresStaleAndStarved) {
+  Node("a", 1, true, 3, 3);
+  AddPod(Report("a"), "t", v1::PodReport::TRAINER, true, "", 55.0);
+  Node("b", 1, false, 2, 1);
+  Node("c", 1, true, 5, 5);
+  AddPod(Report("c"), "t2", v1::PodReport::TRAINER, false, "CgroupNotFound");
+  Node("d", 1, true, 6, 6);
+  in_.agents["d"].nack_error = "bad fence";
+  Node("e", 1, true, 7, 6);  // in flight
+  auto st = ComputePolicyStatus(in_);
+  EXPECT_EQ(st["nodes"]["matched"], 5);
+  EXPECT_EQ(st["nodes"]["enforced"], 1);
+  EXPECT_EQ(st["nodes"]["failed"], 2);
+  EXPECT_EQ(st["nodes"]["stale"], 1);
+  EXPECT_EQ(st["trainers"]["starved"], 1);
+  EXPECT_EQ((*FindCondition(st, "Ready"))["status"], "False");
+  EXPECT_EQ((*FindCondition(st, "Degraded"))["status"], "True");
+  ASSERT_EQ(st["failures"].size(), 3u);
+  EXPECT_EQ(st["failures"][0]["node"], "b");
+  EXPECT_EQ(st["failures"][0]["reason"], "AgentNotConnected");
+  EXPECT_EQ(st["failures"][1]["reason"], "CgroupNotFound");
+  EXPECT_EQ(st["failures"][2]["reason"], "FenceRejected");
+}
+
+TEST_F(PolicyStatusTest, FailureListIsBoundedAndSinceIsKept) {
+  for (int i = 0; i < 100; ++i) Node("n" + std::to_string(1000 + i), 1, false, 1, 0);
+  auto st = ComputePolicyStatus(in_);
+  EXPECT_EQ(st["failures"].size(), kMaxFailures);
+  EXPECT_EQ(st["failuresOmitted"], 80);
+  std::string first_since = st["failures"][0]["since"];
+  std::string ready_since = (*FindCondition(st, "Ready"))["lastTransitionTime"];
+  in_.previous_status = st;
+  in_.now += std::chrono::minutes(5);
+  auto st2 = ComputePolicyStatus(in_);
+  EXPECT_EQ(st2["failures"][0]["since"], first_since);
+  EXPECT_EQ((*FindCondition(st2, "Ready"))["lastTransitionTime"], ready_since);
+  EXPECT_EQ(st2, st);  // nothing changed → identical object → no write needed
+}
+
+TEST_F(PolicyStatusTest, InvalidNamesTheField) {
+  in_.invalid = {{"spec.trainers.cpu", "set at most one of cores and coresPerGPU"}};
+  Node("a", 1, true, 1, 1);
+  auto st = ComputePolicyStatus(in_);
+  const auto* inv = FindCondition(st, "Invalid");
+  ASSERT_NE(inv, nullptr);
+  EXPECT_EQ((*inv)["status"], "True");
+  EXPECT_EQ((*inv)["message"], "spec.trainers.cpu: set at most one of cores and coresPerGPU");
+  EXPECT_EQ(st["nodes"]["matched"], 0);
+}
+
+TEST_F(PolicyStatusTest, ConflictsAreReported) {
+  Node("a", 0, true, 1, 1);
+  in_.per_node["a"].lost.push_back({"ml/t", "other", "vision"});
+  auto st = ComputePolicyStatus(in_);
+  const auto* c = FindCondition(st, "Conflicting");
+  EXPECT_EQ((*c)["status"], "True");
+  EXPECT_EQ((*c)["message"], "1 pods: ml/t is claimed by higher-ranked policy other");
+}
+
+}  // namespace
+}  // namespace feedguard::controller

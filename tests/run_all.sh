@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# run_all.sh — the one command that runs every feedguard test tier on this machine:
+#   1. installs what is missing (tests/install_deps.sh),
+#   2. release build + every CTest label: unit, cgroup_v1 (real host cgroups, needs root),
+#      vm (real cgroup v2 kernel in qemu), apiserver + e2e (real kube-apiserver + etcd), bench smoke,
+#   3. ASan+UBSan build running the unit, cgroup_v1 and apiserver tiers,
+#   4. TSan build running the threaded tests,
+#   5. a clang-format check.
+# Usage: tests/run_all.sh [--fast]   (--fast: release tier only)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+fast=0; [[ "${1:-}" == "--fast" ]] && fast=1
+jobs=${FEEDGUARD_JOBS:-$(nproc)}
+
+tests/install_deps.sh
+
+step() { printf '\n==== %s ====\n' "$*"; }
+
+step "clang-format check"
+mapfile -t sources < <(git ls-files '*.cc' '*.h' 2>/dev/null || true)
+if ((${#sources[@]})); then
+  clang-format --dry-run --Werror "${sources[@]}"
+fi
+
+step "release build"
+cmake --preset release >/dev/null
+cmake --build --preset release -j"$jobs"
+step "release tests (all tiers)"
+ctest --preset release -j1
+
+if ((fast)); then exit 0; fi
+
+step "ASan+UBSan build"
+cmake --preset asan >/dev/null
+cmake --build --preset asan -j"$jobs"
+step "ASan+UBSan tests"
+ctest --preset asan -j1
+
+step "TSan build (threaded parts)"
+cmake --preset tsan >/dev/null
+cmake --build --preset tsan -j"$jobs"
+step "TSan tests"
+ctest --preset tsan -j1
