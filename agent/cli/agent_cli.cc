@@ -1,0 +1,301 @@
+#include "agent/cli/agent_cli.h"
+
+#include <csignal>
+#include <cstdio>
+#include <iostream>
+#include <thread>
+
+#include <google/protobuf/util/json_util.h>
+#include <spdlog/spdlog.h>
+#include <nlohmann/json.hpp>
+
+#include "agent/cgroup/detect.h"
+#include "agent/cgroup/fs_cgroups.h"
+#include "agent/cli/flags.h"
+#include "agent/client/fence_client.h"
+#include "agent/engine/node_engine.h"
+#include "agent/topology/podresources_client.h"
+
+namespace feedguard::agent {
+namespace {
+
+constexpr char kUsage[] =
+    "usage: feedguard-agent COMMAND [flags]\n"
+    "\n"
+    "commands:\n"
+    "  run        the node agent: dial the controller, enforce each NodeFence, report\n"
+    "  topology   print this node's cores, NUMA nodes and GPUs\n"
+    "  plan       print what a fence file would do here; writes nothing\n"
+    "  apply      enforce a fence file (JSON or YAML NodeFence) on this node\n"
+    "  revert     restore every original value the agent replaced (unfence the node)\n"
+    "\n"
+    "`feedguard-agent COMMAND --help` lists the flags.\n";
+
+void DefineNodeFlags(Flags& f) {
+  f.Define("state-dir", "/var/lib/feedguard", "where original cgroup values are checkpointed");
+  f.Define("cgroup-root", "", "kubelet --cgroup-root (prefix of kubepods)");
+  f.Define("cgroup-driver", "", "systemd | cgroupfs (default: detect)");
+  f.Define("cgroup-version", "", "v1 | v2 (default: detect per controller)");
+  f.Define("cgroup-mount", "",
+           "v2: the unified mount; v1: directory holding cpu/, cpuacct/, cpuset/");
+  f.Define("runtime", "", "containerd | crio, for container ids without a scheme");
+  f.Define("kubelet-config", "", "KubeletConfiguration file (cgroupDriver tie-breaker)");
+  f.Define("topology-xml", "", "load the topology from an hwloc XML file instead of this machine");
+  f.Define("reserved-cpus", "", "CPUs kubelet reserves for the system (kernel list format)");
+  f.Define("cpu-manager-state", "/var/lib/kubelet/cpu_manager_state",
+           "kubelet's static CPU manager state file (\"\" = none)");
+  f.Define("pod-resources", "", "kubelet PodResources endpoint (\"\" = do not ask kubelet)");
+  f.Define("nvidia-proc-root", "/proc/driver/nvidia/gpus", "NVIDIA driver's per-GPU info");
+  f.Define("self-pod-uid", "", "the agent's own pod uid (never fenced)");
+  f.Define("log-level", "info", "trace | debug | info | warn | error");
+  f.DefineBool("help", "show this help");
+}
+
+Result<cgroup::CgroupLayout> LayoutFromFlags(const Flags& f) {
+  cgroup::CgroupOptions o;
+  o.cgroup_root = f.Get("cgroup-root");
+  o.kubelet_config_path = f.Get("kubelet-config");
+  const std::string& drv = f.Get("cgroup-driver");
+  if (drv == "systemd")
+    o.driver = cgroup::KubeletDriver::kSystemd;
+  else if (drv == "cgroupfs")
+    o.driver = cgroup::KubeletDriver::kCgroupfs;
+  else if (!drv.empty())
+    return InvalidArgument("--cgroup-driver must be systemd or cgroupfs");
+  const std::string& ver = f.Get("cgroup-version");
+  if (ver == "v1")
+    o.version = cgroup::CgroupVersion::kV1;
+  else if (ver == "v2")
+    o.version = cgroup::CgroupVersion::kV2;
+  else if (!ver.empty())
+    return InvalidArgument("--cgroup-version must be v1 or v2");
+  const std::string& rt = f.Get("runtime");
+  if (rt == "containerd")
+    o.runtime = cgroup::Runtime::kContainerd;
+  else if (rt == "crio")
+    o.runtime = cgroup::Runtime::kCrio;
+  else if (!rt.empty())
+    return InvalidArgument("--runtime must be containerd or crio");
+  if (const std::string& m = f.Get("cgroup-mount"); !m.empty()) {
+    if (o.version == cgroup::CgroupVersion::kV2) {
+      o.unified_mount = m;
+    } else {
+      o.cpu_mount = m + "/cpu";
+      o.cpuacct_mount = m + "/cpuacct";
+      o.cpuset_mount = m + "/cpuset";
+    }
+  }
+  return cgroup::DetectLayout(o);
+}
+
+struct Node {
+  NodeEnginePtr engine;
+  cgroup::CgroupsPtr cgroups;
+};
+
+Result<Node> BuildNode(const Flags& f) {
+  FG_ASSIGN_OR_RETURN(cgroup::CgroupLayout layout, LayoutFromFlags(f));
+  Result<Topology> topo = f.Get("topology-xml").empty()
+                              ? LoadLiveTopology()
+                              : LoadTopologyFromXmlFile(f.Get("topology-xml"));
+  if (!topo.ok()) return topo.status().Annotate("topology");
+  FG_ASSIGN_OR_RETURN(CpuSet reserved, CpuSet::Parse(f.Get("reserved-cpus")));
+  if (!reserved.IsSubsetOf(topo->AllPus())) {
+    return InvalidArgument("--reserved-cpus " + reserved.ToString() +
+                           " names CPUs this machine does not have (it has " +
+                           topo->AllPus().ToString() + ")");
+  }
+  auto store = CheckpointStore::Open(f.Get("state-dir"));
+  if (!store.ok()) return store.status().Annotate("state dir " + f.Get("state-dir"));
+
+  NodeEngineOptions o;
+  o.topology = std::move(topo).value();
+  o.cgroups = cgroup::NewFsCgroups(layout);
+  EnforcerOptions eo;
+  eo.self_pod_uid = f.Get("self-pod-uid");
+  o.enforcer =
+      std::make_shared<Enforcer>(o.cgroups, CheckpointStorePtr(std::move(store).value()), eo);
+  o.reserved_cpus = reserved;
+  o.cpu_manager_state_path = f.Get("cpu-manager-state");
+  if (!f.Get("pod-resources").empty()) {
+    PodResourcesClientOptions po;
+    po.endpoint = f.Get("pod-resources");
+    o.pod_resources = std::make_shared<PodResourcesClient>(po);
+  }
+  auto uuids = ReadNvidiaProcGpus(f.Get("nvidia-proc-root"));
+  o.gpu_resolver = std::make_shared<GpuIdResolver>(
+      uuids.ok() ? std::move(uuids).value() : std::map<std::string, std::string>{},
+      MigParentTable{});
+  Node n;
+  n.cgroups = o.cgroups;
+  n.engine = std::make_shared<NodeEngine>(std::move(o));
+  return n;
+}
+
+nlohmann::json ApplyReportJson(const ApplyReport& r) {
+  nlohmann::json pods = nlohmann::json::array();
+  for (const auto& p : r.pods) {
+    nlohmann::json j = {{"pod", p.ns + "/" + p.name},
+                        {"uid", p.uid},
+                        {"policy", p.policy},
+                        {"role", p.role == PodRole::kTrainer ? "trainer" : "neighbour"},
+                        {"enforced", p.enforced},
+                        {"filesWritten", p.files_written}};
+    if (!p.cpus.empty()) j["cpus"] = p.cpus;
+    if (!p.reason.empty()) j["reason"] = p.reason;
+    if (!p.message.empty()) j["message"] = p.message;
+    pods.push_back(j);
+  }
+  nlohmann::json writes = nlohmann::json::array();
+  for (const auto& w : r.writes) writes.push_back({{"file", w.path}, {"value", w.value}});
+  nlohmann::json reverts = nlohmann::json::array();
+  for (const auto& v : r.reverts) {
+    reverts.push_back({{"file", v.path}, {"outcome", v.outcome}, {"message", v.message}});
+  }
+  return {{"fenceVersion", r.fence_version},
+          {"dryRun", r.dry_run},
+          {"enforced", r.enforced},
+          {"failed", r.failed},
+          {"filesWritten", r.files_written},
+          {"filesReverted", r.files_reverted},
+          {"pods", pods},
+          {"writes", writes},
+          {"reverts", reverts}};
+}
+
+int Fail(const Status& st, int code) {
+  std::cerr << "feedguard-agent: " << st.message() << "\n";
+  return code;
+}
+
+int CmdPlanOrApply(Flags& f, bool apply) {
+  if (f.Get("fence").empty()) return Fail(InvalidArgument("--fence FILE is required"), 2);
+  auto fence = LoadNodeFenceFile(f.Get("fence"));
+  if (!fence.ok()) return Fail(fence.status(), 2);
+  auto node = BuildNode(f);
+  if (!node.ok()) {
+    return Fail(node.status(), node.status().code() == StatusCode::kInvalidArgument ? 2 : 1);
+  }
+  // Bad input writes nothing: every pod must exist before the first write.
+  if (Status st = node->engine->CheckPodsExist(*fence); !st.ok()) return Fail(st, 2);
+  if (!apply) {
+    auto plan = node->engine->MakePlanFor(*fence);
+    if (!plan.ok()) return Fail(plan.status(), 2);
+    std::cout << PlanToJson(*plan).dump(2) << "\n";
+    return 0;
+  }
+  auto report = node->engine->Apply(*fence);
+  if (!report.ok()) return Fail(report.status(), 1);
+  auto full = node->engine->last_apply();
+  std::cout << ApplyReportJson(*full).dump(2) << "\n";
+  return full->failed == 0 ? 0 : 1;
+}
+
+int CmdRevert(Flags& f) {
+  auto node = BuildNode(f);
+  if (!node.ok()) return Fail(node.status(), 1);
+  ApplyReport r = node->engine->RevertAll();
+  std::cout << ApplyReportJson(r).dump(2) << "\n";
+  for (const auto& v : r.reverts) {
+    if (v.outcome == reason::kRevertFailed) return 1;
+  }
+  return 0;
+}
+
+volatile std::sig_atomic_t g_stop = 0;  // signal flag: the one global a signal handler needs
+void OnSignal(int) { g_stop = 1; }
+
+int CmdRun(Flags& f) {
+  if (f.Get("controller").empty())
+    return Fail(InvalidArgument("--controller HOST:PORT is required"), 2);
+  if (f.Get("node-name").empty()) return Fail(InvalidArgument("--node-name is required"), 2);
+  auto node = BuildNode(f);
+  if (!node.ok()) return Fail(node.status(), 1);
+  FenceClientOptions o;
+  o.target = f.Get("controller");
+  o.insecure = f.GetBool("insecure");
+  o.tls = {f.Get("tls-ca"), f.Get("tls-cert"), f.Get("tls-key")};
+  o.tls_server_name = f.Get("tls-server-name");
+  o.hello.set_node_name(f.Get("node-name"));
+  o.hello.set_agent_version(FEEDGUARD_VERSION);
+  const auto& layout = node->cgroups->layout();
+  o.hello.set_cgroup_version(layout.version == cgroup::CgroupVersion::kV2 ? "v2" : "v1");
+  o.hello.set_cgroup_driver(layout.driver == cgroup::KubeletDriver::kSystemd ? "systemd"
+                                                                             : "cgroupfs");
+  if (layout.caps.cpu_idle) o.hello.add_capabilities("cpu.idle");
+  if (layout.caps.burst) o.hello.add_capabilities("cpu.burst");
+  if (layout.caps.psi) o.hello.add_capabilities("cpu.pressure");
+  o.report_interval = std::chrono::milliseconds(std::stoi(f.Get("report-interval-ms")));
+  auto client = FenceClient::Start(o, node->engine);
+  if (!client.ok()) return Fail(client.status(), 2);
+  spdlog::info("feedguard-agent: node {} dialing {}", f.Get("node-name"), o.target);
+  std::signal(SIGTERM, OnSignal);
+  std::signal(SIGINT, OnSignal);
+  const auto verify_every = std::chrono::milliseconds(std::stoi(f.Get("verify-interval-ms")));
+  auto next_verify = std::chrono::steady_clock::now() + verify_every;
+  while (!g_stop) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    if (std::chrono::steady_clock::now() >= next_verify) {
+      next_verify += verify_every;
+      if (auto report = node->engine->CurrentReport()) (*client)->PushReport(*report);
+    }
+  }
+  spdlog::info("feedguard-agent: stopping; fences stay in place (use `revert` to remove them)");
+  (*client)->Stop();
+  return 0;
+}
+
+}  // namespace
+
+int RunAgentCli(int argc, char** argv) {
+  if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "help") {
+    std::cout << kUsage;
+    return argc < 2 ? 2 : 0;
+  }
+  const std::string cmd = argv[1];
+  Flags f;
+  DefineNodeFlags(f);
+  if (cmd == "plan" || cmd == "apply") f.Define("fence", "", "NodeFence file (JSON or YAML)");
+  if (cmd == "run") {
+    f.Define("controller", "", "controller gRPC address host:port");
+    f.Define("node-name", "", "this node's name (must match the client certificate)");
+    f.Define("tls-ca", "", "CA bundle that signs the controller's certificate");
+    f.Define("tls-cert", "", "this agent's client certificate");
+    f.Define("tls-key", "", "this agent's client key");
+    f.Define("tls-server-name", "", "name to verify on the controller's certificate");
+    f.DefineBool("insecure", "no TLS (local demos only; the controller must agree)");
+    f.Define("report-interval-ms", "10000", "how often to send a fresh report");
+    f.Define("verify-interval-ms", "5000",
+             "how often to re-read every file we wrote and re-apply overwrites");
+  }
+  if (cmd == "topology") {
+    // topology needs only --topology-xml, declared with the node flags.
+  } else if (cmd != "plan" && cmd != "apply" && cmd != "revert" && cmd != "run") {
+    std::cerr << "feedguard-agent: unknown command \"" << cmd << "\"\n\n" << kUsage;
+    return 2;
+  }
+  if (cmd == "topology") f.DefineBool("json", "print JSON instead of a table");
+  if (Status st = f.Parse(argc, argv, 2); !st.ok()) return Fail(st, 2);
+  if (f.GetBool("help")) {
+    std::cout << "usage: feedguard-agent " << cmd << " [flags]\n\nflags:\n" << f.Help();
+    return 0;
+  }
+  if (!f.positional().empty()) {
+    return Fail(InvalidArgument("unexpected argument \"" + f.positional()[0] + "\""), 2);
+  }
+  spdlog::set_level(spdlog::level::from_str(f.Get("log-level")));
+  if (cmd == "topology") {
+    auto topo = f.Get("topology-xml").empty() ? LoadLiveTopology()
+                                              : LoadTopologyFromXmlFile(f.Get("topology-xml"));
+    if (!topo.ok()) return Fail(topo.status(), 1);
+    std::cout << (f.GetBool("json") ? TopologyToJson(*topo).dump(2) + "\n"
+                                    : TopologyToTable(*topo));
+    return 0;
+  }
+  if (cmd == "plan") return CmdPlanOrApply(f, false);
+  if (cmd == "apply") return CmdPlanOrApply(f, true);
+  if (cmd == "revert") return CmdRevert(f);
+  return CmdRun(f);
+}
+
+}  // namespace feedguard::agent

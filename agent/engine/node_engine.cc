@@ -1,0 +1,269 @@
+#include "agent/engine/node_engine.h"
+
+#include <fstream>
+#include <sstream>
+
+#include <google/protobuf/util/json_util.h>
+#include <yaml-cpp/yaml.h>
+#include <nlohmann/json.hpp>
+
+namespace feedguard::agent {
+namespace {
+
+namespace v1 = feedguard::v1;
+
+nlohmann::json YamlToJson(const YAML::Node& n) {
+  switch (n.Type()) {
+    case YAML::NodeType::Map: {
+      nlohmann::json o = nlohmann::json::object();
+      for (const auto& kv : n) o[kv.first.as<std::string>()] = YamlToJson(kv.second);
+      return o;
+    }
+    case YAML::NodeType::Sequence: {
+      nlohmann::json a = nlohmann::json::array();
+      for (const auto& e : n) a.push_back(YamlToJson(e));
+      return a;
+    }
+    case YAML::NodeType::Scalar: {
+      const std::string s = n.Scalar();
+      if (n.Tag() == "!") return s;  // quoted
+      if (s == "true" || s == "false") return s == "true";
+      // Integers stay integers (proto3 JSON accepts numbers for int64 fields too).
+      char* end = nullptr;
+      long long v = std::strtoll(s.c_str(), &end, 10);
+      if (!s.empty() && end && *end == '\0') return v;
+      return s;
+    }
+    default:
+      return nullptr;
+  }
+}
+
+}  // namespace
+
+Result<v1::NodeFence> ParseNodeFence(const std::string& text, const std::string& origin) {
+  std::string json_text;
+  size_t first = text.find_first_not_of(" \t\r\n");
+  if (first != std::string::npos && text[first] == '{') {
+    json_text = text;
+  } else {
+    try {
+      json_text = YamlToJson(YAML::Load(text)).dump();
+    } catch (const YAML::Exception& e) {
+      return InvalidArgument(origin + ": not valid YAML or JSON: " + e.what());
+    }
+  }
+  v1::NodeFence fence;
+  google::protobuf::util::JsonParseOptions opts;
+  opts.ignore_unknown_fields = false;
+  auto st = google::protobuf::util::JsonStringToMessage(json_text, &fence, opts);
+  if (!st.ok()) {
+    return InvalidArgument(origin + ": not a NodeFence: " + std::string(st.message()));
+  }
+  // Semantic checks the proto cannot express.
+  std::map<std::string, const v1::PolicyOptions*> policies;
+  for (const auto& p : fence.policies()) {
+    if (p.name().empty()) return InvalidArgument(origin + ": policies[].name is required");
+    policies[p.name()] = &p;
+    if (p.trainer_cpu().cores() < 0 || p.trainer_cpu().cores_per_gpu() < 0) {
+      return InvalidArgument(origin + ": policy " + p.name() + ": cores must be ≥ 0");
+    }
+    if (p.neighbour_max_cpu_percent() < 0 || p.neighbour_max_cpu_percent() > 100) {
+      return InvalidArgument(origin + ": policy " + p.name() +
+                             ": neighbourMaxCpuPercent must be 0..100");
+    }
+  }
+  std::set<std::string> uids;
+  auto check_pod = [&](const v1::PodRef& pod, const std::string& policy,
+                       const char* role) -> Status {
+    std::string who = std::string(role) + " " + pod.namespace_() + "/" + pod.name();
+    if (pod.uid().empty()) return InvalidArgument(origin + ": " + who + ": pod.uid is required");
+    if (!uids.insert(pod.uid()).second) {
+      return InvalidArgument(origin + ": pod uid " + pod.uid() + " appears twice");
+    }
+    if (!policies.count(policy)) {
+      return InvalidArgument(origin + ": " + who + ": policy \"" + policy +
+                             "\" is not in policies[]");
+    }
+    return OkStatus();
+  };
+  for (const auto& t : fence.trainers())
+    FG_RETURN_IF_ERROR(check_pod(t.pod(), t.policy(), "trainer"));
+  for (const auto& n : fence.neighbours())
+    FG_RETURN_IF_ERROR(check_pod(n.pod(), n.policy(), "neighbour"));
+  return fence;
+}
+
+Result<v1::NodeFence> LoadNodeFenceFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return NotFound("cannot read fence file " + path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ParseNodeFence(ss.str(), path);
+}
+
+NodeEngine::NodeEngine(NodeEngineOptions options) : options_(std::move(options)) {}
+
+Result<Plan> NodeEngine::MakePlanFor(const v1::NodeFence& fence) {
+  PlanInput in;
+  in.fence = fence;
+  in.reserved_cpus = options_.reserved_cpus;
+  if (!options_.cpu_manager_state_path.empty()) {
+    auto cm = LoadCpuManagerState(options_.cpu_manager_state_path);
+    if (cm.ok()) {
+      in.cpu_manager = std::move(cm).value();
+    } else if (cm.status().code() != StatusCode::kNotFound) {
+      return cm.status().Annotate("kubelet CPU manager state");
+    }
+  }
+  // GPUs: what the fence says, else what kubelet says.
+  std::optional<PodGpuMap> from_kubelet;
+  for (const auto& t : fence.trainers()) {
+    std::vector<std::string> ids(t.gpu_ids().begin(), t.gpu_ids().end());
+    if (ids.empty() && options_.pod_resources) {
+      if (!from_kubelet) {
+        auto m = options_.pod_resources->ListPodGpus();
+        from_kubelet = m.ok() ? std::move(m).value() : PodGpuMap{};
+      }
+      auto it = from_kubelet->find(PodKey{t.pod().namespace_(), t.pod().name()});
+      if (it != from_kubelet->end()) ids = it->second;
+    }
+    if (ids.empty()) continue;
+    if (options_.gpu_resolver) {
+      in.trainer_gpus[t.pod().uid()] = options_.gpu_resolver->ResolveAll(ids);
+    } else {
+      std::vector<ResolvedGpu> unresolved;
+      for (const auto& id : ids) unresolved.push_back({id, "", "no NVIDIA driver information"});
+      in.trainer_gpus[t.pod().uid()] = unresolved;
+    }
+  }
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    in.previous = last_plan_;
+  }
+  Plan plan = feedguard::agent::MakePlan(options_.topology, in);
+  // CPUs the planner was told to avoid must exist on this machine.
+  if (!options_.reserved_cpus.IsSubsetOf(options_.topology.AllPus())) {
+    return InvalidArgument("reserved CPUs " + options_.reserved_cpus.ToString() +
+                           " are not all on this machine (" +
+                           options_.topology.AllPus().ToString() + ")");
+  }
+  return plan;
+}
+
+Status NodeEngine::CheckPodsExist(const v1::NodeFence& fence) const {
+  std::string missing;
+  auto check = [&](const v1::PodRef& ref) {
+    auto r = options_.cgroups->ResolvePod(ToPodIdentity(ref));
+    if (!r.ok()) {
+      missing += "\n  " + ref.namespace_() + "/" + ref.name() + " (uid " + ref.uid() +
+                 "): " + r.status().message();
+    }
+  };
+  for (const auto& t : fence.trainers()) check(t.pod());
+  for (const auto& n : fence.neighbours()) check(n.pod());
+  if (!missing.empty()) return NotFound("pods without cgroups on this node:" + missing);
+  return OkStatus();
+}
+
+Result<v1::NodeReport> NodeEngine::Apply(const v1::NodeFence& fence) {
+  FG_ASSIGN_OR_RETURN(Plan plan, MakePlanFor(fence));
+  ApplyReport r = options_.enforcer->Apply(plan);
+  if (!r.checkpoint_status.ok()) {
+    // Without a checkpoint nothing can be restored later: refuse (the controller sees a NACK).
+    return r.checkpoint_status.Annotate("checkpoint");
+  }
+  v1::NodeReport report = ToReport(r, plan);
+  AddObservations(&report);
+  std::lock_guard<std::mutex> l(mu_);
+  last_plan_ = plan;
+  last_apply_ = r;
+  last_report_ = report;
+  return report;
+}
+
+std::optional<v1::NodeReport> NodeEngine::CurrentReport() {
+  std::optional<v1::NodeReport> report;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    report = last_report_;
+  }
+  if (!report) return std::nullopt;
+  auto verify = options_.enforcer->Verify();
+  auto counts = options_.enforcer->OverwriteCounts();
+  uint64_t total = 0;
+  for (auto& pod : *report->mutable_pods()) {
+    auto it = counts.find(pod.uid());
+    pod.set_overwrites(it == counts.end() ? 0 : it->second);
+    total += pod.overwrites();
+  }
+  report->set_overwrites_total(total);
+  (void)verify;
+  AddObservations(&*report);
+  return report;
+}
+
+std::optional<ApplyReport> NodeEngine::last_apply() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return last_apply_;
+}
+
+ApplyReport NodeEngine::RevertAll() {
+  ApplyReport r = options_.enforcer->RevertAll();
+  std::lock_guard<std::mutex> l(mu_);
+  last_plan_.reset();
+  last_report_.reset();
+  return r;
+}
+
+v1::NodeReport NodeEngine::ToReport(const ApplyReport& r, const Plan& plan) const {
+  v1::NodeReport out;
+  out.set_applied_version(r.fence_version);
+  out.set_dry_run(r.dry_run);
+  for (const auto& p : r.pods) {
+    auto* pr = out.add_pods();
+    pr->set_uid(p.uid);
+    pr->set_namespace_(p.ns);
+    pr->set_name(p.name);
+    pr->set_policy(p.policy);
+    pr->set_role(p.role == PodRole::kTrainer ? v1::PodReport::TRAINER : v1::PodReport::NEIGHBOUR);
+    pr->set_enforced(p.enforced);
+    pr->set_reason(p.reason);
+    pr->set_message(p.message);
+    pr->set_cpus(p.cpus);
+    pr->set_overwrites(p.overwrites);
+  }
+  // Planner diagnostics for pods the enforcer still enforced (e.g. NUMAFallback) are advice; a
+  // trainer the planner could not pin keeps its fence but says why.
+  for (const auto& d : plan.diagnostics) {
+    for (auto& pr : *out.mutable_pods()) {
+      if (pr.uid() == d.pod_uid && pr.enforced() && pr.message().empty()) {
+        pr.set_message(d.reason + ": " + d.message);
+      }
+    }
+  }
+  return out;
+}
+
+void NodeEngine::AddObservations(v1::NodeReport* report) const {
+  for (auto& pod : *report->mutable_pods()) {
+    if (pod.role() != v1::PodReport::TRAINER) continue;
+    PodIdentity id;
+    id.uid = pod.uid();
+    id.ns = pod.namespace_();
+    id.name = pod.name();
+    // The QoS class decides the path; try each (a trainer is rarely BestEffort).
+    for (QosClass q : {QosClass::kBurstable, QosClass::kGuaranteed, QosClass::kBestEffort}) {
+      id.qos = q;
+      auto resolved = options_.cgroups->ResolvePod(id);
+      if (!resolved.ok()) continue;
+      auto psi = options_.cgroups->ReadPressure(resolved->dirs);
+      if (psi.ok() && psi->has_value()) {
+        pod.set_cpu_pressure_some_avg10((*psi)->some.avg10);
+      }
+      break;
+    }
+  }
+}
+
+}  // namespace feedguard::agent

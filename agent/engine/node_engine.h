@@ -1,0 +1,68 @@
+// node_engine.h — the node-side pipeline in one object: NodeFence → GPUs → Plan → cgroup writes
+// → NodeReport. Used by the agent daemon (as the stream client's FenceApplier) and by the
+// `feedguard-agent plan|apply|revert` commands.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "agent/cgroup/cgroups.h"
+#include "agent/client/fence_applier.h"
+#include "agent/enforcer/enforcer.h"
+#include "agent/planner/planner.h"
+#include "agent/topology/gpu_ids.h"
+#include "agent/topology/podresources_client.h"
+#include "agent/topology/topology.h"
+#include "feedguard/v1/nodefence.pb.h"
+
+namespace feedguard::agent {
+
+struct NodeEngineOptions {
+  Topology topology;
+  cgroup::CgroupsPtr cgroups;
+  EnforcerPtr enforcer;
+  // Which GPUs each trainer got. Null: only NodeFence.trainers[].gpu_ids are used.
+  PodResourcesSourcePtr pod_resources;
+  std::shared_ptr<const GpuIdResolver> gpu_resolver;  // null: GPU ids stay unresolved
+  CpuSet reserved_cpus;
+  std::string cpu_manager_state_path;  // "" = no static CPU manager
+};
+
+class NodeEngine final : public FenceApplier {
+ public:
+  explicit NodeEngine(NodeEngineOptions options);
+
+  // Plans without writing anything.
+  Result<Plan> MakePlanFor(const feedguard::v1::NodeFence& fence);
+  // Checks that every pod in the fence has its cgroups on this node; NotFound naming the pods
+  // that do not. (The daemon reports such pods per pod instead; the CLI refuses the whole file.)
+  Status CheckPodsExist(const feedguard::v1::NodeFence& fence) const;
+
+  // FenceApplier: plan, enforce, report.
+  Result<feedguard::v1::NodeReport> Apply(const feedguard::v1::NodeFence& fence) override;
+  std::optional<feedguard::v1::NodeReport> CurrentReport() override;
+
+  // The full outcome of the last Apply (for the CLI's output).
+  std::optional<ApplyReport> last_apply() const;
+  // Unfences the node: restores every original still holding our value.
+  ApplyReport RevertAll();
+
+ private:
+  feedguard::v1::NodeReport ToReport(const ApplyReport& r, const Plan& plan) const;
+  void AddObservations(feedguard::v1::NodeReport* report) const;
+
+  NodeEngineOptions options_;
+  mutable std::mutex mu_;
+  std::optional<Plan> last_plan_;                         // guarded by mu_
+  std::optional<ApplyReport> last_apply_;                 // guarded by mu_
+  std::optional<feedguard::v1::NodeReport> last_report_;  // guarded by mu_
+};
+using NodeEnginePtr = std::shared_ptr<NodeEngine>;
+
+// Reads a NodeFence from a JSON or YAML file (proto3 JSON mapping; unknown fields rejected).
+Result<feedguard::v1::NodeFence> LoadNodeFenceFile(const std::string& path);
+Result<feedguard::v1::NodeFence> ParseNodeFence(const std::string& text, const std::string& origin);
+
+}  // namespace feedguard::agent
