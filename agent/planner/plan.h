@@ -51,6 +51,8 @@ struct TrainerPlacement {
   CpuSet cpus;
   CpuSet mems;
   bool gpu_local = false;  // every chosen core is on a NUMA node local to the pod's GPUs
+  // The pod's policy is DryRun: planned and reported, but the enforcer writes nothing for it.
+  bool dry_run = false;
 };
 
 struct NeighbourAction {
@@ -62,6 +64,8 @@ struct NeighbourAction {
   std::optional<uint64_t> weight;  // v2 scale 1..10000
   std::optional<CpuQuota> quota;
   std::optional<CpuSet> cpus;
+  // The pod's policy is DryRun: planned and reported, but the enforcer writes nothing for it.
+  bool dry_run = false;
 };
 
 struct Plan {

@@ -1,0 +1,34 @@
+// fake_tree.h — test helper: plain directories that look like cgroup directories (interface
+// files with kernel defaults), so Cgroups, the enforcer and the kubelet stand-in can run in a
+// temp dir without root. Test-only (library fg_cgroup_testing).
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "agent/cgroup/cgroups.h"
+#include "agent/cgroup/kernel_facts.h"
+#include "feedguard/common/status.h"
+
+namespace feedguard::agent::cgroup {
+
+struct FakeCgroupOptions {
+  bool cpu_idle = true;  // create cpu.idle (false: a kernel older than 5.15)
+  bool burst = true;
+  bool psi = true;  // v2 only: cpu.pressure
+  std::string cpus = "0-3";
+  std::string mems = "0";
+};
+
+// Creates `dir` (and missing parents, each populated too) with the files a fresh cgroup has.
+// v1: `controller` is "cpu", "cpuacct" or "cpuset" (the mount the dir is under); v2: ignored.
+Status MakeFakeCgroupDir(const std::string& dir, CgroupVersion version, std::string_view controller,
+                         const FakeCgroupOptions& options = {});
+
+// A layout whose mounts are plain dirs under `root` (created and populated):
+// v1 → root/cpu, root/cpuacct, root/cpuset; v2 → root/unified. Capabilities from `options`.
+Result<CgroupLayout> MakeFakeLayout(const std::string& root, CgroupVersion version,
+                                    KubeletDriver driver, std::string_view cgroup_root,
+                                    const FakeCgroupOptions& options = {});
+
+}  // namespace feedguard::agent::cgroup

@@ -1,0 +1,564 @@
+#include "agent/cgroup/fs_cgroups.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <filesystem>
+#include <sstream>
+
+#include "agent/cgroup/cpuset_order.h"
+
+namespace feedguard::agent::cgroup {
+namespace {
+
+std::string Basename(const std::string& path) {
+  size_t slash = path.find_last_of('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+std::string Dirname(const std::string& path) {
+  size_t slash = path.find_last_of('/');
+  return slash == std::string::npos ? std::string(".") : path.substr(0, slash);
+}
+
+std::string JoinPath(const std::string& dir, std::string_view name) {
+  if (name.empty()) return dir;
+  if (dir.empty() || dir.back() == '/') return dir + std::string(name);
+  return dir + "/" + std::string(name);
+}
+
+bool IsDir(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+std::string Trim(std::string_view s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ' || s.back() == '\t')) {
+    s.remove_suffix(1);
+  }
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  return std::string(s);
+}
+
+template <typename T>
+Result<T> ParseNumber(std::string_view text, const std::string& what) {
+  std::string t = Trim(text);
+  T v{};
+  auto [ptr, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+  if (ec != std::errc() || ptr != t.data() + t.size() || t.empty()) {
+    return InvalidArgument("cannot parse \"" + t + "\" in " + what + " as a number");
+  }
+  return v;
+}
+
+// Parses "key value" lines (cpu.stat).
+std::optional<uint64_t> StatField(std::string_view text, std::string_view key) {
+  std::istringstream in{std::string(text)};
+  std::string k;
+  uint64_t v;
+  while (in >> k >> v) {
+    if (k == key) return v;
+  }
+  return std::nullopt;
+}
+
+class FsCgroups final : public Cgroups {
+ public:
+  explicit FsCgroups(CgroupLayout layout) : layout_(std::move(layout)) {
+    for (const auto& rel : QosTierRelPaths(layout_.driver, layout_.cgroup_root)) {
+      for (const auto* mount :
+           {&layout_.cpu_mount, &layout_.cpuacct_mount, &layout_.cpuset_mount}) {
+        owned_.push_back(Normal(JoinPath(*mount, rel)));
+      }
+    }
+  }
+
+  const CgroupLayout& layout() const override { return layout_; }
+
+  CgroupPaths PathsFor(const std::string& rel) const {
+    return {JoinPath(layout_.cpu_mount, rel), JoinPath(layout_.cpuacct_mount, rel),
+            JoinPath(layout_.cpuset_mount, rel)};
+  }
+
+  Result<ResolvedPod> ResolvePod(const PodIdentity& pod) const override {
+    if (pod.uid.empty() || pod.uid.find('/') != std::string::npos) {
+      return InvalidArgument("bad pod uid \"" + pod.uid + "\"");
+    }
+    ResolvedPod out;
+    out.uid = pod.uid;
+    const std::string rel = PodRelPath(layout_.driver, layout_.cgroup_root, pod.qos, pod.uid);
+    out.dirs = PathsFor(rel);
+    for (const std::string* d : {&out.dirs.cpu, &out.dirs.cpuacct, &out.dirs.cpuset}) {
+      if (!IsDir(*d)) {
+        return NotFound("pod " + pod.ns + "/" + pod.name + " (" + pod.uid + "): no cgroup at " +
+                        *d);
+      }
+    }
+    for (const auto& cid : pod.container_ids) {
+      FG_ASSIGN_OR_RETURN(ContainerRef ref, ParseContainerId(cid, layout_.runtime));
+      std::vector<std::string> names = ContainerLeafNames(layout_.driver, ref);
+      std::optional<std::string> found;
+      for (const auto& n : names) {
+        if (IsDir(JoinPath(out.dirs.cpu, n))) {
+          found = n;
+          break;
+        }
+      }
+      if (!found) {
+        std::string tried;
+        for (const auto& n : names)
+          tried += (tried.empty() ? "" : ", ") + JoinPath(out.dirs.cpu, n);
+        return NotFound("container " + cid + " of pod " + pod.uid + ": no cgroup at " + tried);
+      }
+      ResolvedContainer rc;
+      rc.container_id = cid;
+      rc.dirs = PathsFor(rel + "/" + *found);
+      for (const std::string* d : {&rc.dirs.cpuacct, &rc.dirs.cpuset}) {
+        if (!IsDir(*d)) return NotFound("container " + cid + ": no cgroup at " + *d);
+      }
+      CgroupPaths child = PathsFor(rel + "/" + *found + "/" + std::string(kCrunContainerChild));
+      if (IsDir(child.cpu)) rc.children.push_back(child);
+      out.containers.push_back(std::move(rc));
+    }
+    return out;
+  }
+
+  bool IsKubeletOwned(const std::string& dir) const override {
+    const std::string d = Normal(dir);
+    for (const auto& owned : owned_) {
+      // The tier itself, or any ancestor of it (a prefix at a '/' boundary).
+      if (d == owned) return true;
+      if (owned.size() > d.size() && owned.compare(0, d.size(), d) == 0 && owned[d.size()] == '/') {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  std::vector<std::string> KnobFiles(const CgroupPaths& d, Knob knob) const override {
+    const bool v1 = layout_.version == CgroupVersion::kV1;
+    switch (knob) {
+      case Knob::kWeight:
+        return {JoinPath(d.cpu, v1 ? v1::kShares : v2::kWeight)};
+      case Knob::kIdle:
+        return {JoinPath(d.cpu, v1 ? v1::kIdle : v2::kIdle)};
+      case Knob::kQuota:
+        if (v1) return {JoinPath(d.cpu, v1::kCfsQuotaUs), JoinPath(d.cpu, v1::kCfsPeriodUs)};
+        return {JoinPath(d.cpu, v2::kMax)};
+      case Knob::kBurst:
+        return {JoinPath(d.cpu, v1 ? v1::kCfsBurstUs : v2::kMaxBurst)};
+      case Knob::kCpusetCpus:
+        return {JoinPath(d.cpuset, v1 ? v1::kCpusetCpus : v2::kCpusetCpus)};
+      case Knob::kCpusetMems:
+        return {JoinPath(d.cpuset, v1 ? v1::kCpusetMems : v2::kCpusetMems)};
+    }
+    return {};
+  }
+
+  Result<std::string> ReadRaw(const std::string& file) const override {
+    auto r = ReadCgroupFile(file);
+    if (!r.ok() && Basename(file) == kIdle() && IsDir(Dirname(file))) {
+      return Status(StatusCode::kUnimplemented, std::string(kIdleMissingMessage) + ": " + file);
+    }
+    return r;
+  }
+
+  Status WriteRaw(const std::string& file, std::string_view bytes) override {
+    if (IsKubeletOwned(Dirname(file))) {
+      return PermissionDenied("refusing to write " + file +
+                              ": kubelet owns the QoS-tier cgroups and rewrites them");
+    }
+    Status s = WriteCgroupFile(file, bytes);
+    if (s.code() == StatusCode::kNotFound && Basename(file) == kIdle() && IsDir(Dirname(file))) {
+      return Status(StatusCode::kUnimplemented, std::string(kIdleMissingMessage) + ": " + file);
+    }
+    return s;
+  }
+
+  Result<uint64_t> ReadWeight(const CgroupPaths& d) const override {
+    FG_ASSIGN_OR_RETURN(std::string raw, ReadRaw(KnobFiles(d, Knob::kWeight)[0]));
+    FG_ASSIGN_OR_RETURN(uint64_t v, ParseNumber<uint64_t>(raw, KnobFiles(d, Knob::kWeight)[0]));
+    return layout_.version == CgroupVersion::kV1 ? SharesToWeight(v) : v;
+  }
+
+  Status WriteWeight(const CgroupPaths& d, uint64_t weight) override {
+    if (weight < v2::kWeightMin || weight > v2::kWeightMax) {
+      return InvalidArgument("weight " + std::to_string(weight) + " outside 1..10000");
+    }
+    uint64_t v = layout_.version == CgroupVersion::kV1 ? WeightToShares(weight) : weight;
+    return WriteRaw(KnobFiles(d, Knob::kWeight)[0], std::to_string(v));
+  }
+
+  Result<bool> ReadIdle(const CgroupPaths& d) const override {
+    const std::string f = KnobFiles(d, Knob::kIdle)[0];
+    FG_ASSIGN_OR_RETURN(std::string raw, ReadRaw(f));
+    FG_ASSIGN_OR_RETURN(int v, ParseNumber<int>(raw, f));
+    return v != 0;
+  }
+
+  Status WriteIdle(const CgroupPaths& d, bool idle) override {
+    return WriteRaw(KnobFiles(d, Knob::kIdle)[0], idle ? "1" : "0");
+  }
+
+  Result<CpuQuota> ReadQuota(const CgroupPaths& d) const override {
+    auto files = KnobFiles(d, Knob::kQuota);
+    CpuQuota q;
+    if (layout_.version == CgroupVersion::kV1) {
+      FG_ASSIGN_OR_RETURN(std::string quota, ReadRaw(files[0]));
+      FG_ASSIGN_OR_RETURN(std::string period, ReadRaw(files[1]));
+      FG_ASSIGN_OR_RETURN(q.quota_us, ParseNumber<int64_t>(quota, files[0]));
+      FG_ASSIGN_OR_RETURN(q.period_us, ParseNumber<int64_t>(period, files[1]));
+      if (q.quota_us < 0) q.quota_us = -1;
+      return q;
+    }
+    FG_ASSIGN_OR_RETURN(std::string raw, ReadRaw(files[0]));
+    std::istringstream in(raw);
+    std::string quota, period;
+    if (!(in >> quota >> period))
+      return InvalidArgument("cannot parse \"" + Trim(raw) + "\" in " + files[0]);
+    if (quota == v2::kMaxKeyword) {
+      q.quota_us = -1;
+    } else {
+      FG_ASSIGN_OR_RETURN(q.quota_us, ParseNumber<int64_t>(quota, files[0]));
+    }
+    FG_ASSIGN_OR_RETURN(q.period_us, ParseNumber<int64_t>(period, files[0]));
+    return q;
+  }
+
+  Status WriteQuota(const CgroupPaths& d, const CpuQuota& q) override {
+    if (q.period_us < kMinPeriodUs || q.period_us > kMaxPeriodUs) {
+      return InvalidArgument("period " + std::to_string(q.period_us) + "µs outside 1000..1000000");
+    }
+    if (q.quota_us != -1 && q.quota_us < kMinQuotaUs) {
+      return InvalidArgument("quota " + std::to_string(q.quota_us) + "µs below 1000 (or -1)");
+    }
+    auto files = KnobFiles(d, Knob::kQuota);
+    if (layout_.version == CgroupVersion::kV2) {
+      std::string quota =
+          q.quota_us < 0 ? std::string(v2::kMaxKeyword) : std::to_string(q.quota_us);
+      return WriteRaw(files[0], quota + " " + std::to_string(q.period_us));
+    }
+    // v1: two files. Keep every intermediate state valid for the parent's bandwidth check:
+    // an unlimited child is always accepted, so go through -1 when the period changes.
+    FG_ASSIGN_OR_RETURN(std::string period_raw, ReadRaw(files[1]));
+    FG_ASSIGN_OR_RETURN(int64_t period, ParseNumber<int64_t>(period_raw, files[1]));
+    if (period != q.period_us) {
+      FG_RETURN_IF_ERROR(WriteRaw(files[0], "-1"));
+      FG_RETURN_IF_ERROR(WriteRaw(files[1], std::to_string(q.period_us)));
+    }
+    return WriteRaw(files[0], std::to_string(q.quota_us));
+  }
+
+  Result<int64_t> ReadBurst(const CgroupPaths& d) const override {
+    const std::string f = KnobFiles(d, Knob::kBurst)[0];
+    auto raw = ReadRaw(f);
+    if (!raw.ok()) return MissingBurst(raw.status(), f);
+    return ParseNumber<int64_t>(*raw, f);
+  }
+
+  Status WriteBurst(const CgroupPaths& d, int64_t burst_us) override {
+    if (burst_us < 0) return InvalidArgument("negative burst");
+    const std::string f = KnobFiles(d, Knob::kBurst)[0];
+    Status s = WriteRaw(f, std::to_string(burst_us));
+    return s.ok() ? s : MissingBurst(s, f);
+  }
+
+  Result<CpuSet> ReadSet(const std::string& file) const {
+    FG_ASSIGN_OR_RETURN(std::string raw, ReadRaw(file));
+    auto set = CpuSet::Parse(raw);
+    if (!set.ok()) return set.status().Annotate(file);
+    return set;
+  }
+
+  Result<CpuSet> ReadCpus(const CgroupPaths& d) const override {
+    return ReadSet(KnobFiles(d, Knob::kCpusetCpus)[0]);
+  }
+  Result<CpuSet> ReadEffectiveCpus(const CgroupPaths& d) const override {
+    return ReadSet(JoinPath(d.cpuset, layout_.version == CgroupVersion::kV1
+                                          ? v1::kCpusetEffectiveCpus
+                                          : v2::kCpusetCpusEffective));
+  }
+  Result<CpuSet> ReadMems(const CgroupPaths& d) const override {
+    return ReadSet(KnobFiles(d, Knob::kCpusetMems)[0]);
+  }
+  Status WriteCpus(const CgroupPaths& d, const CpuSet& cpus) override {
+    return WriteRaw(KnobFiles(d, Knob::kCpusetCpus)[0], cpus.ToString());
+  }
+  Status WriteMems(const CgroupPaths& d, const CpuSet& mems) override {
+    return WriteRaw(KnobFiles(d, Knob::kCpusetMems)[0], mems.ToString());
+  }
+
+  Result<std::vector<FileWrite>> PlanCpusetTree(const CgroupPaths& d, Knob knob,
+                                                const CpuSet& target) const override {
+    if (knob != Knob::kCpusetCpus && knob != Knob::kCpusetMems) {
+      return InvalidArgument("PlanCpusetTree wants kCpusetCpus or kCpusetMems");
+    }
+    const std::string name = Basename(KnobFiles(d, knob)[0]);
+    if (!IsDir(d.cpuset)) return NotFound("no cgroup at " + d.cpuset);
+    std::vector<CpusetNode> nodes;
+    std::vector<std::pair<std::string, int>> queue = {{d.cpuset, -1}};
+    constexpr size_t kMaxNodes = 4096;
+    // Breadth-first keeps parents before children.
+    for (size_t qi = 0; qi < queue.size(); ++qi) {
+      if (nodes.size() >= kMaxNodes)
+        return Internal("cgroup tree under " + d.cpuset + " too large");
+      const auto [dir, parent] = queue[qi];
+      FG_ASSIGN_OR_RETURN(CpuSet cur, ReadSet(JoinPath(dir, name)));
+      nodes.push_back({JoinPath(dir, name), parent, cur});
+      const int me = static_cast<int>(nodes.size()) - 1;
+      DIR* dp = ::opendir(dir.c_str());
+      if (dp == nullptr) return NotFound("cannot list " + dir + ": " + std::strerror(errno));
+      std::vector<std::string> children;
+      while (dirent* e = ::readdir(dp)) {
+        std::string n = e->d_name;
+        if (n == "." || n == "..") continue;
+        if (IsDir(JoinPath(dir, n))) children.push_back(n);
+      }
+      ::closedir(dp);
+      std::sort(children.begin(), children.end());
+      for (const auto& c : children) queue.push_back({JoinPath(dir, c), me});
+    }
+    return PlanCpusetWrites(nodes, target);
+  }
+
+  Status ApplyWrites(const std::vector<FileWrite>& writes) override {
+    for (size_t i = 0; i < writes.size(); ++i) {
+      Status s = WriteRaw(writes[i].path, writes[i].value);
+      if (!s.ok()) {
+        return s.Annotate("write " + std::to_string(i + 1) + " of " +
+                          std::to_string(writes.size()));
+      }
+    }
+    return OkStatus();
+  }
+
+  Status SetCpusetTree(const CgroupPaths& d, Knob knob, const CpuSet& target) override {
+    FG_ASSIGN_OR_RETURN(std::vector<FileWrite> writes, PlanCpusetTree(d, knob, target));
+    return ApplyWrites(writes);
+  }
+
+  Result<CpuUsage> ReadUsage(const CgroupPaths& d) const override {
+    CpuUsage u;
+    if (layout_.version == CgroupVersion::kV1) {
+      const std::string uf = JoinPath(d.cpuacct, v1::kCpuacctUsage);
+      FG_ASSIGN_OR_RETURN(std::string usage, ReadRaw(uf));
+      FG_ASSIGN_OR_RETURN(u.usage_ns, ParseNumber<uint64_t>(usage, uf));
+      FG_ASSIGN_OR_RETURN(std::string stat, ReadRaw(JoinPath(d.cpu, v1::kCpuStat)));
+      u.nr_periods = StatField(stat, v1::kStatNrPeriods).value_or(0);
+      u.nr_throttled = StatField(stat, v1::kStatNrThrottled).value_or(0);
+      u.throttled_ns = StatField(stat, v1::kStatThrottledTime).value_or(0);
+      return u;
+    }
+    const std::string sf = JoinPath(d.cpu, v2::kCpuStat);
+    FG_ASSIGN_OR_RETURN(std::string stat, ReadRaw(sf));
+    auto usage = StatField(stat, v2::kStatUsageUsec);
+    if (!usage) return InvalidArgument(sf + " has no usage_usec");
+    u.usage_ns = *usage * 1000;
+    u.nr_periods = StatField(stat, v2::kStatNrPeriods).value_or(0);
+    u.nr_throttled = StatField(stat, v2::kStatNrThrottled).value_or(0);
+    u.throttled_ns = StatField(stat, v2::kStatThrottledUsec).value_or(0) * 1000;
+    return u;
+  }
+
+  Result<std::optional<CpuPressure>> ReadPressure(const CgroupPaths& d) const override {
+    const std::string f = JoinPath(
+        d.cpu, layout_.version == CgroupVersion::kV1 ? v1::kCpuPressure : v2::kCpuPressure);
+    auto raw = ReadCgroupFile(f);
+    if (!raw.ok()) {
+      if (raw.status().code() == StatusCode::kNotFound && IsDir(d.cpu)) {
+        return std::optional<CpuPressure>();
+      }
+      // v2 with psi disabled at boot: the file exists but reads fail with EOPNOTSUPP.
+      if (raw.status().code() == StatusCode::kUnimplemented) return std::optional<CpuPressure>();
+      return raw.status();
+    }
+    FG_ASSIGN_OR_RETURN(CpuPressure p, ParsePressure(*raw));
+    return std::optional<CpuPressure>(p);
+  }
+
+  Result<std::vector<int>> ListPids(const CgroupPaths& d) const override {
+    const std::string f =
+        JoinPath(d.cpu, layout_.version == CgroupVersion::kV1 ? v1::kProcs : v2::kProcs);
+    FG_ASSIGN_OR_RETURN(std::string raw, ReadRaw(f));
+    std::vector<int> pids;
+    std::istringstream in(raw);
+    int pid;
+    while (in >> pid) pids.push_back(pid);
+    return pids;
+  }
+
+ private:
+  static std::string_view kIdle() { return v1::kIdle; }  // same name on v1 and v2
+
+  static std::string Normal(std::string p) {
+    while (p.size() > 1 && p.back() == '/') p.pop_back();
+    return p;
+  }
+
+  Status MissingBurst(const Status& s, const std::string& f) const {
+    if (s.code() == StatusCode::kNotFound && IsDir(Dirname(f))) {
+      return Unimplemented("kernel lacks CFS burst (" + Basename(f) + ", needs ≥ 5.14): " + f);
+    }
+    return s;
+  }
+
+  CgroupLayout layout_;
+  std::vector<std::string> owned_;  // kubepods + QoS-tier dirs on each mount
+};
+
+}  // namespace
+
+Result<std::string> ReadCgroupFile(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    int err = errno;
+    if (err == ENOENT) return NotFound("no such file " + path);
+    if (err == EACCES || err == EPERM) return PermissionDenied("cannot read " + path);
+    return Internal("open " + path + ": " + std::strerror(err));
+  }
+  std::string out;
+  char buf[4096];
+  for (int i = 0; i < 4096; ++i) {  // bounded: 16 MiB
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      int err = errno;
+      ::close(fd);
+      if (err == EOPNOTSUPP) return Unimplemented("reading " + path + " is not supported here");
+      return Internal("read " + path + ": " + std::strerror(err));
+    }
+    if (n == 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return out;
+}
+
+Status WriteErrnoToStatus(int err, const std::string& path, std::string_view value) {
+  const std::string what = "writing \"" + Trim(value) + "\" to " + path;
+  const std::string name = Basename(path);
+  const bool cpuset = name.rfind("cpuset.", 0) == 0;
+  switch (err) {
+    case ENOENT:
+      return NotFound(what + ": no such file");
+    case EINVAL:
+      if (name == v1::kCfsQuotaUs || name == v2::kMax || name == v1::kCfsPeriodUs) {
+        return InvalidArgument(what +
+                               ": rejected by the kernel (invalid value, or a child quota "
+                               "above its parent's, or a parent below a child's)");
+      }
+      if (name == v1::kShares || name == v2::kWeight) {
+        return InvalidArgument(what +
+                               ": invalid value (or the group has cpu.idle=1, which makes "
+                               "the kernel refuse weight writes: clear cpu.idle first)");
+      }
+      return InvalidArgument(what + ": invalid value");
+    case ERANGE:
+      return InvalidArgument(what + ": value out of range");
+    case EACCES:
+    case EPERM:
+      if (cpuset) {
+        return PermissionDenied(what + ": not a subset of parent's " + name +
+                                " (v1: grow the parent first)");
+      }
+      return PermissionDenied(what + ": permission denied");
+    case EBUSY:
+      return FailedPrecondition(what + ": would strand a child cgroup's " + name +
+                                " (v1: shrink children first)");
+    case ENOSPC:
+      return FailedPrecondition(what + ": the cgroup has tasks and the set would be empty");
+    case ENODEV:
+    case EOPNOTSUPP:
+      return Unimplemented(what + ": not supported by this kernel/controller");
+    default:
+      return Internal(what + ": " + std::strerror(err));
+  }
+}
+
+Status WriteCgroupFile(const std::string& path, std::string_view bytes) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC);
+  if (fd < 0) return WriteErrnoToStatus(errno, path, bytes);
+  ssize_t n;
+  do {
+    n = ::write(fd, bytes.data(), bytes.size());
+  } while (n < 0 && errno == EINTR);
+  int err = errno;
+  ::close(fd);
+  if (n < 0) return WriteErrnoToStatus(err, path, bytes);
+  if (static_cast<size_t>(n) != bytes.size()) {
+    return Internal("short write to " + path + " (" + std::to_string(n) + " of " +
+                    std::to_string(bytes.size()) + " bytes)");
+  }
+  return OkStatus();
+}
+
+Result<CpuPressure> ParsePressure(std::string_view text) {
+  CpuPressure p;
+  bool some = false;
+  std::istringstream in{std::string(text)};
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream ls(line);
+    std::string kind, field;
+    ls >> kind;
+    if (kind != "some" && kind != "full") continue;
+    PressureLine pl;
+    int seen = 0;
+    while (ls >> field) {
+      size_t eq = field.find('=');
+      if (eq == std::string::npos) continue;
+      std::string k = field.substr(0, eq), v = field.substr(eq + 1);
+      try {
+        if (k == "avg10")
+          pl.avg10 = std::stod(v), ++seen;
+        else if (k == "avg60")
+          pl.avg60 = std::stod(v), ++seen;
+        else if (k == "avg300")
+          pl.avg300 = std::stod(v), ++seen;
+        else if (k == "total")
+          pl.total_us = std::stoull(v), ++seen;
+      } catch (const std::exception&) {
+        return InvalidArgument("bad PSI field \"" + field + "\"");
+      }
+    }
+    if (seen != 4) return InvalidArgument("incomplete PSI line \"" + line + "\"");
+    if (kind == "some") {
+      p.some = pl;
+      some = true;
+    } else {
+      p.full = pl;
+    }
+  }
+  if (!some) return InvalidArgument("no \"some\" line in PSI text");
+  return p;
+}
+
+std::string_view KnobName(Knob k) {
+  switch (k) {
+    case Knob::kWeight:
+      return "weight";
+    case Knob::kIdle:
+      return "idle";
+    case Knob::kQuota:
+      return "quota";
+    case Knob::kBurst:
+      return "burst";
+    case Knob::kCpusetCpus:
+      return "cpus";
+    case Knob::kCpusetMems:
+      return "mems";
+  }
+  return "unknown";
+}
+
+CgroupsPtr NewFsCgroups(CgroupLayout layout) {
+  return std::make_shared<FsCgroups>(std::move(layout));
+}
+
+}  // namespace feedguard::agent::cgroup

@@ -1,0 +1,254 @@
+#include "agent/cgroup/fs_cgroups.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "agent/cgroup/fake_tree.h"
+
+namespace feedguard::agent::cgroup {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string Slurp(const std::string& p) {
+  std::ifstream in(p);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+void Put(const std::string& p, const std::string& v) { std::ofstream(p) << v; }
+
+class FsCgroupsTest : public ::testing::TestWithParam<std::tuple<CgroupVersion, KubeletDriver>> {
+ protected:
+  void SetUp() override {
+    root_ = (fs::temp_directory_path() /
+             ("fg-cgroup-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter_++)))
+                .string();
+    fs::create_directories(root_);
+    auto [version, driver] = GetParam();
+    auto l = MakeFakeLayout(root_, version, driver, "myroot", opts_);
+    ASSERT_TRUE(l.ok()) << l.status().ToString();
+    layout_ = *l;
+    cg_ = NewFsCgroups(layout_);
+  }
+  void TearDown() override { fs::remove_all(root_); }
+
+  // Creates a kubelet-shaped pod with one containerd container; returns its identity.
+  PodIdentity MakePod(QosClass qos, const std::string& cid = "abc") {
+    PodIdentity p;
+    p.uid = "1111-2222";
+    p.ns = "ns";
+    p.name = "p";
+    p.qos = qos;
+    p.container_ids = {"containerd://" + cid};
+    std::string rel = PodRelPath(layout_.driver, layout_.cgroup_root, qos, p.uid);
+    std::string leaf = ContainerLeafNames(layout_.driver, {Runtime::kContainerd, cid})[0];
+    for (auto [mount, ctrl] : Mounts()) {
+      EXPECT_TRUE(MakeFakeCgroupDir(mount + "/" + rel + "/" + leaf, layout_.version, ctrl).ok());
+    }
+    return p;
+  }
+  std::vector<std::pair<std::string, std::string>> Mounts() const {
+    if (layout_.version == CgroupVersion::kV2) return {{layout_.cpu_mount, ""}};
+    return {{layout_.cpu_mount, "cpu"},
+            {layout_.cpuacct_mount, "cpuacct"},
+            {layout_.cpuset_mount, "cpuset"}};
+  }
+  bool v1() const { return layout_.version == CgroupVersion::kV1; }
+
+  static inline int counter_ = 0;
+  FakeCgroupOptions opts_;
+  std::string root_;
+  CgroupLayout layout_;
+  CgroupsPtr cg_;
+};
+
+TEST_P(FsCgroupsTest, ResolvesPodAndContainerOnEveryController) {
+  PodIdentity p = MakePod(QosClass::kBurstable);
+  auto r = cg_->ResolvePod(p);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  std::string rel = PodRelPath(layout_.driver, "myroot", QosClass::kBurstable, p.uid);
+  EXPECT_EQ(r->dirs.cpu, layout_.cpu_mount + "/" + rel);
+  EXPECT_EQ(r->dirs.cpuset, layout_.cpuset_mount + "/" + rel);
+  EXPECT_EQ(r->dirs.cpuacct, layout_.cpuacct_mount + "/" + rel);
+  ASSERT_EQ(r->containers.size(), 1u);
+  EXPECT_EQ(r->containers[0].container_id, "containerd://abc");
+  EXPECT_TRUE(fs::is_directory(r->containers[0].dirs.cpuset));
+  EXPECT_TRUE(r->containers[0].children.empty());
+}
+
+TEST_P(FsCgroupsTest, MissingPodAndContainerAreNotFoundNamingThePath) {
+  PodIdentity p = MakePod(QosClass::kGuaranteed);
+  PodIdentity other = p;
+  other.qos = QosClass::kBestEffort;  // that dir does not exist
+  auto r = cg_->ResolvePod(other);
+  ASSERT_EQ(r.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(
+      r.status().message().find(PodRelPath(layout_.driver, "myroot", QosClass::kBestEffort, p.uid)),
+      std::string::npos)
+      << r.status().message();
+  p.container_ids.push_back("containerd://nothere");
+  r = cg_->ResolvePod(p);
+  ASSERT_EQ(r.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(r.status().message().find("nothere"), std::string::npos);
+}
+
+TEST_P(FsCgroupsTest, TypedKnobsRoundTripInTheRightFiles) {
+  auto pod = cg_->ResolvePod(MakePod(QosClass::kBurstable)).value();
+  ASSERT_TRUE(cg_->WriteWeight(pod.dirs, 500).ok());
+  EXPECT_EQ(cg_->ReadWeight(pod.dirs).value(), 500u);
+  EXPECT_EQ(Slurp(pod.dirs.cpu + (v1() ? "/cpu.shares" : "/cpu.weight")),
+            v1() ? std::to_string(WeightToShares(500)) : "500");
+  EXPECT_EQ(cg_->WriteWeight(pod.dirs, 0).code(), StatusCode::kInvalidArgument);
+
+  EXPECT_FALSE(cg_->ReadIdle(pod.dirs).value());
+  ASSERT_TRUE(cg_->WriteIdle(pod.dirs, true).ok());
+  EXPECT_TRUE(cg_->ReadIdle(pod.dirs).value());
+
+  ASSERT_TRUE(cg_->WriteQuota(pod.dirs, {50000, 100000}).ok());
+  auto q = cg_->ReadQuota(pod.dirs).value();
+  EXPECT_EQ(q.quota_us, 50000);
+  EXPECT_EQ(q.period_us, 100000);
+  if (!v1()) {
+    EXPECT_EQ(Slurp(pod.dirs.cpu + "/cpu.max"), "50000 100000");
+  }
+  ASSERT_TRUE(cg_->WriteQuota(pod.dirs, {-1, 200000}).ok());
+  q = cg_->ReadQuota(pod.dirs).value();
+  EXPECT_EQ(q.quota_us, -1);
+  EXPECT_EQ(q.period_us, 200000);
+  if (!v1()) {
+    EXPECT_EQ(Slurp(pod.dirs.cpu + "/cpu.max"), "max 200000");
+  }
+  EXPECT_EQ(cg_->WriteQuota(pod.dirs, {10, 100000}).code(), StatusCode::kInvalidArgument);
+
+  ASSERT_TRUE(cg_->WriteBurst(pod.dirs, 20000).ok());
+  EXPECT_EQ(cg_->ReadBurst(pod.dirs).value(), 20000);
+
+  ASSERT_TRUE(cg_->WriteCpus(pod.dirs, {1, 2}).ok());
+  EXPECT_EQ(cg_->ReadCpus(pod.dirs).value(), (CpuSet{1, 2}));
+  ASSERT_TRUE(cg_->WriteMems(pod.dirs, {0}).ok());
+  EXPECT_EQ(cg_->ReadMems(pod.dirs).value(), (CpuSet{0}));
+}
+
+TEST_P(FsCgroupsTest, KnobFilesNameTheKernelFiles) {
+  auto pod = cg_->ResolvePod(MakePod(QosClass::kBurstable)).value();
+  auto files = cg_->KnobFiles(pod.dirs, Knob::kQuota);
+  if (v1()) {
+    EXPECT_EQ(files, (std::vector<std::string>{pod.dirs.cpu + "/cpu.cfs_quota_us",
+                                               pod.dirs.cpu + "/cpu.cfs_period_us"}));
+  } else {
+    EXPECT_EQ(files, (std::vector<std::string>{pod.dirs.cpu + "/cpu.max"}));
+  }
+  EXPECT_EQ(cg_->KnobFiles(pod.dirs, Knob::kCpusetCpus)[0], pod.dirs.cpuset + "/cpuset.cpus");
+  EXPECT_EQ(cg_->KnobFiles(pod.dirs, Knob::kIdle)[0], pod.dirs.cpu + "/cpu.idle");
+}
+
+TEST_P(FsCgroupsTest, RawBytesAreExact) {
+  auto pod = cg_->ResolvePod(MakePod(QosClass::kBurstable)).value();
+  const std::string f = cg_->KnobFiles(pod.dirs, Knob::kWeight)[0];
+  Put(f, "1234\n");
+  EXPECT_EQ(cg_->ReadRaw(f).value(), "1234\n");
+  ASSERT_TRUE(cg_->WriteRaw(f, "77\n").ok());
+  EXPECT_EQ(Slurp(f), "77\n");
+}
+
+TEST_P(FsCgroupsTest, MissingIdleIsUnimplemented) {
+  auto pod = cg_->ResolvePod(MakePod(QosClass::kBurstable)).value();
+  fs::remove(pod.dirs.cpu + "/cpu.idle");
+  Status s = cg_->WriteIdle(pod.dirs, true);
+  EXPECT_EQ(s.code(), StatusCode::kUnimplemented);
+  EXPECT_NE(s.message().find("kernel lacks cpu.idle (needs ≥ 5.15)"), std::string::npos);
+  EXPECT_EQ(cg_->ReadIdle(pod.dirs).status().code(), StatusCode::kUnimplemented);
+  // A missing directory is NotFound, not Unimplemented.
+  CgroupPaths gone{root_ + "/gone", root_ + "/gone", root_ + "/gone"};
+  EXPECT_EQ(cg_->WriteIdle(gone, true).code(), StatusCode::kNotFound);
+}
+
+TEST_P(FsCgroupsTest, RefusesKubeletOwnedTiers) {
+  auto pod = cg_->ResolvePod(MakePod(QosClass::kBurstable)).value();
+  const std::string tier =
+      layout_.cpu_mount + "/" + QosTierRelPath(layout_.driver, "myroot", QosClass::kBurstable);
+  EXPECT_TRUE(cg_->IsKubeletOwned(tier));
+  EXPECT_TRUE(cg_->IsKubeletOwned(tier + "/"));
+  EXPECT_TRUE(cg_->IsKubeletOwned(layout_.cpu_mount + "/myroot"));
+  EXPECT_FALSE(cg_->IsKubeletOwned(pod.dirs.cpu));
+  CgroupPaths t{tier, tier, tier};
+  EXPECT_EQ(cg_->WriteIdle(t, true).code(), StatusCode::kPermissionDenied);
+}
+
+TEST_P(FsCgroupsTest, CpusetTreePlanCoversCrunChild) {
+  PodIdentity p = MakePod(QosClass::kGuaranteed);
+  auto pod0 = cg_->ResolvePod(p).value();
+  for (auto [mount, ctrl] : Mounts()) {
+    std::string c = pod0.containers[0].dirs.cpu;
+    c.replace(0, layout_.cpu_mount.size(), mount);
+    ASSERT_TRUE(MakeFakeCgroupDir(c + "/container", layout_.version, ctrl).ok());
+  }
+  auto pod = cg_->ResolvePod(p).value();
+  ASSERT_EQ(pod.containers[0].children.size(), 1u);
+  Put(pod.dirs.cpuset + "/cpuset.cpus", "0-3\n");
+  Put(pod.containers[0].dirs.cpuset + "/cpuset.cpus", "0-3\n");
+  Put(pod.containers[0].children[0].cpuset + "/cpuset.cpus", "0-3\n");
+  auto plan = cg_->PlanCpusetTree(pod.dirs, Knob::kCpusetCpus, {2, 3});
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  ASSERT_EQ(plan->size(), 3u);
+  EXPECT_EQ((*plan)[0].path, pod.containers[0].children[0].cpuset + "/cpuset.cpus");
+  EXPECT_EQ((*plan)[2].path, pod.dirs.cpuset + "/cpuset.cpus");
+  ASSERT_TRUE(cg_->SetCpusetTree(pod.dirs, Knob::kCpusetCpus, {2, 3}).ok());
+  EXPECT_EQ(Slurp(pod.containers[0].children[0].cpuset + "/cpuset.cpus"), "2-3");
+  EXPECT_EQ(cg_->PlanCpusetTree(pod.dirs, Knob::kCpusetCpus, {2, 3}).value().size(), 0u);
+}
+
+TEST_P(FsCgroupsTest, UsagePidsAndPressure) {
+  auto pod = cg_->ResolvePod(MakePod(QosClass::kBurstable)).value();
+  if (v1()) {
+    Put(pod.dirs.cpuacct + "/cpuacct.usage", "123456789\n");
+    Put(pod.dirs.cpu + "/cpu.stat", "nr_periods 10\nnr_throttled 3\nthrottled_time 5000\n");
+  } else {
+    Put(pod.dirs.cpu + "/cpu.stat",
+        "usage_usec 123456\nnr_periods 10\nnr_throttled 3\nthrottled_usec 5\n");
+  }
+  auto u = cg_->ReadUsage(pod.dirs).value();
+  EXPECT_EQ(u.usage_ns, v1() ? 123456789u : 123456000u);
+  EXPECT_EQ(u.nr_periods, 10u);
+  EXPECT_EQ(u.nr_throttled, 3u);
+  EXPECT_EQ(u.throttled_ns, 5000u);
+  Put(pod.dirs.cpu + "/cgroup.procs", "12\n34\n");
+  EXPECT_EQ(cg_->ListPids(pod.dirs).value(), (std::vector<int>{12, 34}));
+  auto p = cg_->ReadPressure(pod.dirs);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(p->has_value(), !v1());  // the v1 fake has no cpu.pressure
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    AllLayouts, FsCgroupsTest,
+    ::testing::Combine(::testing::Values(CgroupVersion::kV1, CgroupVersion::kV2),
+                       ::testing::Values(KubeletDriver::kSystemd, KubeletDriver::kCgroupfs)));
+
+TEST(WriteErrnoTest, MapsErrnoToCodes) {
+  EXPECT_EQ(WriteErrnoToStatus(EINVAL, "/x/cpu.cfs_quota_us", "5").code(),
+            StatusCode::kInvalidArgument);
+  Status s = WriteErrnoToStatus(EACCES, "/x/cpuset.cpus", "7\n");
+  EXPECT_EQ(s.code(), StatusCode::kPermissionDenied);
+  EXPECT_NE(s.message().find("not a subset of parent's cpuset.cpus"), std::string::npos);
+  EXPECT_EQ(WriteErrnoToStatus(EBUSY, "/x/cpuset.cpus", "1").code(),
+            StatusCode::kFailedPrecondition);
+  EXPECT_EQ(WriteErrnoToStatus(ENOENT, "/x/cpu.weight", "1").code(), StatusCode::kNotFound);
+}
+
+TEST(ParsePressureTest, ParsesSomeAndFull) {
+  auto p = ParsePressure(
+      "some avg10=1.50 avg60=0.25 avg300=0.00 total=12345\n"
+      "full avg10=0.10 avg60=0.00 avg300=0.00 total=99\n");
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_DOUBLE_EQ(p->some.avg10, 1.5);
+  EXPECT_EQ(p->some.total_us, 12345u);
+  ASSERT_TRUE(p->full.has_value());
+  EXPECT_EQ(p->full->total_us, 99u);
+  EXPECT_FALSE(ParsePressure("full avg10=0 avg60=0 avg300=0 total=0\n").ok());
+  EXPECT_FALSE(ParsePressure("some avg10=x avg60=0 avg300=0 total=0\n").ok());
+}
+
+}  // namespace
+}  // namespace feedguard::agent::cgroup

@@ -1,0 +1,92 @@
+// kernel_facts.h — the one place for cgroup kernel facts: interface file names per cgroup
+// version, value ranges and defaults, filesystem magic numbers and keywords (DESIGN §4).
+//
+// Nothing else in the tree spells a cgroup file name; it names the constant here.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+namespace feedguard::agent::cgroup {
+
+enum class CgroupVersion { kV1, kV2 };
+inline constexpr std::string_view CgroupVersionName(CgroupVersion v) {
+  return v == CgroupVersion::kV1 ? "v1" : "v2";
+}
+
+// statfs(2) f_type of a cgroup mount (linux/magic.h).
+inline constexpr int64_t kCgroupSuperMagic = 0x27e0eb;     // CGROUP_SUPER_MAGIC (v1)
+inline constexpr int64_t kCgroup2SuperMagic = 0x63677270;  // CGROUP2_SUPER_MAGIC ("cgrp")
+
+// mountinfo filesystem types.
+inline constexpr std::string_view kFsTypeV1 = "cgroup";
+inline constexpr std::string_view kFsTypeV2 = "cgroup2";
+
+// v1 controller names as they appear in mount options and under /sys/fs/cgroup.
+inline constexpr std::string_view kControllerCpu = "cpu";
+inline constexpr std::string_view kControllerCpuacct = "cpuacct";
+inline constexpr std::string_view kControllerCpuset = "cpuset";
+
+namespace v2 {
+inline constexpr std::string_view kWeight = "cpu.weight";
+inline constexpr std::string_view kIdle = "cpu.idle";
+inline constexpr std::string_view kMax = "cpu.max";  // "<quota|max> <period>"
+inline constexpr std::string_view kMaxBurst = "cpu.max.burst";
+inline constexpr std::string_view kCpusetCpus = "cpuset.cpus";
+inline constexpr std::string_view kCpusetMems = "cpuset.mems";
+inline constexpr std::string_view kCpusetCpusEffective = "cpuset.cpus.effective";
+inline constexpr std::string_view kCpusetMemsEffective = "cpuset.mems.effective";
+inline constexpr std::string_view kCpuPressure = "cpu.pressure";
+inline constexpr std::string_view kCpuStat = "cpu.stat";
+inline constexpr std::string_view kProcs = "cgroup.procs";
+inline constexpr std::string_view kControllers = "cgroup.controllers";
+inline constexpr std::string_view kSubtreeControl = "cgroup.subtree_control";
+inline constexpr std::string_view kMaxKeyword = "max";  // unlimited quota in cpu.max
+// cpu.stat keys.
+inline constexpr std::string_view kStatUsageUsec = "usage_usec";
+inline constexpr std::string_view kStatNrPeriods = "nr_periods";
+inline constexpr std::string_view kStatNrThrottled = "nr_throttled";
+inline constexpr std::string_view kStatThrottledUsec = "throttled_usec";
+
+inline constexpr uint64_t kWeightMin = 1;
+inline constexpr uint64_t kWeightMax = 10000;
+inline constexpr uint64_t kWeightDefault = 100;
+}  // namespace v2
+
+namespace v1 {
+inline constexpr std::string_view kShares = "cpu.shares";
+inline constexpr std::string_view kIdle = "cpu.idle";
+inline constexpr std::string_view kCfsQuotaUs = "cpu.cfs_quota_us";  // -1 = unlimited
+inline constexpr std::string_view kCfsPeriodUs = "cpu.cfs_period_us";
+inline constexpr std::string_view kCfsBurstUs = "cpu.cfs_burst_us";
+inline constexpr std::string_view kCpusetCpus = "cpuset.cpus";
+inline constexpr std::string_view kCpusetMems = "cpuset.mems";
+inline constexpr std::string_view kCpusetEffectiveCpus = "cpuset.effective_cpus";
+inline constexpr std::string_view kCpuacctUsage = "cpuacct.usage";  // nanoseconds
+inline constexpr std::string_view kCpuStat = "cpu.stat";
+inline constexpr std::string_view kTasks = "tasks";
+inline constexpr std::string_view kProcs = "cgroup.procs";
+inline constexpr std::string_view kCpuPressure = "cpu.pressure";  // only with psi v1 support
+// cpu.stat keys (v1 reports throttled_time in ns).
+inline constexpr std::string_view kStatNrPeriods = "nr_periods";
+inline constexpr std::string_view kStatNrThrottled = "nr_throttled";
+inline constexpr std::string_view kStatThrottledTime = "throttled_time";
+
+inline constexpr uint64_t kSharesMin = 2;
+inline constexpr uint64_t kSharesMax = 262144;
+inline constexpr uint64_t kSharesDefault = 1024;
+inline constexpr int64_t kQuotaUnlimited = -1;
+}  // namespace v1
+
+// CFS bandwidth, both versions.
+inline constexpr int64_t kDefaultPeriodUs = 100000;
+inline constexpr int64_t kMinQuotaUs = 1000;
+inline constexpr int64_t kMinPeriodUs = 1000;
+inline constexpr int64_t kMaxPeriodUs = 1000000;
+
+// cpu.idle: kernel ≥ 5.15, v1 and v2; 0 or 1. While a group is idle the kernel rejects writes
+// of cpu.shares / cpu.weight with EINVAL (sched_group_set_shares on an idle group), so a revert
+// must clear cpu.idle before restoring the weight. Measured on this project's 6.18 host.
+inline constexpr std::string_view kIdleMissingMessage = "kernel lacks cpu.idle (needs ≥ 5.15)";
+
+}  // namespace feedguard::agent::cgroup

@@ -1,0 +1,78 @@
+// kubelet_facts.h — the one place for kubelet facts: where kubelet puts pod and container
+// cgroups for each cgroup driver, QoS class and container runtime, and the formulas kubelet
+// uses to turn CPU requests/limits into cgroup values (DESIGN §4).
+//
+// Paths here are relative to a controller's mount point (v1) or the unified mount (v2) and
+// include the `--cgroup-root` prefix when one is given. They never start with '/'.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "agent/planner/plan.h"
+#include "feedguard/common/status.h"
+
+namespace feedguard::agent::cgroup {
+
+enum class KubeletDriver { kSystemd, kCgroupfs };
+enum class Runtime { kContainerd, kCrio, kDocker };
+
+std::string_view DriverName(KubeletDriver d);  // "systemd" | "cgroupfs"
+Result<KubeletDriver> ParseDriver(std::string_view s);
+std::string_view RuntimeName(Runtime r);           // "containerd" | "crio" | "docker"
+Result<Runtime> ParseRuntime(std::string_view s);  // also accepts "cri-o"
+std::string_view QosName(QosClass q);              // "Guaranteed" | "Burstable" | "BestEffort"
+Result<QosClass> ParseQos(std::string_view s);
+
+// A container id as found in Pod status ("containerd://<id>", "cri-o://<id>", "docker://<id>").
+struct ContainerRef {
+  Runtime runtime = Runtime::kContainerd;
+  std::string id;  // hex id without the scheme
+};
+// A bare id (no "://") takes `default_runtime`; a bare id without a default is InvalidArgument.
+Result<ContainerRef> ParseContainerId(std::string_view s,
+                                      std::optional<Runtime> default_runtime = std::nullopt);
+
+// Normalises a --cgroup-root value: "" and "/" → "", otherwise no leading/trailing '/'.
+std::string NormalizeCgroupRoot(std::string_view cgroup_root);
+
+// The pod UID as systemd slice names carry it: '-' → '_'.
+std::string SystemdEscapeUid(std::string_view uid);
+
+// "<root>/kubepods.slice" (systemd) or "<root>/kubepods" (cgroupfs).
+std::string KubepodsRelPath(KubeletDriver d, std::string_view cgroup_root);
+// The QoS-tier directory a pod of class `q` lives under. Guaranteed pods sit directly in
+// kubepods, so for kGuaranteed this is KubepodsRelPath.
+std::string QosTierRelPath(KubeletDriver d, std::string_view cgroup_root, QosClass q);
+// Every directory kubelet owns and rewrites (kubepods and the burstable/besteffort tiers).
+// The enforcer must never write these.
+std::vector<std::string> QosTierRelPaths(KubeletDriver d, std::string_view cgroup_root);
+// The pod's own cgroup, e.g.
+// "kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod<U>.slice".
+std::string PodRelPath(KubeletDriver d, std::string_view cgroup_root, QosClass q,
+                       std::string_view uid);
+// Candidate leaf names of a container's cgroup under its pod dir, most likely first:
+// containerd: "cri-containerd-<id>.scope" | "<id>"; CRI-O: "crio-<id>.scope" | "crio-<id>";
+// docker (cri-dockerd): "docker-<id>.scope" | "<id>".
+std::vector<std::string> ContainerLeafNames(KubeletDriver d, const ContainerRef& c);
+// CRI-O's monitor cgroup next to the container: "crio-conmon-<id>.scope" | "crio-conmon-<id>".
+std::string CrioConmonLeafName(KubeletDriver d, std::string_view id);
+// With crun (and systemd), processes may live in this child of the container cgroup.
+inline constexpr std::string_view kCrunContainerChild = "container";
+
+// ---- formulas -------------------------------------------------------------------------------
+// kubelet: shares = clamp(milli*1024/1000, 2, 262144). A zero request gives the minimum, 2.
+uint64_t MilliCpuToShares(int64_t milli);
+// kubelet: quota = max(milli*period/1000, 1000). milli ≤ 0 means no limit → -1.
+int64_t MilliCpuToQuota(int64_t milli, int64_t period_us = 100000);
+// The linear v1→v2 map kubelet/systemd use for pod and QoS cgroups:
+// weight = 1 + (shares-2)*9999/262142 (shares clamped into range first).
+uint64_t SharesToWeight(uint64_t shares);
+// Inverse used for our own writes of a v2-scale weight on v1: the smallest shares value that
+// maps back to `weight` (so SharesToWeight(WeightToShares(w)) == w for every w in 1..10000).
+uint64_t WeightToShares(uint64_t weight);
+
+}  // namespace feedguard::agent::cgroup

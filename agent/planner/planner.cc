@@ -1,0 +1,579 @@
+// planner.cc — MakePlan: trainer placement (stable, NUMA-aware, SMT-aware), rails, neighbour
+// fences.
+#include "agent/planner/planner.h"
+
+#include <algorithm>
+#include <set>
+
+namespace feedguard::agent {
+namespace {
+
+namespace pb = feedguard::v1;
+
+constexpr int64_t kPeriodUs = 100000;
+constexpr int64_t kMinQuotaUs = 1000;
+constexpr int kDefaultMaxCpuPercent = 75;
+
+QosClass FromProto(pb::QosClass q) {
+  switch (q) {
+    case pb::GUARANTEED:
+      return QosClass::kGuaranteed;
+    case pb::BEST_EFFORT:
+      return QosClass::kBestEffort;
+    default:
+      return QosClass::kBurstable;
+  }
+}
+
+bool WholeCores(const pb::PolicyOptions& p) { return p.trainer_cpu().placement() != pb::THREADS; }
+
+pb::NumaPolicy Numa(const pb::PolicyOptions& p) {
+  return p.trainer_cpu().numa() == pb::NUMA_POLICY_UNSPECIFIED ? pb::PREFER_GPU_LOCAL
+                                                               : p.trainer_cpu().numa();
+}
+
+bool DryRun(const pb::PolicyOptions& p) { return p.mode() == pb::DRY_RUN; }
+
+// Free-CPU bookkeeping over one topology. Units are whole cores (WHOLE_CORES) or PUs (THREADS).
+class Allocator {
+ public:
+  Allocator(const Topology& t, CpuSet usable) : t_(t), usable_(std::move(usable)) {
+    for (const Core& c : t_.cores) nodes_.insert(c.numa);
+  }
+
+  bool PuFree(int pu) const { return usable_.Contains(pu) && !taken_.Contains(pu); }
+  bool CoreFree(const Core& c, const CpuSet& also_taken) const {
+    for (int pu : c.pus) {
+      if (!PuFree(pu) || also_taken.Contains(pu)) return false;
+    }
+    return true;
+  }
+  int WholeFreeCores(const CpuSet& also_taken = {}) const {
+    int n = 0;
+    for (const Core& c : t_.cores) n += CoreFree(c, also_taken) ? 1 : 0;
+    return n;
+  }
+  void Take(const CpuSet& s) { taken_ = taken_.Union(s); }
+  const std::set<int>& nodes() const { return nodes_; }
+
+  // Free units on `node`, in pick order, excluding `exclude`.
+  std::vector<CpuSet> Units(bool whole, int node, const CpuSet& exclude) const {
+    std::vector<CpuSet> out;
+    if (whole) {
+      for (const Core& c : t_.cores) {
+        if (c.numa == node && CoreFree(c, exclude)) out.push_back(c.pus);
+      }
+      return out;
+    }
+    // Threads: first the free PUs of cores someone already broke into, then whole cores with
+    // their siblings adjacent, so odd counts break as few cores as possible.
+    std::vector<CpuSet> whole_cores;
+    for (const Core& c : t_.cores) {
+      if (c.numa != node) continue;
+      if (CoreFree(c, exclude)) {
+        for (int pu : c.pus) whole_cores.push_back(CpuSet{pu});
+      } else {
+        for (int pu : c.pus) {
+          if (PuFree(pu) && !exclude.Contains(pu)) out.push_back(CpuSet{pu});
+        }
+      }
+    }
+    out.insert(out.end(), whole_cores.begin(), whole_cores.end());
+    return out;
+  }
+
+  // The incumbent `cpus` as `n` units, if they are still all free and of the right shape.
+  bool StillValid(const CpuSet& cpus, bool whole, int n) const {
+    if (cpus.empty()) return false;
+    for (int pu : cpus) {
+      if (!PuFree(pu)) return false;
+    }
+    if (!whole) return static_cast<int>(cpus.size()) == n;
+    int cores = 0;
+    for (const Core& c : t_.cores) {
+      if (!c.pus.Intersects(cpus)) continue;
+      if (!c.pus.IsSubsetOf(cpus)) return false;  // a sibling is missing
+      ++cores;
+    }
+    return cores == n;
+  }
+
+  int NumaOfPu(int pu) const {
+    const Core* c = t_.CoreOfPu(pu);
+    return c == nullptr ? -1 : c->numa;
+  }
+
+ private:
+  const Topology& t_;
+  CpuSet usable_;
+  CpuSet taken_;
+  std::set<int> nodes_;
+};
+
+struct TrainerWork {
+  const pb::Trainer* trainer = nullptr;
+  const pb::PolicyOptions* policy = nullptr;
+  TrainerPlacement placement;
+  int units = 0;                  // 0 = do not pin
+  std::map<int, int> gpu_nodes;   // NUMA node → #GPU devices on it
+  bool locality_unknown = false;  // some GPU's node is unknown
+  bool skip = false;              // already failed (diagnostic emitted)
+};
+
+class Planner {
+ public:
+  Planner(const Topology& t, const PlanInput& in) : t_(t), in_(in) {}
+
+  Plan Run() {
+    plan_.fence_version = in_.fence.version();
+    for (const auto& p : in_.fence.policies()) policies_.emplace(p.name(), &p);
+    plan_.dry_run =
+        !policies_.empty() && std::all_of(policies_.begin(), policies_.end(),
+                                          [](const auto& kv) { return DryRun(*kv.second); });
+    plan_.off_limits = in_.reserved_cpus.Union(in_.cpu_manager.ExclusiveCpus());
+    Allocator alloc(t_, t_.allowed_cpus.Minus(plan_.off_limits));
+
+    std::vector<TrainerWork> work = CollectTrainers();
+    if (alloc.WholeFreeCores() < 1) {
+      Diag("", "", "NoFreeCore",
+           "no whole core is left outside reserved and CPU-manager CPUs; no trainer is pinned");
+    }
+    // Enforced first, then dry-run; within each: incumbents, then newcomers.
+    for (bool dry : {false, true}) {
+      for (TrainerWork& w : work) {
+        if (w.placement.dry_run == dry) KeepIncumbent(alloc, w);
+      }
+      for (TrainerWork& w : work) {
+        if (w.placement.dry_run == dry && w.placement.cpus.empty()) PlaceNew(alloc, w);
+      }
+    }
+    CpuSet enforced_trainers;
+    for (TrainerWork& w : work) {
+      if (!w.placement.dry_run) enforced_trainers = enforced_trainers.Union(w.placement.cpus);
+      plan_.trainers.push_back(std::move(w.placement));
+    }
+    PlanNeighbours(enforced_trainers);
+    return std::move(plan_);
+  }
+
+ private:
+  void Diag(const std::string& uid, const std::string& policy, const std::string& reason,
+            const std::string& message) {
+    plan_.diagnostics.push_back({uid, policy, reason, message});
+  }
+
+  const pb::PolicyOptions* FindPolicy(const std::string& name) const {
+    auto it = policies_.find(name);
+    return it == policies_.end() ? nullptr : it->second;
+  }
+
+  const TrainerPlacement* Previous(const std::string& uid) const {
+    if (!in_.previous) return nullptr;
+    for (const auto& p : in_.previous->trainers) {
+      if (p.pod.uid == uid) return &p;
+    }
+    return nullptr;
+  }
+
+  std::vector<TrainerWork> CollectTrainers() {
+    std::vector<TrainerWork> work;
+    std::set<std::string> seen;
+    for (const pb::Trainer& tr : in_.fence.trainers()) {
+      const pb::PolicyOptions* pol = FindPolicy(tr.policy());
+      if (pol == nullptr) {
+        Diag(tr.pod().uid(), tr.policy(), "PolicyNotFound",
+             "trainer " + tr.pod().namespace_() + "/" + tr.pod().name() +
+                 " names a policy absent from the NodeFence");
+        continue;
+      }
+      if (!seen.insert(tr.pod().uid()).second) {
+        Diag(tr.pod().uid(), tr.policy(), "DuplicatePod", "trainer listed twice; first kept");
+        continue;
+      }
+      TrainerWork w;
+      w.trainer = &tr;
+      w.policy = pol;
+      w.placement.pod = ToPodIdentity(tr.pod());
+      w.placement.policy = pol->name();
+      w.placement.dry_run = DryRun(*pol);
+      work.push_back(std::move(w));
+    }
+    std::sort(work.begin(), work.end(), [](const TrainerWork& a, const TrainerWork& b) {
+      const auto ka = std::make_tuple(-a.policy->priority(), a.placement.pod.ns,
+                                      a.placement.pod.name, a.placement.pod.uid);
+      const auto kb = std::make_tuple(-b.policy->priority(), b.placement.pod.ns,
+                                      b.placement.pod.name, b.placement.pod.uid);
+      return ka < kb;
+    });
+    for (TrainerWork& w : work) Size(w);
+    return work;
+  }
+
+  // GPUs, unit count and preferred NUMA nodes of one trainer.
+  void Size(TrainerWork& w) {
+    const std::string& uid = w.placement.pod.uid;
+    std::vector<ResolvedGpu> gpus;
+    if (auto it = in_.trainer_gpus.find(uid); it != in_.trainer_gpus.end()) {
+      gpus = it->second;
+    } else {
+      for (const auto& id : w.trainer->gpu_ids()) gpus.push_back({id, "", "PCI address unknown"});
+    }
+    for (const auto& g : gpus) w.placement.gpu_ids.push_back(g.device_id);
+
+    const bool single_node = t_.numa_nodes.size() <= 1;
+    for (const auto& g : gpus) {
+      const GpuDevice* dev = g.bus_id.empty() ? nullptr : t_.FindGpu(g.bus_id);
+      if (dev == nullptr) {
+        Diag(uid, w.placement.policy, "GPUNotFound",
+             "GPU " + g.device_id + " not found on this node" +
+                 (g.error.empty() ? "" : (": " + g.error)));
+      }
+      if (single_node && !t_.numa_nodes.empty()) {
+        ++w.gpu_nodes[t_.numa_nodes[0].id];
+      } else if (dev != nullptr && dev->numa >= 0) {
+        ++w.gpu_nodes[dev->numa];
+      } else {
+        w.locality_unknown = true;
+      }
+    }
+
+    const auto& cpu = w.policy->trainer_cpu();
+    if (in_.cpu_manager.OwnsCpusOf(uid)) {
+      Diag(uid, w.placement.policy, "CpuManagerOwnsPod",
+           "kubelet's static CPU manager pins this pod; feedguard leaves its cpuset alone");
+      w.skip = true;
+      return;
+    }
+    if (cpu.cores() > 0) {
+      w.units = cpu.cores();
+    } else if (cpu.cores_per_gpu() > 0) {
+      w.units = cpu.cores_per_gpu() * static_cast<int>(gpus.size());
+      if (gpus.empty()) {
+        Diag(uid, w.placement.policy, "NoGPUs",
+             "policy sizes cores per GPU but the pod has no GPU devices");
+        w.skip = true;
+      }
+    }
+    if (w.units > 0 && Numa(*w.policy) == pb::REQUIRE_GPU_LOCAL && w.gpu_nodes.empty()) {
+      Diag(uid, w.placement.policy, "GPULocalityUnknown",
+           "RequireGPULocal but the NUMA node of the pod's GPUs is unknown");
+      w.skip = true;
+    }
+  }
+
+  bool LocalTo(const TrainerWork& w, const CpuSet& cpus, const Allocator& alloc) const {
+    if (w.gpu_nodes.empty() || cpus.empty()) return false;
+    for (int pu : cpus) {
+      if (w.gpu_nodes.count(alloc.NumaOfPu(pu)) == 0) return false;
+    }
+    return true;
+  }
+
+  void Finish(TrainerWork& w, const CpuSet& cpus, Allocator& alloc) {
+    alloc.Take(cpus);
+    w.placement.cpus = cpus;
+    w.placement.mems = CpuSet{};
+    for (int pu : cpus) {
+      const int n = alloc.NumaOfPu(pu);
+      if (n >= 0) w.placement.mems.Insert(n);
+    }
+    w.placement.gpu_local = LocalTo(w, cpus, alloc);
+  }
+
+  void KeepIncumbent(Allocator& alloc, TrainerWork& w) {
+    if (w.skip || w.units <= 0) return;
+    const TrainerPlacement* prev = Previous(w.placement.pod.uid);
+    if (prev == nullptr || prev->cpus.empty()) return;
+    const bool whole = WholeCores(*w.policy);
+    if (!alloc.StillValid(prev->cpus, whole, w.units)) return;
+    const bool local = LocalTo(w, prev->cpus, alloc);
+    const auto numa = Numa(*w.policy);
+    if (numa == pb::REQUIRE_GPU_LOCAL && !local) return;
+    if (numa == pb::PREFER_GPU_LOCAL && prev->gpu_local && !local) return;
+    if (alloc.WholeFreeCores(prev->cpus) < 1) return;
+    Finish(w, prev->cpus, alloc);
+  }
+
+  // Takes up to `want` units from `node` into `chosen`; returns how many it took.
+  static int TakeFrom(const Allocator& alloc, bool whole, int node, int want, CpuSet& chosen) {
+    int got = 0;
+    for (const CpuSet& u : alloc.Units(whole, node, chosen)) {
+      if (got == want) break;
+      chosen = chosen.Union(u);
+      ++got;
+    }
+    return got;
+  }
+
+  void PlaceNew(Allocator& alloc, TrainerWork& w) {
+    if (w.skip || w.units <= 0) return;
+    const std::string& uid = w.placement.pod.uid;
+    const bool whole = WholeCores(*w.policy);
+    const auto numa = Numa(*w.policy);
+    const int n = w.units;
+    CpuSet chosen;
+    int got = 0;
+    bool fell_back = false;
+
+    if (numa != pb::IGNORE && !w.gpu_nodes.empty()) {
+      // Split over the GPUs' nodes in proportion to GPUs per node (largest remainder).
+      int total_gpus = 0;
+      for (const auto& [node, count] : w.gpu_nodes) total_gpus += count;
+      std::map<int, int> share;
+      std::vector<std::pair<int, int>> remainders;  // (-remainder, node)
+      int assigned = 0;
+      for (const auto& [node, count] : w.gpu_nodes) {
+        share[node] = n * count / total_gpus;
+        assigned += share[node];
+        remainders.push_back({-(n * count % total_gpus), node});
+      }
+      std::sort(remainders.begin(), remainders.end());
+      for (size_t i = 0; assigned < n; i = (i + 1) % remainders.size()) {
+        ++share[remainders[i].second];
+        ++assigned;
+      }
+      for (const auto& [node, want] : share) got += TakeFrom(alloc, whole, node, want, chosen);
+      for (const auto& [node, count] : w.gpu_nodes) {
+        if (got < n) got += TakeFrom(alloc, whole, node, n - got, chosen);
+      }
+      if (got < n && numa == pb::REQUIRE_GPU_LOCAL) {
+        Diag(uid, w.placement.policy, "NotEnoughLocalCores",
+             "RequireGPULocal: only " + std::to_string(got) + " of " + std::to_string(n) +
+                 (whole ? " cores" : " threads") + " free on the GPUs' NUMA node(s)");
+        return;
+      }
+      if (got < n) {
+        fell_back = true;
+        for (int node : alloc.nodes()) {
+          if (got < n && w.gpu_nodes.count(node) == 0) {
+            got += TakeFrom(alloc, whole, node, n - got, chosen);
+          }
+        }
+      }
+    } else {
+      if (numa == pb::PREFER_GPU_LOCAL && w.locality_unknown) {
+        Diag(uid, w.placement.policy, "GPULocalityUnknown",
+             "the NUMA node of the pod's GPUs is unknown; placed without locality");
+      }
+      // Best fit on one node, else spread from the emptiest node down.
+      std::vector<std::pair<int, int>> free;  // (free units, node)
+      for (int node : alloc.nodes()) {
+        free.push_back({static_cast<int>(alloc.Units(whole, node, {}).size()), node});
+      }
+      int best = -2;
+      int best_free = 0;
+      for (const auto& [f, node] : free) {
+        if (f >= n && (best == -2 || f < best_free)) {
+          best = node;
+          best_free = f;
+        }
+      }
+      if (best != -2) {
+        got = TakeFrom(alloc, whole, best, n, chosen);
+      } else {
+        std::stable_sort(free.begin(), free.end(),
+                         [](const auto& a, const auto& b) { return a.first > b.first; });
+        for (const auto& [f, node] : free) {
+          if (got < n) got += TakeFrom(alloc, whole, node, n - got, chosen);
+        }
+      }
+    }
+
+    if (got < n || alloc.WholeFreeCores(chosen) < 1) {
+      Diag(uid, w.placement.policy, "NotEnoughCores",
+           "needs " + std::to_string(n) + (whole ? " whole cores" : " threads") +
+               "; not enough free while leaving one whole core for other pods");
+      return;
+    }
+    if (fell_back) {
+      Diag(uid, w.placement.policy, "NUMAFallback",
+           "not enough free cores on the GPUs' NUMA node(s); some placed on other nodes");
+    }
+    Finish(w, chosen, alloc);
+  }
+
+  void PlanNeighbours(const CpuSet& enforced_trainers) {
+    std::set<std::string> trainer_uids;
+    for (const auto& tr : in_.fence.trainers()) trainer_uids.insert(tr.pod().uid());
+    const CpuSet left = t_.allowed_cpus.Minus(enforced_trainers).Minus(plan_.off_limits);
+
+    std::vector<NeighbourAction> actions;
+    std::set<std::string> seen;
+    for (const pb::Neighbour& nb : in_.fence.neighbours()) {
+      const std::string& uid = nb.pod().uid();
+      if (trainer_uids.count(uid) != 0) {
+        Diag(uid, nb.policy(), "TrainerAndNeighbour",
+             "pod is both a trainer and a neighbour; treated as a trainer");
+        continue;
+      }
+      const pb::PolicyOptions* pol = FindPolicy(nb.policy());
+      if (pol == nullptr) {
+        Diag(uid, nb.policy(), "PolicyNotFound",
+             "neighbour names a policy absent from the NodeFence; not fenced");
+        continue;
+      }
+      if (!seen.insert(uid).second) {
+        Diag(uid, nb.policy(), "DuplicatePod", "neighbour listed twice; first kept");
+        continue;
+      }
+      NeighbourAction a;
+      a.pod = ToPodIdentity(nb.pod());
+      a.policy = pol->name();
+      a.dry_run = DryRun(*pol);
+      switch (pol->neighbour_fence()) {
+        case pb::WEIGHT:
+          a.fence = NeighbourFence::kWeight;
+          a.weight = 1;
+          break;
+        case pb::CPUSET:
+          if (left.empty()) {
+            Diag(uid, pol->name(), "NoCpusForNeighbours",
+                 "no CPU is left outside trainers and off-limits CPUs; fenced with Idle instead");
+            a.fence = NeighbourFence::kIdle;
+            a.idle = true;
+          } else {
+            a.fence = NeighbourFence::kCpuset;
+            a.cpus = left;
+          }
+          break;
+        case pb::QUOTA:
+          a.fence = NeighbourFence::kQuota;  // quota filled in below, per policy
+          break;
+        default:
+          a.fence = NeighbourFence::kIdle;
+          a.idle = true;
+          break;
+      }
+      actions.push_back(std::move(a));
+    }
+
+    // QUOTA: per policy, split the cap in proportion to CPU requests.
+    std::map<std::string, std::vector<NeighbourAction*>> by_policy;
+    for (auto& a : actions) {
+      if (a.fence == NeighbourFence::kQuota) by_policy[a.policy].push_back(&a);
+    }
+    for (auto& [name, group] : by_policy) {
+      const pb::PolicyOptions* pol = FindPolicy(name);
+      const int pct = pol->neighbour_max_cpu_percent() > 0 ? pol->neighbour_max_cpu_percent()
+                                                           : kDefaultMaxCpuPercent;
+      const int64_t total = static_cast<int64_t>(left.size()) * kPeriodUs * pct / 100;
+      int64_t weights = 0;
+      for (auto* a : group) weights += std::max<int64_t>(a->pod.cpu_request_milli, 0);
+      for (auto* a : group) {
+        int64_t q = weights > 0 ? total * std::max<int64_t>(a->pod.cpu_request_milli, 0) / weights
+                                : total / static_cast<int64_t>(group.size());
+        if (a->pod.cpu_limit_milli > 0) {
+          q = std::min<int64_t>(q, a->pod.cpu_limit_milli * kPeriodUs / 1000);
+        }
+        a->quota = CpuQuota{std::max(q, kMinQuotaUs), kPeriodUs};
+      }
+    }
+
+    std::sort(actions.begin(), actions.end(), [](const auto& a, const auto& b) {
+      return std::tie(a.pod.ns, a.pod.name, a.pod.uid) < std::tie(b.pod.ns, b.pod.name, b.pod.uid);
+    });
+    plan_.neighbours = std::move(actions);
+  }
+
+  const Topology& t_;
+  const PlanInput& in_;
+  Plan plan_;
+  std::map<std::string, const pb::PolicyOptions*> policies_;
+};
+
+}  // namespace
+
+PodIdentity ToPodIdentity(const feedguard::v1::PodRef& pod) {
+  PodIdentity id;
+  id.uid = pod.uid();
+  id.ns = pod.namespace_();
+  id.name = pod.name();
+  id.qos = FromProto(pod.qos_class());
+  for (const auto& c : pod.containers()) id.container_ids.push_back(c.container_id());
+  id.cpu_request_milli = pod.cpu_request_milli();
+  id.cpu_limit_milli = pod.cpu_limit_milli();
+  return id;
+}
+
+Plan MakePlan(const Topology& topology, const PlanInput& input) {
+  return Planner(topology, input).Run();
+}
+
+namespace {
+
+const char* QosName(QosClass q) {
+  switch (q) {
+    case QosClass::kGuaranteed:
+      return "Guaranteed";
+    case QosClass::kBurstable:
+      return "Burstable";
+    case QosClass::kBestEffort:
+      return "BestEffort";
+  }
+  return "Burstable";
+}
+
+const char* FenceName(NeighbourFence f) {
+  switch (f) {
+    case NeighbourFence::kIdle:
+      return "Idle";
+    case NeighbourFence::kWeight:
+      return "Weight";
+    case NeighbourFence::kCpuset:
+      return "Cpuset";
+    case NeighbourFence::kQuota:
+      return "Quota";
+  }
+  return "Idle";
+}
+
+nlohmann::json PodJson(const PodIdentity& p) {
+  return {{"uid", p.uid},
+          {"namespace", p.ns},
+          {"name", p.name},
+          {"qos", QosName(p.qos)},
+          {"container_ids", p.container_ids},
+          {"cpu_request_milli", p.cpu_request_milli},
+          {"cpu_limit_milli", p.cpu_limit_milli}};
+}
+
+}  // namespace
+
+nlohmann::json PlanToJson(const Plan& plan) {
+  nlohmann::json j;
+  j["fence_version"] = plan.fence_version;
+  j["dry_run"] = plan.dry_run;
+  j["off_limits"] = plan.off_limits.ToString();
+  j["trainers"] = nlohmann::json::array();
+  for (const auto& t : plan.trainers) {
+    j["trainers"].push_back({{"pod", PodJson(t.pod)},
+                             {"policy", t.policy},
+                             {"gpu_ids", t.gpu_ids},
+                             {"cpus", t.cpus.ToString()},
+                             {"mems", t.mems.ToString()},
+                             {"gpu_local", t.gpu_local},
+                             {"dry_run", t.dry_run}});
+  }
+  j["neighbours"] = nlohmann::json::array();
+  for (const auto& n : plan.neighbours) {
+    nlohmann::json a = {{"pod", PodJson(n.pod)},
+                        {"policy", n.policy},
+                        {"fence", FenceName(n.fence)},
+                        {"dry_run", n.dry_run}};
+    if (n.idle) a["idle"] = *n.idle;
+    if (n.weight) a["weight"] = *n.weight;
+    if (n.quota) a["quota"] = {{"quota_us", n.quota->quota_us}, {"period_us", n.quota->period_us}};
+    if (n.cpus) a["cpus"] = n.cpus->ToString();
+    j["neighbours"].push_back(std::move(a));
+  }
+  j["diagnostics"] = nlohmann::json::array();
+  for (const auto& d : plan.diagnostics) {
+    j["diagnostics"].push_back({{"pod_uid", d.pod_uid},
+                                {"policy", d.policy},
+                                {"reason", d.reason},
+                                {"message", d.message}});
+  }
+  return j;
+}
+
+}  // namespace feedguard::agent

@@ -1,0 +1,71 @@
+// planner.h — the pure planning function: topology + NodeFence (+ rails, + last plan) → Plan.
+//
+// MakePlan has no side effects and no hidden inputs: the same PlanInput on the same Topology gives
+// the same Plan, byte for byte. Decisions it makes (DESIGN §3, §4):
+//
+// Trainer size. `cores` if set (it wins over cores_per_gpu), else cores_per_gpu × #GPU devices the
+//   pod got. Every device id counts once: a time-sliced replica ("<uuid>::<n>") or a MIG slice is
+//   one unit of GPU the pod asked for, so a pod holding two replicas of one GPU gets 2×
+//   cores_per_gpu — its feeders are sized by its share, while locality is that of the physical GPU.
+//   WHOLE_CORES counts physical cores (SMT siblings always together); THREADS counts hardware
+//   threads (siblings of one core are still filled together when possible).
+// Locality. The preferred NUMA nodes are those of the pod's GPUs (by PCI address in Topology);
+//   cores are split over them in proportion to the GPUs on each. A machine with one NUMA node is
+//   all-local. A GPU with numa -1 has unknown locality: PREFER places anywhere (Diagnostic
+//   "GPULocalityUnknown"), REQUIRE fails. PREFER falls back to other nodes ("NUMAFallback");
+//   REQUIRE fails the trainer ("NotEnoughLocalCores"); IGNORE best-fits one node, else spreads.
+//   mems = the NUMA nodes of the chosen cores.
+// Stability. Trainers placed in `previous` keep exactly their CPUs while still valid (same size,
+//   still usable, locality still acceptable); they are placed first, in priority order, so adding
+//   or removing a trainer never moves another. A newcomer never evicts an incumbent, even one of
+//   lower priority: it gets "NotEnoughCores" until cores free up. Newcomers take the lowest free
+//   cores of their node(s).
+// Rails (no policy overrides them). Reserved CPUs and the static CPU manager's exclusive CPUs are
+//   off-limits; at least one whole free core outside them always remains for everyone else; a
+//   pod that owns CPU-manager CPUs is not pinned by us ("CpuManagerOwnsPod"). When trainers do not
+//   fit, the last by (priority desc, namespace, name) get "NotEnoughCores" and stay unpinned
+//   (their neighbours are still fenced).
+// DryRun. Enforced trainers are placed before dry-run ones, so a dry-run policy never takes cores
+//   from an enforced one; neighbour cpusets/quotas count only enforced trainers' cores. Entries
+//   carry dry_run; plan.dry_run is true when every policy in the fence is DryRun.
+// Neighbours. IDLE → idle=1; WEIGHT → weight=1; CPUSET → allowed − enforced trainers − off-limits
+//   (empty → "NoCpusForNeighbours", falls back to IDLE); QUOTA → per policy, max_cpu_percent
+//   (default 75) of the CPUs left after trainers, split in proportion to CPU requests (equally
+//   when all are 0), at least 1000 us per 100000 us, never above the pod's own limit. A pod that
+//   is both trainer and neighbour is a trainer ("TrainerAndNeighbour").
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "agent/planner/cpu_manager_state.h"
+#include "agent/planner/plan.h"
+#include "agent/topology/gpu_ids.h"
+#include "agent/topology/topology.h"
+#include "feedguard/v1/nodefence.pb.h"
+
+namespace feedguard::agent {
+
+struct PlanInput {
+  feedguard::v1::NodeFence fence;
+  // Pod uid → the GPU devices it got, with their PCI addresses (GpuIdResolver::ResolveAll). A
+  // trainer absent here falls back to Trainer.gpu_ids with unknown PCI addresses.
+  std::map<std::string, std::vector<ResolvedGpu>> trainer_gpus;
+  CpuSet reserved_cpus;  // kubelet reservedSystemCPUs / system CPUs
+  CpuManagerState cpu_manager;
+  std::optional<Plan> previous;
+};
+
+PodIdentity ToPodIdentity(const feedguard::v1::PodRef& pod);
+
+Plan MakePlan(const Topology& topology, const PlanInput& input);
+
+// Every field of a Plan as JSON (for `feedguard-agent plan` and for comparing plans): CPU sets
+// in kernel list format, unset optional knobs omitted, order as in the Plan.
+nlohmann::json PlanToJson(const Plan& plan);
+
+}  // namespace feedguard::agent

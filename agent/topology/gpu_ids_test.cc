@@ -1,0 +1,163 @@
+// gpu_ids_test.cc — device id forms, the /proc/driver/nvidia and sysfs readers, the resolver.
+#include "agent/topology/gpu_ids.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+namespace feedguard::agent {
+namespace {
+
+namespace fs = std::filesystem;
+const std::string kDir = FEEDGUARD_TOPOLOGY_FIXTURES;
+
+// A temp directory removed on destruction.
+class TempDir {
+ public:
+  TempDir() {
+    std::random_device rd;
+    path_ = fs::temp_directory_path() /
+            ("fg-gpuids-" + std::to_string(getpid()) + "-" + std::to_string(rd()));
+    fs::create_directories(path_);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+void Write(const fs::path& p, const std::string& text) {
+  fs::create_directories(p.parent_path());
+  std::ofstream(p) << text;
+}
+
+TEST(GpuIdsTest, ParsesTheIdForms) {
+  auto g = ParseGpuDeviceId("GPU-0000A100-1111-2222-3333-00000000A100");
+  ASSERT_TRUE(g.ok());
+  EXPECT_EQ(g->base, "gpu-0000a100-1111-2222-3333-00000000a100");
+  EXPECT_FALSE(g->mig);
+  EXPECT_EQ(g->replica, -1);
+
+  auto r = ParseGpuDeviceId("GPU-abc::7");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->base, "gpu-abc");
+  EXPECT_EQ(r->replica, 7);
+
+  auto m = ParseGpuDeviceId("MIG-c6d4f1ef-aaaa::2");
+  ASSERT_TRUE(m.ok());
+  EXPECT_TRUE(m->mig);
+  EXPECT_TRUE(m->parent_gpu.empty());
+  EXPECT_EQ(m->replica, 2);
+
+  auto legacy = ParseGpuDeviceId("MIG-GPU-5d5ba0d6-1234/1/0");
+  ASSERT_TRUE(legacy.ok());
+  EXPECT_TRUE(legacy->mig);
+  EXPECT_EQ(legacy->parent_gpu, "gpu-5d5ba0d6-1234");
+
+  EXPECT_FALSE(ParseGpuDeviceId("").ok());
+  EXPECT_FALSE(ParseGpuDeviceId("GPU-abc::").ok());
+  EXPECT_FALSE(ParseGpuDeviceId("GPU-abc::x1").ok());
+  EXPECT_FALSE(ParseGpuDeviceId("::3").ok());
+  EXPECT_FALSE(ParseGpuDeviceId("MIG-GPU-abc").ok());
+}
+
+TEST(GpuIdsTest, ReadsFixtureProcTree) {
+  auto m = ReadNvidiaProcGpus(kDir + "/server-2s-8gpu.nvidia-gpus");
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  ASSERT_EQ(m->size(), 8u);
+  EXPECT_EQ(m->at("gpu-0000a100-1111-2222-3333-00000000a100"), "0000:1b:00.0");
+  EXPECT_EQ(m->at("gpu-0000a107-1111-2222-3333-00000000a107"), "0000:ca:00.0");
+}
+
+TEST(GpuIdsTest, MissingProcRootIsNotFound) {
+  auto m = ReadNvidiaProcGpus(kDir + "/no-such-dir");
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().code(), StatusCode::kNotFound);
+}
+
+TEST(GpuIdsTest, NvidiaSmiListGivesMigParents) {
+  const std::string text =
+      "GPU 0: NVIDIA A100-SXM4-40GB (UUID: GPU-aaaa)\n"
+      "  MIG 1g.5gb      Device  0: (UUID: MIG-1111)\n"
+      "  MIG 1g.5gb      Device  1: (UUID: MIG-2222)\n"
+      "GPU 1: NVIDIA A100-SXM4-40GB (UUID: GPU-bbbb)\n"
+      "  MIG 3g.20gb     Device  0: (UUID: MIG-3333)\n";
+  auto t = ParseNvidiaSmiList(text);
+  ASSERT_TRUE(t.ok());
+  ASSERT_EQ(t->size(), 3u);
+  EXPECT_EQ(t->at("mig-1111"), "gpu-aaaa");
+  EXPECT_EQ(t->at("mig-2222"), "gpu-aaaa");
+  EXPECT_EQ(t->at("mig-3333"), "gpu-bbbb");
+  EXPECT_FALSE(ParseNvidiaSmiList("  MIG 1g.5gb Device 0: (UUID: MIG-1)\n").ok());
+}
+
+TEST(GpuIdsTest, MigParentTableFromFile) {
+  TempDir tmp;
+  Write(tmp.path() / "mig.txt",
+        "GPU 0: NVIDIA A100 (UUID: GPU-0000a105-1111-2222-3333-00000000a105)\n"
+        "  MIG 2g.10gb     Device  0: (UUID: MIG-77aa)\n");
+  auto t = LoadMigParentTable((tmp.path() / "mig.txt").string());
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_EQ(t->at("mig-77aa"), "gpu-0000a105-1111-2222-3333-00000000a105");
+  EXPECT_EQ(LoadMigParentTable((tmp.path() / "absent").string()).status().code(),
+            StatusCode::kNotFound);
+}
+
+TEST(GpuIdsTest, ResolverMapsReplicasAndMigToThePhysicalGpu) {
+  auto m = ReadNvidiaProcGpus(kDir + "/server-2s-8gpu.nvidia-gpus");
+  ASSERT_TRUE(m.ok());
+  const std::string gpu0 = "GPU-0000a100-1111-2222-3333-00000000a100";
+  const std::string gpu5 = "GPU-0000a105-1111-2222-3333-00000000a105";
+  GpuIdResolver r(*m, {{"mig-1111", "gpu-0000a105-1111-2222-3333-00000000a105"}});
+  EXPECT_EQ(*r.BusIdOf(gpu0), "0000:1b:00.0");
+  EXPECT_EQ(*r.BusIdOf(gpu0 + "::3"), "0000:1b:00.0");
+  EXPECT_EQ(*r.BusIdOf("0000a100-1111-2222-3333-00000000a100"), "0000:1b:00.0");  // bare UUID
+  EXPECT_EQ(*r.BusIdOf("MIG-1111"), "0000:ab:00.0");
+  EXPECT_EQ(*r.BusIdOf("MIG-1111::1"), "0000:ab:00.0");
+  EXPECT_EQ(*r.BusIdOf("MIG-" + gpu5 + "/2/0"), "0000:ab:00.0");  // legacy form
+  auto unknown_mig = r.BusIdOf("MIG-9999");
+  ASSERT_FALSE(unknown_mig.ok());
+  EXPECT_EQ(unknown_mig.status().code(), StatusCode::kNotFound);
+  EXPECT_FALSE(r.BusIdOf("GPU-not-here").ok());
+
+  auto all = r.ResolveAll({gpu0, "GPU-not-here"});
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_EQ(all[0].bus_id, "0000:1b:00.0");
+  EXPECT_TRUE(all[0].error.empty());
+  EXPECT_EQ(all[1].bus_id, "");
+  EXPECT_FALSE(all[1].error.empty());
+}
+
+TEST(GpuIdsTest, SysfsPciLocality) {
+  TempDir tmp;
+  Write(tmp.path() / "0000:3b:00.0/numa_node", "1\n");
+  Write(tmp.path() / "0000:3b:00.0/local_cpulist", "32-63,96-127\n");
+  Write(tmp.path() / "0000:00:1e.0/numa_node", "-1\n");
+  Write(tmp.path() / "0000:00:1e.0/local_cpulist", "0-15\n");
+  Write(tmp.path() / "0000:00:05.0/numa_node", "junk\n");
+
+  auto a = ReadSysfsPciLocality("0000:3B:00.0", tmp.path().string());
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_EQ(a->numa, 1);
+  EXPECT_EQ(a->local_cpus.ToString(), "32-63,96-127");
+
+  auto b = ReadSysfsPciLocality("0000:00:1e.0", tmp.path().string());
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(b->numa, -1);
+  EXPECT_EQ(b->local_cpus.ToString(), "0-15");
+
+  EXPECT_EQ(ReadSysfsPciLocality("0000:00:05.0", tmp.path().string()).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(ReadSysfsPciLocality("0000:99:00.0", tmp.path().string()).status().code(),
+            StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace feedguard::agent

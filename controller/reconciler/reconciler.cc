@@ -1,0 +1,354 @@
+#include "controller/reconciler/reconciler.h"
+
+#include <spdlog/spdlog.h>
+
+#include "controller/status/policy_status.h"
+
+namespace feedguard::controller {
+namespace {
+
+std::string NameOf(const nlohmann::json& obj) {
+  return obj.contains("metadata") ? obj["metadata"].value("name", "") : "";
+}
+
+std::set<std::string> PoliciesIn(const feedguard::v1::NodeFence& f) {
+  std::set<std::string> out;
+  for (const auto& p : f.policies()) out.insert(p.name());
+  return out;
+}
+
+}  // namespace
+
+Reconciler::Reconciler(FenceSinkPtr sink, PolicyWriterPtr writer, ReconcilerOptions options)
+    : sink_(std::move(sink)),
+      writer_(std::move(writer)),
+      options_(std::move(options)),
+      clock_(options_.clock ? options_.clock : std::make_shared<RealTimeSource>()) {
+  // Versions must grow across controller restarts and leader changes: start from the wall
+  // clock in microseconds (an agent only compares versions for equality and freshness).
+  version_counter_ = static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::microseconds>(clock_->WallNow().time_since_epoch())
+          .count());
+}
+
+uint64_t Reconciler::NextVersionLocked() { return ++version_counter_; }
+
+void Reconciler::MarkAllNodesDirtyLocked() {
+  for (const auto& [name, n] : nodes_) dirty_nodes_.insert(name);
+}
+
+void Reconciler::MarkPolicyDirtyLocked(const std::string& name) {
+  if (auto it = policies_.find(name); it != policies_.end()) it->second.status_dirty = true;
+}
+
+// ---- informer side ----
+
+void Reconciler::UpsertPolicy(const nlohmann::json& obj) {
+  ParsedPolicy parsed = ParseFencePolicy(obj);
+  std::vector<FieldError> invalid = parsed.errors;
+  for (auto& e : ValidateFencePolicy(parsed.policy)) invalid.push_back(e);
+  std::lock_guard<std::mutex> l(mu_);
+  PolicyEntry& e = policies_[parsed.policy.name];
+  bool first = e.policy.name.empty();
+  if (first && obj.contains("status") && obj["status"].is_object()) e.last_status = obj["status"];
+  e.policy = std::move(parsed.policy);
+  e.invalid = std::move(invalid);
+  e.status_dirty = true;
+  if (!e.policy.deleting && !e.policy.HasFinalizer()) e.finalizer_pending = true;
+  MarkAllNodesDirtyLocked();
+}
+
+void Reconciler::DeletePolicy(const nlohmann::json& obj) {
+  std::lock_guard<std::mutex> l(mu_);
+  policies_.erase(NameOf(obj));
+  per_policy_.erase(NameOf(obj));
+  MarkAllNodesDirtyLocked();
+}
+
+void Reconciler::UpsertPod(const nlohmann::json& obj) {
+  PodInfo pod = PodFromJson(obj);
+  std::lock_guard<std::mutex> l(mu_);
+  auto prev = pod_node_.find(pod.uid);
+  if (prev != pod_node_.end() && prev->second != pod.node_name) {
+    pods_[prev->second].erase(pod.uid);
+    dirty_nodes_.insert(prev->second);
+  }
+  if (pod.node_name.empty()) {  // not scheduled yet: nothing to fence
+    if (prev != pod_node_.end()) pod_node_.erase(prev);
+    return;
+  }
+  pod_node_[pod.uid] = pod.node_name;
+  dirty_nodes_.insert(pod.node_name);
+  pods_[pod.node_name][pod.uid] = std::move(pod);
+}
+
+void Reconciler::DeletePod(const nlohmann::json& obj) {
+  PodInfo pod = PodFromJson(obj);
+  std::lock_guard<std::mutex> l(mu_);
+  auto it = pod_node_.find(pod.uid);
+  if (it == pod_node_.end()) return;
+  pods_[it->second].erase(pod.uid);
+  if (pods_[it->second].empty()) pods_.erase(it->second);
+  dirty_nodes_.insert(it->second);
+  pod_node_.erase(it);
+}
+
+void Reconciler::UpsertNode(const nlohmann::json& obj) {
+  NodeInfo info = NodeFromJson(obj);
+  std::lock_guard<std::mutex> l(mu_);
+  NodeEntry& n = nodes_[info.name];
+  n.exists = true;
+  if (n.info.labels != info.labels || n.info.name.empty()) dirty_nodes_.insert(info.name);
+  n.info = std::move(info);
+}
+
+void Reconciler::DeleteNode(const nlohmann::json& obj) {
+  std::lock_guard<std::mutex> l(mu_);
+  std::string name = NameOf(obj);
+  nodes_.erase(name);
+  dirty_nodes_.erase(name);
+  for (auto& [p, per_node] : per_policy_) per_node.erase(name);
+  for (auto& [p, e] : policies_) e.status_dirty = true;
+}
+
+void Reconciler::UpsertNamespace(const nlohmann::json& obj) {
+  NamespaceInfo ns = NamespaceFromJson(obj);
+  std::lock_guard<std::mutex> l(mu_);
+  auto& labels = namespaces_[ns.name];
+  if (labels != ns.labels) {
+    labels = ns.labels;
+    // Only namespace selectors care; they are rare enough to recompute everything.
+    MarkAllNodesDirtyLocked();
+  }
+}
+
+void Reconciler::DeleteNamespace(const nlohmann::json& obj) {
+  std::lock_guard<std::mutex> l(mu_);
+  namespaces_.erase(NameOf(obj));
+}
+
+// ---- agent side ----
+
+void Reconciler::OnConnected(const std::string& node, const feedguard::v1::AgentHello&) {
+  std::lock_guard<std::mutex> l(mu_);
+  for (auto& [name, e] : policies_) e.status_dirty = true;
+  (void)node;
+}
+
+void Reconciler::OnDisconnected(const std::string& node) { OnConnected(node, {}); }
+
+void Reconciler::OnAck(const std::string& node, uint64_t version) {
+  std::lock_guard<std::mutex> l(mu_);
+  auto it = nodes_.find(node);
+  if (it != nodes_.end()) {
+    NodeEntry& n = it->second;
+    if (auto s = n.sent_policies.find(version); s != n.sent_policies.end()) {
+      n.acked_policies = s->second;
+      n.sent_policies.erase(n.sent_policies.begin(), std::next(s));
+    }
+  }
+  for (auto& [name, e] : policies_) e.status_dirty = true;
+}
+
+void Reconciler::OnNack(const std::string& node, uint64_t version, const std::string& error) {
+  spdlog::warn("agent on {} rejected fence version {}: {}", node, version, error);
+  std::lock_guard<std::mutex> l(mu_);
+  for (auto& [name, e] : policies_) e.status_dirty = true;
+}
+
+void Reconciler::OnReport(const std::string& node, const feedguard::v1::NodeReport& report) {
+  std::lock_guard<std::mutex> l(mu_);
+  for (const auto& p : report.pods()) MarkPolicyDirtyLocked(p.policy());
+  (void)node;
+}
+
+// ---- the loop ----
+
+void Reconciler::RecomputeNodeLocked(const std::string& node,
+                                     std::vector<feedguard::v1::NodeFence>* to_send) {
+  NodeEntry& n = nodes_[node];
+  std::vector<const PodInfo*> pods;
+  if (auto it = pods_.find(node); it != pods_.end()) {
+    for (const auto& [uid, p] : it->second) pods.push_back(&p);
+  }
+  std::vector<const FencePolicy*> active;
+  for (const auto& [name, e] : policies_) {
+    if (e.invalid.empty() && !e.policy.deleting) active.push_back(&e.policy);
+  }
+  NodeResolution r = ResolveNode(n.info, pods, active, namespaces_, options_.rails);
+  stats_.node_recomputes++;
+  for (auto& [policy, on] : r.policies) {
+    auto& slot = per_policy_[policy][node];
+    bool changed = slot.node_matched != on.node_matched || slot.trainers != on.trainers ||
+                   slot.neighbours != on.neighbours || slot.lost.size() != on.lost.size();
+    slot = on;
+    if (changed) MarkPolicyDirtyLocked(policy);
+  }
+  // Policies no longer considered (deleting/invalid) drop this node from their view.
+  for (auto& [policy, per_node] : per_policy_) {
+    if (!r.policies.count(policy)) per_node.erase(node);
+  }
+  if (n.sent && SameFence(n.desired, r.fence)) return;
+  r.fence.set_version(NextVersionLocked());
+  n.desired = r.fence;
+  n.sent = true;
+  n.sent_policies[r.fence.version()] = PoliciesIn(r.fence);
+  // Bound the bookkeeping: the sink keeps one slot, older unacked versions never get acked.
+  while (n.sent_policies.size() > 8) n.sent_policies.erase(n.sent_policies.begin());
+  to_send->push_back(r.fence);
+}
+
+bool Reconciler::Step() {
+  std::vector<feedguard::v1::NodeFence> to_send;
+  std::vector<std::string> finalizers_to_add, finalizers_to_remove;
+  std::vector<std::string> status_due;
+  const auto now = clock_->MonotonicNow();
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    std::set<std::string> dirty;
+    dirty.swap(dirty_nodes_);
+    for (const auto& node : dirty) {
+      if (nodes_.count(node) && nodes_[node].exists) RecomputeNodeLocked(node, &to_send);
+    }
+    stats_.fences_sent += to_send.size();
+    for (auto& [name, e] : policies_) {
+      if (e.finalizer_pending) finalizers_to_add.push_back(name);
+      if (e.policy.deleting && e.policy.HasFinalizer()) {
+        bool still_fenced = false;
+        for (const auto& [node, n] : nodes_) {
+          if (!n.exists) continue;
+          if (n.acked_policies.count(name)) still_fenced = true;
+          for (const auto& [v, ps] : n.sent_policies)
+            if (ps.count(name)) still_fenced = true;
+        }
+        if (!still_fenced) finalizers_to_remove.push_back(name);
+      }
+      if (e.status_dirty && now - e.last_write >= options_.status_interval) {
+        status_due.push_back(name);
+      }
+    }
+  }
+  for (auto& f : to_send) {
+    Status st = sink_->SetDesired(f);
+    if (!st.ok()) spdlog::warn("SetDesired({}): {}", f.node_name(), st.ToString());
+  }
+  for (const auto& name : finalizers_to_add) {
+    Status st = writer_->AddFinalizer(name);
+    std::lock_guard<std::mutex> l(mu_);
+    if (auto it = policies_.find(name); it != policies_.end() && st.ok()) {
+      it->second.finalizer_pending = false;
+    } else if (!st.ok()) {
+      spdlog::warn("adding finalizer to {}: {}", name, st.ToString());
+    }
+  }
+  for (const auto& name : finalizers_to_remove) {
+    Status st = writer_->RemoveFinalizer(name);
+    if (st.ok()) {
+      writer_->Event(name, "Normal", "Reverted", "every node reverted this policy's fences");
+      std::lock_guard<std::mutex> l(mu_);
+      if (auto it = policies_.find(name); it != policies_.end()) {
+        auto& f = it->second.policy.finalizers;
+        f.erase(std::remove(f.begin(), f.end(), kFencePolicyFinalizer), f.end());
+      }
+    } else if (st.code() != StatusCode::kNotFound) {
+      spdlog::warn("removing finalizer from {}: {}", name, st.ToString());
+    }
+  }
+  for (const auto& name : status_due) {
+    PolicyStatusInput in;
+    FencePolicy policy_copy;
+    std::vector<std::string> nodes;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      auto it = policies_.find(name);
+      if (it == policies_.end()) continue;
+      policy_copy = it->second.policy;
+      in.invalid = it->second.invalid;
+      in.per_node = per_policy_[name];
+      in.previous_status = it->second.last_status;
+      it->second.status_dirty = false;
+    }
+    if (policy_copy.deleting) continue;  // nothing to report on an object about to go
+    in.policy = &policy_copy;
+    in.now = clock_->WallNow();
+    std::map<std::string, feedguard::v1::NodeReport> reports;
+    for (const auto& [node, on] : in.per_node) {
+      if (!on.node_matched) continue;
+      auto agent = sink_->GetAgent(node);
+      if (!agent) continue;
+      AgentView v;
+      v.connected = agent->connected;
+      v.stale = agent->stale;
+      v.acked_version = agent->acked_version;
+      v.desired_version = agent->desired_version;
+      v.nack_error = agent->nack_error;
+      if (agent->report) {
+        reports[node] = *agent->report;
+      }
+      in.agents[node] = v;
+    }
+    for (auto& [node, r] : reports) in.agents[node].report = &r;
+    nlohmann::json st = ComputePolicyStatus(in);
+    if (st == in.previous_status) continue;
+    Status ws = writer_->WriteStatus(name, st);
+    std::lock_guard<std::mutex> l(mu_);
+    auto it = policies_.find(name);
+    if (it == policies_.end()) continue;
+    it->second.last_write = clock_->MonotonicNow();
+    if (ws.ok()) {
+      stats_.status_writes++;
+      // Events on condition transitions.
+      auto cond = [](const nlohmann::json& s, const std::string& type) -> std::string {
+        if (!s.is_object() || !s.contains("conditions")) return "";
+        for (const auto& c : s["conditions"])
+          if (c.value("type", "") == type) return c.value("status", "");
+        return "";
+      };
+      const nlohmann::json prev = it->second.last_status;
+      it->second.last_status = st;
+      if (cond(st, "Invalid") == "True" && cond(prev, "Invalid") != "True") {
+        writer_->Event(name, "Warning", "InvalidSpec", JoinFieldErrors(in.invalid));
+      }
+      if (cond(st, "Ready") == "True" && cond(prev, "Ready") != "True") {
+        writer_->Event(name, "Normal", "Enforced",
+                       std::to_string(st["nodes"]["enforced"].get<int>()) + " nodes enforced");
+      }
+      if (cond(st, "Degraded") == "True" && cond(prev, "Degraded") != "True") {
+        writer_->Event(name, "Warning", "Degraded", "some nodes failed or are stale");
+      }
+      if (cond(st, "Conflicting") == "True" && cond(prev, "Conflicting") != "True") {
+        writer_->Event(name, "Warning", "Conflicting", "pods claimed by a higher-ranked policy");
+      }
+    } else {
+      it->second.status_dirty = true;  // retry next interval
+      spdlog::warn("writing status of {}: {}", name, ws.ToString());
+    }
+  }
+  return !to_send.empty() || !status_due.empty() || !finalizers_to_add.empty() ||
+         !finalizers_to_remove.empty();
+}
+
+void Reconciler::Run(const kube::StopSignal& stop) {
+  while (!stop.IsSet()) {
+    Step();
+    stop.WaitFor(options_.tick);
+  }
+}
+
+ReconcilerStats Reconciler::stats() const {
+  std::lock_guard<std::mutex> l(mu_);
+  ReconcilerStats s = stats_;
+  s.nodes = nodes_.size();
+  s.pods = pod_node_.size();
+  s.policies = policies_.size();
+  return s;
+}
+
+std::optional<feedguard::v1::NodeFence> Reconciler::DesiredFence(const std::string& node) const {
+  std::lock_guard<std::mutex> l(mu_);
+  auto it = nodes_.find(node);
+  if (it == nodes_.end() || !it->second.sent) return std::nullopt;
+  return it->second.desired;
+}
+
+}  // namespace feedguard::controller

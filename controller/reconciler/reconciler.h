@@ -1,0 +1,153 @@
+// reconciler.h — the controller's core loop: watched FencePolicies, Pods, Nodes and Namespaces
+// in; one versioned NodeFence per node out (to the distributor); FencePolicy status, finalizers
+// and Events back to the API server.
+//
+// Informer callbacks and agent callbacks only record what changed (cheap, any thread). One
+// loop thread (Run) recomputes the dirty nodes, hands changed fences to the sink, and writes
+// coalesced status at most once per `status_interval` per policy, only when it changed.
+// Deletion: a policy being deleted leaves every NodeFence; its finalizer is removed once no
+// agent's acknowledged fence still contains it (nodes that no longer exist do not block).
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "controller/distributor/agent_observer.h"
+#include "controller/kube/backoff.h"
+#include "controller/policy/fence_policy.h"
+#include "controller/resolver/resolver.h"
+#include "feedguard/common/status.h"
+#include "feedguard/common/time_source.h"
+#include "feedguard/v1/nodefence.pb.h"
+
+namespace feedguard::controller {
+
+// Where desired fences go and where agent state comes from (the Distributor in production).
+class FenceSink {
+ public:
+  virtual ~FenceSink() = default;
+  virtual Status SetDesired(feedguard::v1::NodeFence fence) = 0;
+  struct Agent {
+    bool connected = false;
+    bool stale = false;
+    uint64_t acked_version = 0;
+    uint64_t desired_version = 0;
+    std::string nack_error;  // for desired_version
+    std::optional<feedguard::v1::NodeReport> report;
+  };
+  // nullopt: no agent ever connected for this node.
+  virtual std::optional<Agent> GetAgent(const std::string& node) const = 0;
+};
+using FenceSinkPtr = std::shared_ptr<FenceSink>;
+
+// The API-server side effects, behind an interface so the loop can be unit tested.
+class PolicyWriter {
+ public:
+  virtual ~PolicyWriter() = default;
+  // Replaces the status of policy `name` (resourceVersion conflicts handled inside).
+  virtual Status WriteStatus(const std::string& name, const nlohmann::json& status) = 0;
+  virtual Status AddFinalizer(const std::string& name) = 0;
+  virtual Status RemoveFinalizer(const std::string& name) = 0;
+  virtual void Event(const std::string& policy, const std::string& type, const std::string& reason,
+                     const std::string& message) = 0;
+};
+using PolicyWriterPtr = std::shared_ptr<PolicyWriter>;
+
+struct ReconcilerOptions {
+  Rails rails;
+  std::chrono::milliseconds status_interval{1000};
+  std::chrono::milliseconds tick{10};
+  TimeSourcePtr clock;  // default: real
+};
+
+struct ReconcilerStats {
+  uint64_t node_recomputes = 0;
+  uint64_t fences_sent = 0;
+  uint64_t status_writes = 0;
+  size_t nodes = 0;
+  size_t pods = 0;
+  size_t policies = 0;
+};
+
+class Reconciler final : public AgentObserver {
+ public:
+  Reconciler(FenceSinkPtr sink, PolicyWriterPtr writer, ReconcilerOptions options);
+
+  // ---- informer side (raw API objects) ----
+  void UpsertPolicy(const nlohmann::json& obj);
+  void DeletePolicy(const nlohmann::json& obj);
+  void UpsertPod(const nlohmann::json& obj);
+  void DeletePod(const nlohmann::json& obj);
+  void UpsertNode(const nlohmann::json& obj);
+  void DeleteNode(const nlohmann::json& obj);
+  void UpsertNamespace(const nlohmann::json& obj);
+  void DeleteNamespace(const nlohmann::json& obj);
+
+  // ---- AgentObserver ----
+  void OnConnected(const std::string& node, const feedguard::v1::AgentHello& hello) override;
+  void OnDisconnected(const std::string& node) override;
+  void OnAck(const std::string& node, uint64_t version) override;
+  void OnNack(const std::string& node, uint64_t version, const std::string& error) override;
+  void OnReport(const std::string& node, const feedguard::v1::NodeReport& report) override;
+
+  // One pass: recompute dirty nodes, send, finalizers, due status writes. Returns true if it
+  // did anything.
+  bool Step();
+  // Steps until `stop`.
+  void Run(const kube::StopSignal& stop);
+
+  ReconcilerStats stats() const;
+  // The current desired fence of a node (tests, debugging).
+  std::optional<feedguard::v1::NodeFence> DesiredFence(const std::string& node) const;
+
+ private:
+  struct PolicyEntry {
+    FencePolicy policy;
+    std::vector<FieldError> invalid;
+    nlohmann::json last_status;  // what we last wrote (or read)
+    std::chrono::steady_clock::time_point last_write{};
+    bool status_dirty = true;
+    bool finalizer_pending = false;  // AddFinalizer in flight / failed, retried
+  };
+  struct NodeEntry {
+    NodeInfo info;
+    bool exists = false;  // a Node object exists
+    feedguard::v1::NodeFence desired;
+    bool sent = false;
+    // Policies contained in each sent version not yet acknowledged, and in the acked one.
+    std::map<uint64_t, std::set<std::string>> sent_policies;
+    std::set<std::string> acked_policies;
+  };
+
+  void MarkAllNodesDirtyLocked();
+  void MarkPolicyDirtyLocked(const std::string& name);
+  void RecomputeNodeLocked(const std::string& node, std::vector<feedguard::v1::NodeFence>* to_send);
+  uint64_t NextVersionLocked();
+
+  const FenceSinkPtr sink_;
+  const PolicyWriterPtr writer_;
+  const ReconcilerOptions options_;
+  const TimeSourcePtr clock_;
+
+  mutable std::mutex mu_;
+  std::map<std::string, PolicyEntry> policies_;                 // guarded by mu_
+  std::map<std::string, NodeEntry> nodes_;                      // guarded by mu_
+  std::map<std::string, std::map<std::string, PodInfo>> pods_;  // guarded by mu_; node → uid →
+  std::map<std::string, std::string> pod_node_;                 // guarded by mu_; uid → node
+  std::map<std::string, Labels> namespaces_;                    // guarded by mu_
+  std::set<std::string> dirty_nodes_;                           // guarded by mu_
+  // policy → node → what the policy got there (for status).
+  std::map<std::string, std::map<std::string, PolicyOnNode>> per_policy_;  // guarded by mu_
+  uint64_t version_counter_ = 0;                                           // guarded by mu_
+  ReconcilerStats stats_;                                                  // guarded by mu_
+};
+using ReconcilerPtr = std::shared_ptr<Reconciler>;
+
+}  // namespace feedguard::controller
