@@ -6,7 +6,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 
 packages=(
-  build-essential cmake ninja-build pkg-config clang-format git curl ca-certificates openssl
+  build-essential cmake ninja-build pkg-config clang-format git curl ca-certificates openssl jq
   libcurl4-openssl-dev libssl-dev nlohmann-json3-dev libyaml-cpp-dev libspdlog-dev
   libhwloc-dev hwloc libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   libgtest-dev libgmock-dev libbenchmark-dev libcpp-httplib-dev libturbojpeg0-dev

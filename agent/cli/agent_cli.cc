@@ -11,7 +11,7 @@
 
 #include "agent/cgroup/detect.h"
 #include "agent/cgroup/fs_cgroups.h"
-#include "agent/cli/flags.h"
+#include "common/flags.h"
 #include "agent/client/fence_client.h"
 #include "agent/engine/node_engine.h"
 #include "agent/topology/podresources_client.h"

@@ -1,4 +1,4 @@
-#include "agent/cli/flags.h"
+#include "common/flags.h"
 
 #include <gtest/gtest.h>
 

@@ -1,0 +1,205 @@
+// enforcer.h — applies an agent::Plan to pod cgroups, crash-safely, and takes it back.
+//
+// Apply(plan) resolves every pod of the plan to its cgroup dirs (cgroup::Cgroups), computes the
+// exact bytes each knob file must hold, and for every file that differs: records the file's
+// original bytes in the CheckpointStore (persisted before the first write), writes, reads back
+// and verifies. Trainers get cpuset.cpus/.mems on the pod dir and every container dir (v1
+// ordering: grow parents first, shrink children first); neighbours get idle / weight / quota
+// at the pod level and cpuset on the pod and container dirs. Files of pods that left the plan,
+// and knobs a pod no longer needs, are reverted: the checkpointed original is restored only if
+// the file still holds a value we wrote; otherwise someone else owns it now ("OverwrittenBy
+// Other") and it is left alone.
+//
+// Rails no plan can override: only files inside the dir of the pod they are for are written,
+// never kubelet's kubepods / QoS-tier dirs; protected pods (the agent's own pod, kube-system
+// pods — narrowed to system-*-critical ones once PodIdentity carries the priority class) are
+// never written.
+//
+// Idempotent: a second Apply of the same plan writes nothing. Dry-run plans compute and report
+// the writes (and reverts) that would happen and touch nothing, the checkpoint included.
+// A new Enforcer over an existing checkpoint is not ready() until its first Apply (the
+// reconcile against the current plan) has completed.
+//
+// Overwrites: a file we own that no longer holds our value was rewritten by someone else
+// (runc on UpdateContainerResources, kubelet on resize). Verify() (called by the Watcher, and
+// implicitly by Apply) counts it per pod, re-applies, and after `contest_threshold` overwrites
+// of one file within `contest_window` stops re-applying that file and reports the pod
+// "Contested" instead of flip-flopping with the other writer.
+//
+// Thread-safe: every public method takes the enforcer's lock.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "agent/cgroup/cgroups.h"
+#include "agent/enforcer/checkpoint.h"
+#include "agent/planner/plan.h"
+#include "feedguard/common/status.h"
+#include "feedguard/common/time_source.h"
+
+namespace feedguard::agent {
+
+// Stable reason codes (PodReport.reason, FencePolicy.status.failures).
+namespace reason {
+inline constexpr char kCgroupNotFound[] = "CgroupNotFound";
+inline constexpr char kKernelLacksCpuIdle[] = "KernelLacksCpuIdle";
+inline constexpr char kCpusetNotSubset[] = "CpusetNotSubset";
+inline constexpr char kCpusetBusy[] = "CpusetBusy";
+inline constexpr char kValueRejected[] = "ValueRejected";  // EINVAL/ERANGE (e.g. v1 quota)
+inline constexpr char kWriteFailed[] = "WriteFailed";
+inline constexpr char kVerifyFailed[] = "VerifyFailed";
+inline constexpr char kCheckpointFailed[] = "CheckpointFailed";
+inline constexpr char kProtectedPod[] = "ProtectedPod";
+inline constexpr char kNotPodCgroup[] = "NotPodCgroup";
+inline constexpr char kContested[] = "Contested";
+inline constexpr char kDryRun[] = "DryRun";
+// Revert outcomes.
+inline constexpr char kRestored[] = "Restored";
+inline constexpr char kAlreadyOriginal[] = "AlreadyOriginal";
+inline constexpr char kOverwrittenByOther[] = "OverwrittenByOther";
+inline constexpr char kGone[] = "Gone";  // the cgroup no longer exists (pod deleted)
+inline constexpr char kRevertFailed[] = "RevertFailed";
+}  // namespace reason
+
+struct EnforcerOptions {
+  // The agent's own pod (downward API); never written.
+  std::string self_pod_uid;
+  // Pods in these namespaces are never written. Defaults to kube-system wholesale because
+  // PodIdentity does not carry the priority class yet (the rail is "system-*-critical").
+  std::vector<std::string> protected_namespaces = {"kube-system"};
+  TimeSourcePtr time_source;  // null: the real clock
+  // Overwrite rate limit per file.
+  int contest_threshold = 3;
+  std::chrono::seconds contest_window{600};
+  // Test hook, called after each cgroup write(2) with the running count of writes made by this
+  // Enforcer and the file's path (crash tests SIGKILL themselves from here).
+  std::function<void(uint64_t, const std::string&)> after_write;
+};
+
+enum class PodRole { kTrainer, kNeighbour };
+
+struct PodResult {
+  std::string uid;
+  std::string ns;
+  std::string name;
+  std::string policy;
+  PodRole role = PodRole::kNeighbour;
+  bool enforced = false;
+  std::string reason;  // empty when enforced
+  std::string message;
+  uint64_t files_written = 0;  // (dry-run: files that would be written)
+  uint64_t overwrites = 0;     // times others rewrote our values, since this Enforcer started
+  std::string cpus;            // trainer's cpuset, kernel list format
+};
+
+struct RevertResult {
+  std::string path;
+  std::string pod_uid;
+  std::string knob;
+  std::string outcome;  // reason::kRestored, kAlreadyOriginal, kOverwrittenByOther, kGone, ...
+  std::string message;
+};
+
+struct ApplyReport {
+  uint64_t fence_version = 0;
+  bool dry_run = false;
+  std::vector<PodResult> pods;
+  std::vector<RevertResult> reverts;
+  // Every write performed (dry-run: that would be performed), in order.
+  std::vector<cgroup::FileWrite> writes;
+  size_t enforced = 0;
+  size_t failed = 0;
+  size_t files_written = 0;
+  size_t files_reverted = 0;
+  size_t overwritten_by_other = 0;
+  Status checkpoint_status;  // the first checkpoint error, if any
+};
+
+struct VerifyReport {
+  size_t checked = 0;
+  size_t overwrites = 0;  // files found holding someone else's value
+  size_t reapplied = 0;   // files written back
+  size_t contested = 0;   // files left alone because they are contested
+  std::vector<std::string> overwritten_paths;
+};
+
+class Enforcer {
+ public:
+  Enforcer(cgroup::CgroupsPtr cgroups, CheckpointStorePtr checkpoint, EnforcerOptions options);
+
+  ApplyReport Apply(const Plan& plan);
+  // Reverts every file in the checkpoint and forgets the plan (unfence the whole node).
+  ApplyReport RevertAll();
+  // Re-reads the given files we own (all owned files if `paths` is empty); any that no longer
+  // hold our value are counted as overwrites and re-applied unless contested.
+  VerifyReport Verify(const std::vector<std::string>& paths = {});
+
+  // True once an Apply has reconciled the checkpoint with a plan.
+  bool ready() const;
+  // Absolute paths of every file we currently own (the checkpoint's keys).
+  std::vector<std::string> OwnedFiles() const;
+  // Overwrites seen per pod uid since this Enforcer started.
+  std::map<std::string, uint64_t> OverwriteCounts() const;
+  uint64_t writes_made() const;
+
+ private:
+  struct Target {
+    PodIdentity pod;
+    std::string policy;
+    PodRole role = PodRole::kNeighbour;
+    std::optional<bool> idle;
+    std::optional<uint64_t> weight;
+    std::optional<CpuQuota> quota;
+    std::optional<CpuSet> cpus;
+    std::optional<CpuSet> mems;
+  };
+  struct FileState {
+    std::deque<std::chrono::steady_clock::time_point> overwrites;
+    bool contested = false;
+  };
+  struct Scratch;  // per-Apply bookkeeping, defined in the .cc
+  struct PodWork;  // one pod's computed writes, defined in the .cc
+
+  static std::vector<Target> TargetsOf(const Plan& plan);
+  bool IsProtected(const PodIdentity& pod) const;
+  Status CheckWritable(const std::string& file, const std::string& pod_uid) const;
+  bool IsOursLocked(const CheckpointEntry& e, const std::string& current) const;
+  // Records an overwrite of `path` (pod `uid`); returns true if the file is now contested.
+  bool RecordOverwriteLocked(const std::string& path, const std::string& uid);
+  // Resolves the pod and computes its writes; writes nothing.
+  PodWork PreparePodLocked(const Target& t, Scratch& s);
+  // Checkpoints, writes and verifies (dry-run: only reports).
+  void ExecutePodLocked(PodWork& w, bool dry_run, Scratch& s);
+  void RevertLocked(const std::vector<CheckpointEntry>& entries, bool dry_run, ApplyReport& r);
+  Status WriteVerifyLocked(const std::string& path, const std::string& value);
+
+  const cgroup::CgroupsPtr cgroups_;
+  const CheckpointStorePtr checkpoint_;
+  const EnforcerOptions options_;
+  const TimeSourcePtr clock_;
+
+  mutable std::mutex mu_;
+  bool ready_ = false;                              // guarded by mu_
+  std::optional<Plan> last_plan_;                   // guarded by mu_
+  std::map<std::string, FileState> file_state_;     // guarded by mu_
+  std::map<std::string, uint64_t> pod_overwrites_;  // guarded by mu_
+  uint64_t writes_made_ = 0;                        // guarded by mu_
+};
+
+using EnforcerPtr = std::shared_ptr<Enforcer>;
+
+// True if two contents of knob file `file` mean the same value (whitespace-insensitive;
+// cpuset lists compared as sets, so "0,1,2" equals "0-2\n").
+bool KnobValuesEquivalent(const std::string& file, const std::string& a, const std::string& b);
+
+}  // namespace feedguard::agent

@@ -1,0 +1,649 @@
+#include "agent/enforcer/enforcer.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "agent/cgroup/fake_tree.h"
+#include "agent/cgroup/fs_cgroups.h"
+#include "agent/cgroup/kubelet_facts.h"
+
+namespace feedguard::agent {
+namespace {
+
+namespace fs = std::filesystem;
+using cgroup::CgroupVersion;
+using cgroup::KubeletDriver;
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void Put(const std::string& path, const std::string& data) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << data;
+}
+
+// A fake cgroup tree (plain files) in a temp dir, pods created kubelet-style.
+class FakeNode {
+ public:
+  FakeNode(CgroupVersion version, KubeletDriver driver, bool cpu_idle = true)
+      : version_(version), driver_(driver) {
+    std::string tmpl = (fs::temp_directory_path() / "fg-enforcer-XXXXXX").string();
+    root_ = ::mkdtemp(tmpl.data());
+    options_.cpu_idle = cpu_idle;
+    options_.cpus = "0-7";
+    options_.mems = "0-1";
+    auto layout = cgroup::MakeFakeLayout(root_, version, driver, "", options_);
+    EXPECT_TRUE(layout.ok()) << layout.status().ToString();
+    layout_ = *layout;
+    cgroups_ = cgroup::NewFsCgroups(layout_);
+  }
+  ~FakeNode() {
+    std::error_code ec;
+    fs::remove_all(root_, ec);
+  }
+
+  PodIdentity AddPod(const std::string& uid, QosClass qos, std::vector<std::string> ids,
+                     const std::string& ns = "default") {
+    PodIdentity p;
+    p.uid = uid;
+    p.ns = ns;
+    p.name = "pod-" + uid;
+    p.qos = qos;
+    const std::string rel = cgroup::PodRelPath(driver_, "", qos, uid);
+    MakeDirs(rel);
+    for (const auto& id : ids) {
+      p.container_ids.push_back("containerd://" + id);
+      auto leaf = cgroup::ContainerLeafNames(driver_, {cgroup::Runtime::kContainerd, id});
+      MakeDirs(rel + "/" + leaf[0]);
+    }
+    return p;
+  }
+
+  void MakeDirs(const std::string& rel) {
+    if (version_ == CgroupVersion::kV2) {
+      ASSERT_TRUE(
+          cgroup::MakeFakeCgroupDir(layout_.cpu_mount + "/" + rel, version_, "", options_).ok());
+      return;
+    }
+    ASSERT_TRUE(
+        cgroup::MakeFakeCgroupDir(layout_.cpu_mount + "/" + rel, version_, "cpu", options_).ok());
+    ASSERT_TRUE(
+        cgroup::MakeFakeCgroupDir(layout_.cpuacct_mount + "/" + rel, version_, "cpuacct", options_)
+            .ok());
+    ASSERT_TRUE(
+        cgroup::MakeFakeCgroupDir(layout_.cpuset_mount + "/" + rel, version_, "cpuset", options_)
+            .ok());
+  }
+
+  std::string CpuFile(const PodIdentity& p, const std::string& file, const std::string& sub = "") {
+    return layout_.cpu_mount + "/" + cgroup::PodRelPath(driver_, "", p.qos, p.uid) + sub + "/" +
+           file;
+  }
+  std::string CpusetFile(const PodIdentity& p, const std::string& file,
+                         const std::string& sub = "") {
+    return layout_.cpuset_mount + "/" + cgroup::PodRelPath(driver_, "", p.qos, p.uid) + sub + "/" +
+           file;
+  }
+  std::string ContainerSub(const std::string& id) {
+    return "/" + cgroup::ContainerLeafNames(driver_, {cgroup::Runtime::kContainerd, id})[0];
+  }
+
+  // Every regular file under the tree (not the state dir), path → bytes.
+  std::map<std::string, std::string> Snapshot() const {
+    std::map<std::string, std::string> out;
+    for (const auto& mount : {layout_.cpu_mount, layout_.cpuacct_mount, layout_.cpuset_mount}) {
+      for (const auto& e : fs::recursive_directory_iterator(mount)) {
+        if (e.is_regular_file()) out[e.path().string()] = Slurp(e.path().string());
+      }
+    }
+    return out;
+  }
+
+  std::string state_dir() const { return root_ + "/state"; }
+  const cgroup::CgroupsPtr& cgroups() const { return cgroups_; }
+  const cgroup::CgroupLayout& layout() const { return layout_; }
+
+ private:
+  CgroupVersion version_;
+  KubeletDriver driver_;
+  std::string root_;
+  cgroup::FakeCgroupOptions options_;
+  cgroup::CgroupLayout layout_;
+  cgroup::CgroupsPtr cgroups_;
+};
+
+CheckpointStorePtr OpenStore(const std::string& dir) {
+  auto s = CheckpointStore::Open(dir);
+  EXPECT_TRUE(s.ok()) << s.status().ToString();
+  return CheckpointStorePtr(std::move(*s));
+}
+
+NeighbourAction Neighbour(const PodIdentity& p) {
+  NeighbourAction n;
+  n.pod = p;
+  n.policy = "p1";
+  return n;
+}
+
+TEST(KnobValuesEquivalentTest, Normalises) {
+  EXPECT_TRUE(KnobValuesEquivalent("/x/cpu.shares", "1024\n", "1024"));
+  EXPECT_FALSE(KnobValuesEquivalent("/x/cpu.shares", "1024\n", "102"));
+  EXPECT_TRUE(KnobValuesEquivalent("/x/cpuset.cpus", "0-3\n", "0,1,2,3"));
+  EXPECT_FALSE(KnobValuesEquivalent("/x/cpuset.cpus", "0-3\n", "0-2"));
+  EXPECT_TRUE(KnobValuesEquivalent("/x/cpuset.mems", "\n", ""));
+  EXPECT_TRUE(KnobValuesEquivalent("/x/cpu.max", "max  100000\n", "max 100000"));
+  EXPECT_FALSE(KnobValuesEquivalent("/x/cpu.max", "max 100000\n", "50000 100000"));
+}
+
+class EnforcerV1Test : public ::testing::Test {
+ protected:
+  FakeNode node_{CgroupVersion::kV1, KubeletDriver::kCgroupfs};
+};
+
+TEST_F(EnforcerV1Test, IdleNeighbourIsWrittenVerifiedCheckpointedAndIdempotent) {
+  auto pod = node_.AddPod("11111111-aaaa", QosClass::kBestEffort, {"c1"});
+  auto store = OpenStore(node_.state_dir());
+  Enforcer enf(node_.cgroups(), store, {});
+  EXPECT_FALSE(enf.ready());
+  Plan plan;
+  plan.fence_version = 4;
+  auto n = Neighbour(pod);
+  n.idle = true;
+  plan.neighbours.push_back(n);
+
+  const std::string idle = node_.CpuFile(pod, "cpu.idle");
+  auto r = enf.Apply(plan);
+  ASSERT_EQ(r.pods.size(), 1u);
+  EXPECT_TRUE(r.pods[0].enforced) << r.pods[0].reason << ": " << r.pods[0].message;
+  EXPECT_EQ(r.enforced, 1u);
+  EXPECT_EQ(r.files_written, 1u);
+  EXPECT_EQ(Slurp(idle), "1");
+  EXPECT_TRUE(enf.ready());
+  auto e = store->Get(idle);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->original, "0\n");
+  EXPECT_EQ(e->written, "1");
+  EXPECT_EQ(e->pod_uid, pod.uid);
+  EXPECT_EQ(e->knob, "cpu.idle");
+  EXPECT_TRUE(e->also_ours.empty());
+  EXPECT_EQ(store->applied_version(), 4u);
+  // cpu.idle, plus the weight file the kernel resets when idle changes (checkpointed so a
+  // revert can restore kubelet's value; plain files here, so it still reads 1024).
+  const std::string shares = node_.CpuFile(pod, "cpu.shares");
+  EXPECT_EQ(enf.OwnedFiles(), (std::vector<std::string>{idle, shares}));
+  EXPECT_EQ(store->Get(shares)->original, "1024\n");
+  EXPECT_EQ(Slurp(shares), "1024\n");
+
+  const uint64_t writes = enf.writes_made();
+  const uint64_t saves = store->saves();
+  auto again = enf.Apply(plan);
+  EXPECT_EQ(again.files_written, 0u);
+  EXPECT_TRUE(again.writes.empty());
+  EXPECT_EQ(again.enforced, 1u);
+  EXPECT_EQ(enf.writes_made(), writes);
+  EXPECT_EQ(store->saves(), saves);
+}
+
+TEST_F(EnforcerV1Test, WeightAndQuotaUseV1FilesAndRevertToExactBytes) {
+  auto pod = node_.AddPod("22222222-bbbb", QosClass::kBurstable, {"c1"});
+  const auto before = node_.Snapshot();
+  auto store = OpenStore(node_.state_dir());
+  Enforcer enf(node_.cgroups(), store, {});
+  Plan plan;
+  auto n = Neighbour(pod);
+  n.weight = 1;
+  n.quota = CpuQuota{50000, 100000};
+  plan.neighbours.push_back(n);
+  auto r = enf.Apply(plan);
+  ASSERT_TRUE(r.pods[0].enforced) << r.pods[0].message;
+  EXPECT_EQ(Slurp(node_.CpuFile(pod, "cpu.shares")), std::to_string(cgroup::WeightToShares(1)));
+  EXPECT_EQ(Slurp(node_.CpuFile(pod, "cpu.cfs_quota_us")), "50000");
+  // The period already held 100000: not rewritten.
+  EXPECT_EQ(Slurp(node_.CpuFile(pod, "cpu.cfs_period_us")), "100000\n");
+  EXPECT_EQ(store->size(), 2u);
+  // The container dirs are untouched (pod-level fence).
+  EXPECT_EQ(Slurp(node_.CpuFile(pod, "cpu.shares", node_.ContainerSub("c1"))), "1024\n");
+
+  auto rv = enf.Apply(Plan{});
+  EXPECT_EQ(rv.files_reverted, 2u);
+  EXPECT_EQ(store->size(), 0u);
+  EXPECT_EQ(node_.Snapshot(), before);
+}
+
+TEST_F(EnforcerV1Test, PeriodChangeUnderASetQuotaGoesThroughUnlimited) {
+  auto pod = node_.AddPod("22222222-cccc", QosClass::kBurstable, {});
+  Put(node_.CpuFile(pod, "cpu.cfs_quota_us"), "200000\n");
+  auto store = OpenStore(node_.state_dir());
+  Enforcer enf(node_.cgroups(), store, {});
+  Plan plan;
+  auto n = Neighbour(pod);
+  n.quota = CpuQuota{25000, 50000};
+  plan.neighbours.push_back(n);
+  auto r = enf.Apply(plan);
+  ASSERT_TRUE(r.pods[0].enforced) << r.pods[0].message;
+  ASSERT_EQ(r.writes.size(), 3u);
+  EXPECT_EQ(r.writes[0].value, "-1");
+  EXPECT_EQ(r.writes[1].value, "50000");
+  EXPECT_EQ(r.writes[2].value, "25000");
+  auto rv = enf.RevertAll();
+  EXPECT_EQ(Slurp(node_.CpuFile(pod, "cpu.cfs_quota_us")), "200000\n");
+  EXPECT_EQ(Slurp(node_.CpuFile(pod, "cpu.cfs_period_us")), "100000\n");
+  // Quota is restored before the period.
+  ASSERT_GE(rv.writes.size(), 2u);
+  EXPECT_NE(rv.writes[0].path.find("cfs_quota_us"), std::string::npos);
+}
+
+TEST_F(EnforcerV1Test, TrainerCpusetOnPodAndContainersThenRevert) {
+  auto pod = node_.AddPod("33333333-cccc", QosClass::kGuaranteed, {"a", "b"});
+  const auto before = node_.Snapshot();
+  auto store = OpenStore(node_.state_dir());
+  Enforcer enf(node_.cgroups(), store, {});
+  Plan plan;
+  TrainerPlacement t;
+  t.pod = pod;
+  t.policy = "vision";
+  t.cpus = CpuSet::Range(2, 5);
+  t.mems = CpuSet{0};
+  plan.trainers.push_back(t);
+  auto r = enf.Apply(plan);
+  ASSERT_TRUE(r.pods[0].enforced) << r.pods[0].reason << " " << r.pods[0].message;
+  EXPECT_EQ(r.pods[0].cpus, "2-5");
+  EXPECT_EQ(r.pods[0].role, PodRole::kTrainer);
+  for (std::string sub : {std::string(), node_.ContainerSub("a"), node_.ContainerSub("b")}) {
+    EXPECT_EQ(Slurp(node_.CpusetFile(pod, "cpuset.cpus", sub)), "2-5") << sub;
+    EXPECT_EQ(Slurp(node_.CpusetFile(pod, "cpuset.mems", sub)), "0") << sub;
+  }
+  // Shrinking: children before the pod dir.
+  ASSERT_EQ(r.writes.size(), 6u);
+  EXPECT_EQ(r.writes[2].path, node_.CpusetFile(pod, "cpuset.cpus"));
+  EXPECT_EQ(store->size(), 6u);
+
+  // Moving the trainer to disjoint CPUs: the pod dir grows to the union first.
+  plan.trainers[0].cpus = CpuSet::Range(6, 7);
+  auto moved = enf.Apply(plan);
+  ASSERT_TRUE(moved.pods[0].enforced) << moved.pods[0].message;
+  ASSERT_FALSE(moved.writes.empty());
+  EXPECT_EQ(moved.writes[0].path, node_.CpusetFile(pod, "cpuset.cpus"));
+  EXPECT_EQ(moved.writes[0].value, "2-7");
+  EXPECT_EQ(Slurp(node_.CpusetFile(pod, "cpuset.cpus", node_.ContainerSub("a"))), "6-7");
+
+  auto rv = enf.RevertAll();
+  EXPECT_EQ(rv.files_reverted, 6u);
+  // Growing back: the pod dir is restored before its containers.
+  ASSERT_FALSE(rv.writes.empty());
+  EXPECT_EQ(rv.writes[0].path, node_.CpusetFile(pod, "cpuset.cpus"));
+  EXPECT_EQ(node_.Snapshot(), before);
+  EXPECT_EQ(store->size(), 0u);
+}
+
+TEST_F(EnforcerV1Test, SwitchingIdleToWeightRevertsIdleBeforeWritingShares) {
+  auto pod = node_.AddPod("44444444-dddd", QosClass::kBurstable, {});
+  auto store = OpenStore(node_.state_dir());
+  Enforcer enf(node_.cgroups(), store, {});
+  Plan plan;
+  auto n = Neighbour(pod);
+  n.idle = true;
+  plan.neighbours.push_back(n);
+  ASSERT_TRUE(enf.Apply(plan).pods[0].enforced);
+  plan.neighbours[0].idle.reset();
+  plan.neighbours[0].weight = 1;
+  auto r = enf.Apply(plan);
+  ASSERT_TRUE(r.pods[0].enforced) << r.pods[0].message;
+  ASSERT_EQ(r.writes.size(), 2u);
+  EXPECT_EQ(r.writes[0].path, node_.CpuFile(pod, "cpu.idle"));
+  EXPECT_EQ(r.writes[0].value, "0\n");
+  EXPECT_EQ(r.writes[1].path, node_.CpuFile(pod, "cpu.shares"));
+  EXPECT_EQ(Slurp(node_.CpuFile(pod, "cpu.idle")), "0\n");
+  EXPECT_FALSE(store->Get(node_.CpuFile(pod, "cpu.idle")).has_value());
+}
+
+TEST_F(EnforcerV1Test, OverwrittenFileIsLeftAloneOnRevert) {
+  auto pod = node_.AddPod("55555555-eeee", QosClass::kBurstable, {});
+  auto store = OpenStore(node_.state_dir());
+  Enforcer enf(node_.cgroups(), store, {});
+  Plan plan;
+  auto n = Neighbour(pod);
+  n.weight = 1;
+  n.idle = true;
+  plan.neighbours.push_back(n);
+  ASSERT_TRUE(enf.Apply(plan).pods[0].enforced);
+  Put(node_.CpuFile(pod, "cpu.shares"), "777\n");  // kubelet resized the pod
+  auto r = enf.Apply(Plan{});
+  EXPECT_EQ(r.overwritten_by_other, 1u);
+  EXPECT_EQ(r.files_reverted, 1u);
+  EXPECT_EQ(Slurp(node_.CpuFile(pod, "cpu.shares")), "777\n");
+  EXPECT_EQ(Slurp(node_.CpuFile(pod, "cpu.idle")), "0\n");
+  bool saw = false;
+  for (const auto& rr : r.reverts) {
+    if (rr.outcome == reason::kOverwrittenByOther) {
+      saw = true;
+      EXPECT_EQ(rr.path, node_.CpuFile(pod, "cpu.shares"));
+    }
+  }
+  EXPECT_TRUE(saw);
+  EXPECT_EQ(store->size(), 0u);
+}
+
+TEST_F(EnforcerV1Test, DryRunWritesNothingAndReportsWhatItWould) {
+  auto pod = node_.AddPod("66666666-ffff", QosClass::kBurstable, {"x"});
+  const auto before = node_.Snapshot();
+  auto store = OpenStore(node_.state_dir());
+  Enforcer enf(node_.cgroups(), store, {});
+  Plan plan;
+  plan.dry_run = true;
+  auto n = Neighbour(pod);
+  n.idle = true;
+  n.cpus = CpuSet::Range(4, 7);
+  plan.neighbours.push_back(n);
+  auto r = enf.Apply(plan);
+  EXPECT_TRUE(r.dry_run);
+  ASSERT_EQ(r.pods.size(), 1u);
+  EXPECT_FALSE(r.pods[0].enforced);
+  EXPECT_EQ(r.pods[0].reason, reason::kDryRun);
+  EXPECT_EQ(r.pods[0].files_written, 3u);  // cpu.idle, pod + container cpuset.cpus
+  EXPECT_EQ(r.writes.size(), 3u);
+  EXPECT_EQ(r.failed, 0u);
+  EXPECT_EQ(enf.writes_made(), 0u);
+  EXPECT_EQ(store->size(), 0u);
+  EXPECT_FALSE(fs::exists(store->file_path()));
+  EXPECT_EQ(node_.Snapshot(), before);
+}
+
+TEST_F(EnforcerV1Test, ReportsReasonsPerPod) {
+  auto ok = node_.AddPod("77777777-0001", QosClass::kBurstable, {});
+  PodIdentity missing = ok;
+  missing.uid = "77777777-0002";
+  missing.name = "gone";
+  auto missing_container = node_.AddPod("77777777-0003", QosClass::kBurstable, {});
+  missing_container.container_ids.push_back("containerd://nope");
+  auto store = OpenStore(node_.state_dir());
+  Enforcer enf(node_.cgroups(), store, {});
+  Plan plan;
+  for (const auto& p : {ok, missing, missing_container}) {
+    auto n = Neighbour(p);
+    n.idle = true;
+    plan.neighbours.push_back(n);
+  }
+  auto r = enf.Apply(plan);
+  ASSERT_EQ(r.pods.size(), 3u);
+  EXPECT_TRUE(r.pods[0].enforced);
+  EXPECT_EQ(r.pods[1].reason, reason::kCgroupNotFound);
+  EXPECT_NE(r.pods[1].message.find("77777777-0002"), std::string::npos);
+  EXPECT_EQ(r.pods[2].reason, reason::kCgroupNotFound);
+  EXPECT_EQ(r.enforced, 1u);
+  EXPECT_EQ(r.failed, 2u);
+}
+
+TEST(EnforcerNoIdleTest, KernelWithoutCpuIdleIsReported) {
+  FakeNode node(CgroupVersion::kV1, KubeletDriver::kCgroupfs, /*cpu_idle=*/false);
+  auto pod = node.AddPod("88888888-0001", QosClass::kBurstable, {});
+  auto store = OpenStore(node.state_dir());
+  Enforcer enf(node.cgroups(), store, {});
+  Plan plan;
+  auto n = Neighbour(pod);
+  n.idle = true;
+  plan.neighbours.push_back(n);
+  auto r = enf.Apply(plan);
+  ASSERT_EQ(r.pods.size(), 1u);
+  EXPECT_FALSE(r.pods[0].enforced);
+  EXPECT_EQ(r.pods[0].reason, reason::kKernelLacksCpuIdle);
+  EXPECT_EQ(enf.writes_made(), 0u);
+}
+
+TEST_F(EnforcerV1Test, ProtectedPodsAreNeverWrittenAndLoseEarlierFences) {
+  auto sys = node_.AddPod("99999999-0001", QosClass::kBurstable, {}, "kube-system");
+  auto self = node_.AddPod("99999999-0002", QosClass::kBurstable, {}, "feedguard");
+  auto other = node_.AddPod("99999999-0003", QosClass::kBurstable, {}, "batch");
+  const auto before = node_.Snapshot();
+  {
+    // An earlier agent (without the self uid configured) fenced `self`.
+    auto store = OpenStore(node_.state_dir());
+    Enforcer enf(node_.cgroups(), store, {});
+    Plan plan;
+    auto n = Neighbour(self);
+    n.idle = true;
+    plan.neighbours.push_back(n);
+    ASSERT_TRUE(enf.Apply(plan).pods[0].enforced);
+  }
+  auto store = OpenStore(node_.state_dir());
+  EnforcerOptions o;
+  o.self_pod_uid = self.uid;
+  Enforcer enf(node_.cgroups(), store, o);
+  Plan plan;
+  for (const auto& p : {sys, self, other}) {
+    auto n = Neighbour(p);
+    n.idle = true;
+    plan.neighbours.push_back(n);
+  }
+  auto r = enf.Apply(plan);
+  EXPECT_EQ(r.pods[0].reason, reason::kProtectedPod);
+  EXPECT_EQ(r.pods[1].reason, reason::kProtectedPod);
+  EXPECT_TRUE(r.pods[2].enforced);
+  EXPECT_EQ(Slurp(node_.CpuFile(sys, "cpu.idle")), "0\n");
+  EXPECT_EQ(Slurp(node_.CpuFile(self, "cpu.idle")), "0\n");  // reverted
+  EXPECT_EQ(Slurp(node_.CpuFile(other, "cpu.idle")), "1");
+  enf.RevertAll();
+  EXPECT_EQ(node_.Snapshot(), before);
+}
+
+TEST_F(EnforcerV1Test, RefusesToTouchKubeletOwnedDirsEvenFromACheckpoint) {
+  auto pod = node_.AddPod("aaaaaaaa-0001", QosClass::kBurstable, {});
+  const std::string tier = node_.layout().cpu_mount + "/kubepods/burstable/cpu.shares";
+  const std::string tier_before = Slurp(tier);
+  ASSERT_FALSE(tier_before.empty());
+  auto store = OpenStore(node_.state_dir());
+  // A checkpoint entry that claims the QoS tier (corrupt or hand-edited) and one that names
+  // a file outside the pod it claims.
+  ASSERT_TRUE(store->Put({tier, "cpu.shares", pod.uid, "2\n", "1024", {}}).ok());
+  Put(tier, "1024\n");
+  const std::string foreign = node_.CpuFile(pod, "cpu.shares");
+  ASSERT_TRUE(store->Put({foreign, "cpu.shares", "someone-else", "5\n", "1024", {}}).ok());
+  Enforcer enf(node_.cgroups(), store, {});
+  auto r = enf.RevertAll();
+  ASSERT_EQ(r.reverts.size(), 2u);
+  for (const auto& rr : r.reverts) EXPECT_EQ(rr.outcome, reason::kRevertFailed) << rr.path;
+  EXPECT_EQ(Slurp(tier), "1024\n");
+  EXPECT_EQ(Slurp(foreign), "1024\n");
+  EXPECT_EQ(enf.writes_made(), 0u);
+}
+
+TEST_F(EnforcerV1Test, RestartReconcilesBeforeReady) {
+  auto a = node_.AddPod("bbbbbbbb-0001", QosClass::kBurstable, {});
+  auto b = node_.AddPod("bbbbbbbb-0002", QosClass::kBurstable, {});
+  const auto before = node_.Snapshot();
+  Plan plan;
+  plan.fence_version = 9;
+  for (const auto& p : {a, b}) {
+    auto n = Neighbour(p);
+    n.idle = true;
+    plan.neighbours.push_back(n);
+  }
+  {
+    auto store = OpenStore(node_.state_dir());
+    Enforcer enf(node_.cgroups(), store, {});
+    ASSERT_EQ(enf.Apply(plan).enforced, 2u);
+  }
+  auto store = OpenStore(node_.state_dir());
+  EXPECT_EQ(store->size(), 4u);  // cpu.idle + the weight it resets, per pod
+  EXPECT_EQ(store->applied_version(), 9u);
+  Enforcer enf(node_.cgroups(), store, {});
+  EXPECT_FALSE(enf.ready());
+  plan.neighbours.pop_back();  // b left while we were down
+  plan.fence_version = 10;
+  auto r = enf.Apply(plan);
+  EXPECT_TRUE(enf.ready());
+  EXPECT_EQ(r.files_written, 0u);
+  EXPECT_EQ(r.files_reverted, 1u);
+  EXPECT_EQ(Slurp(node_.CpuFile(b, "cpu.idle")), "0\n");
+  EXPECT_EQ(Slurp(node_.CpuFile(a, "cpu.idle")), "1");
+  enf.RevertAll();
+  EXPECT_EQ(node_.Snapshot(), before);
+}
+
+TEST_F(EnforcerV1Test, VanishedPodIsForgottenOnRevert) {
+  auto pod = node_.AddPod("cccccccc-0001", QosClass::kBurstable, {});
+  auto store = OpenStore(node_.state_dir());
+  Enforcer enf(node_.cgroups(), store, {});
+  Plan plan;
+  auto n = Neighbour(pod);
+  n.idle = true;
+  plan.neighbours.push_back(n);
+  ASSERT_TRUE(enf.Apply(plan).pods[0].enforced);
+  // The pod is deleted: kubelet removes its cgroup, then the plan drops it.
+  fs::remove_all(fs::path(node_.CpuFile(pod, "cpu.idle")).parent_path());
+  auto r = enf.Apply(Plan{});
+  ASSERT_EQ(r.reverts.size(), 2u);  // cpu.idle and cpu.shares
+  for (const auto& rr : r.reverts) EXPECT_EQ(rr.outcome, reason::kGone) << rr.path;
+  EXPECT_EQ(store->size(), 0u);
+}
+
+TEST_F(EnforcerV1Test, VerifyReappliesOverwritesAndStopsWhenContested) {
+  auto pod = node_.AddPod("dddddddd-0001", QosClass::kBurstable, {"c"});
+  auto clock = std::make_shared<ManualTimeSource>();
+  auto store = OpenStore(node_.state_dir());
+  EnforcerOptions o;
+  o.time_source = clock;
+  o.contest_threshold = 3;
+  o.contest_window = std::chrono::seconds(60);
+  Enforcer enf(node_.cgroups(), store, o);
+  Plan plan;
+  auto n = Neighbour(pod);
+  n.idle = true;
+  n.cpus = CpuSet::Range(4, 7);
+  plan.neighbours.push_back(n);
+  ASSERT_TRUE(enf.Apply(plan).pods[0].enforced);
+  const std::string ccpus = node_.CpusetFile(pod, "cpuset.cpus", node_.ContainerSub("c"));
+  EXPECT_EQ(enf.Verify().overwrites, 0u);
+
+  // runc rewrote the container's cpuset twice, far apart: each time re-applied.
+  for (int i = 0; i < 2; ++i) {
+    Put(ccpus, "1-7\n");
+    auto v = enf.Verify({ccpus});
+    EXPECT_EQ(v.overwrites, 1u);
+    EXPECT_EQ(v.reapplied, 1u);
+    EXPECT_EQ(v.contested, 0u);
+    EXPECT_EQ(Slurp(ccpus), "4-7");
+    clock->Advance(std::chrono::seconds(61));
+  }
+  EXPECT_EQ(enf.OverwriteCounts()[pod.uid], 2u);
+  // Three within the window: the third makes the file contested, and we stop fighting.
+  Put(ccpus, "1-7\n");
+  EXPECT_EQ(enf.Verify().reapplied, 1u);
+  clock->Advance(std::chrono::seconds(1));
+  Put(ccpus, "1-7\n");
+  EXPECT_EQ(enf.Verify().reapplied, 1u);
+  clock->Advance(std::chrono::seconds(1));
+  Put(ccpus, "1-7\n");
+  auto v = enf.Verify();
+  EXPECT_EQ(v.contested, 1u);
+  EXPECT_EQ(v.reapplied, 0u);
+  EXPECT_EQ(Slurp(ccpus), "1-7\n");
+  // Apply reports the pod contested, and still does not write the file.
+  auto r = enf.Apply(plan);
+  EXPECT_FALSE(r.pods[0].enforced);
+  EXPECT_EQ(r.pods[0].reason, reason::kContested);
+  EXPECT_EQ(r.pods[0].overwrites, 5u);
+  // A later sweep sees the same foreign value: still contested, not a new overwrite.
+  auto later = enf.Verify();
+  EXPECT_EQ(later.overwrites, 0u);
+  EXPECT_EQ(later.contested, 1u);
+  EXPECT_EQ(enf.OverwriteCounts()[pod.uid], 5u);
+  EXPECT_EQ(Slurp(ccpus), "1-7\n");
+  // Unfencing leaves the other writer's value.
+  auto rv = enf.RevertAll();
+  EXPECT_EQ(rv.overwritten_by_other, 1u);
+  EXPECT_EQ(Slurp(ccpus), "1-7\n");
+  EXPECT_EQ(Slurp(node_.CpuFile(pod, "cpu.idle")), "0\n");
+}
+
+TEST(EnforcerV2Test, UsesV2FilesWithSystemdLayout) {
+  FakeNode node(CgroupVersion::kV2, KubeletDriver::kSystemd);
+  auto pod = node.AddPod("eeeeeeee-0001", QosClass::kBurstable, {"c"});
+  const auto before = node.Snapshot();
+  auto store = OpenStore(node.state_dir());
+  Enforcer enf(node.cgroups(), store, {});
+  Plan plan;
+  auto n = Neighbour(pod);
+  n.weight = 5;
+  n.quota = CpuQuota{-1, 100000};
+  n.cpus = CpuSet{6, 7};
+  plan.neighbours.push_back(n);
+  auto r = enf.Apply(plan);
+  ASSERT_TRUE(r.pods[0].enforced) << r.pods[0].reason << " " << r.pods[0].message;
+  EXPECT_EQ(Slurp(node.CpuFile(pod, "cpu.weight")), "5");
+  EXPECT_EQ(Slurp(node.CpuFile(pod, "cpu.max")), "max 100000\n");  // already so: untouched
+  EXPECT_EQ(Slurp(node.CpusetFile(pod, "cpuset.cpus", node.ContainerSub("c"))), "6-7");
+  EXPECT_NE(node.CpuFile(pod, "cpu.weight").find("kubepods-burstable-podeeeeeeee_0001.slice"),
+            std::string::npos);
+  enf.RevertAll();
+  EXPECT_EQ(node.Snapshot(), before);
+}
+
+// A crash (SIGKILL) after the k-th write, for every k: a restarted enforcer converges to the
+// plan and then restores every byte.
+TEST(EnforcerCrashTest, KillAfterEveryWriteThenRestartConvergesAndReverts) {
+  for (int k = 1; k <= 12; ++k) {
+    SCOPED_TRACE("crash after write " + std::to_string(k));
+    FakeNode node(CgroupVersion::kV1, KubeletDriver::kCgroupfs);
+    std::vector<PodIdentity> pods;
+    for (int i = 0; i < 3; ++i) {
+      pods.push_back(node.AddPod("ffffffff-000" + std::to_string(i), QosClass::kBurstable, {"c"}));
+    }
+    auto trainer = node.AddPod("ffffffff-0100", QosClass::kGuaranteed, {"t1", "t2"});
+    const auto before = node.Snapshot();
+    Plan plan;
+    TrainerPlacement t;
+    t.pod = trainer;
+    t.cpus = CpuSet::Range(0, 3);
+    plan.trainers.push_back(t);
+    for (const auto& p : pods) {
+      auto n = Neighbour(p);
+      n.idle = true;
+      n.weight = 1;
+      n.cpus = CpuSet::Range(4, 7);
+      plan.neighbours.push_back(n);
+    }
+    pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      auto store = CheckpointStore::Open(node.state_dir());
+      if (!store.ok()) ::_exit(2);
+      EnforcerOptions o;
+      o.after_write = [k](uint64_t n, const std::string&) {
+        if (n == static_cast<uint64_t>(k)) ::kill(::getpid(), SIGKILL);
+      };
+      Enforcer enf(node.cgroups(), CheckpointStorePtr(std::move(*store)), o);
+      enf.Apply(plan);
+      ::_exit(0);
+    }
+    int ws = 0;
+    ASSERT_EQ(::waitpid(pid, &ws, 0), pid);
+    ASSERT_TRUE(WIFSIGNALED(ws) && WTERMSIG(ws) == SIGKILL) << "child status " << ws;
+    auto store = OpenStore(node.state_dir());
+    ASSERT_GT(store->size(), 0u);
+    Enforcer enf(node.cgroups(), store, {});
+    auto r = enf.Apply(plan);
+    EXPECT_EQ(r.enforced, 4u);
+    EXPECT_EQ(r.overwritten_by_other, 0u);
+    EXPECT_TRUE(enf.ready());
+    auto again = enf.Apply(plan);
+    EXPECT_EQ(again.files_written, 0u);
+    auto rv = enf.RevertAll();
+    EXPECT_EQ(rv.overwritten_by_other, 0u);
+    EXPECT_EQ(store->size(), 0u);
+    EXPECT_EQ(node.Snapshot(), before);
+  }
+}
+
+}  // namespace
+}  // namespace feedguard::agent

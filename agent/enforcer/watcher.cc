@@ -1,0 +1,138 @@
+#include "agent/enforcer/watcher.h"
+
+#include <poll.h>
+#include <sys/inotify.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <set>
+#include <vector>
+
+namespace feedguard::agent {
+
+Watcher::Watcher(EnforcerPtr enforcer, WatcherOptions options)
+    : enforcer_(std::move(enforcer)),
+      options_(std::move(options)),
+      clock_(options_.time_source ? options_.time_source : std::make_shared<RealTimeSource>()) {}
+
+Watcher::~Watcher() {
+  Stop();
+  std::lock_guard<std::mutex> l(mu_);
+  if (inotify_fd_ >= 0) ::close(inotify_fd_);
+}
+
+Status Watcher::Start() {
+  if (thread_.joinable()) return FailedPrecondition("watcher already started");
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    FG_RETURN_IF_ERROR(EnsureInotifyLocked());
+  }
+  stop_ = false;
+  thread_ = std::thread([this] {
+    while (!stop_.load()) {
+      RunOnce(options_.poll_timeout).IgnoreError();  // a failed round is retried next round
+    }
+  });
+  return OkStatus();
+}
+
+void Watcher::Stop() {
+  stop_ = true;
+  if (thread_.joinable()) thread_.join();
+}
+
+WatcherStats Watcher::stats() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return stats_;
+}
+
+size_t Watcher::watched_files() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return path_to_wd_.size();
+}
+
+Status Watcher::EnsureInotifyLocked() {
+  if (!options_.use_inotify || inotify_fd_ >= 0) return OkStatus();
+  inotify_fd_ = ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+  if (inotify_fd_ < 0) return Internal(std::string("inotify_init1: ") + std::strerror(errno));
+  return OkStatus();
+}
+
+void Watcher::SyncWatchesLocked() {
+  if (inotify_fd_ < 0) return;
+  const std::vector<std::string> owned = enforcer_->OwnedFiles();
+  const std::set<std::string> want(owned.begin(), owned.end());
+  for (auto it = path_to_wd_.begin(); it != path_to_wd_.end();) {
+    if (want.count(it->first)) {
+      ++it;
+      continue;
+    }
+    ::inotify_rm_watch(inotify_fd_, it->second);
+    wd_to_path_.erase(it->second);
+    it = path_to_wd_.erase(it);
+  }
+  for (const auto& path : want) {
+    if (path_to_wd_.count(path)) continue;
+    int wd = ::inotify_add_watch(inotify_fd_, path.c_str(), IN_MODIFY);
+    if (wd < 0) continue;  // gone already; the next Apply settles it
+    wd_to_path_[wd] = path;
+    path_to_wd_[path] = wd;
+  }
+}
+
+void Watcher::Account(const VerifyReport& r) {
+  stats_.overwrites += r.overwrites;
+  stats_.reapplied += r.reapplied;
+  stats_.contested += r.contested;
+}
+
+Status Watcher::RunOnce(std::chrono::milliseconds wait) {
+  std::lock_guard<std::mutex> l(mu_);
+  FG_RETURN_IF_ERROR(EnsureInotifyLocked());
+  const auto now = clock_->MonotonicNow();
+  if (!sweep_scheduled_) {
+    next_sweep_ = now + options_.sweep_interval;
+    sweep_scheduled_ = true;
+  }
+  SyncWatchesLocked();
+  if (inotify_fd_ >= 0) {
+    pollfd p{inotify_fd_, POLLIN, 0};
+    int n = ::poll(&p, 1, static_cast<int>(wait.count()));
+    if (n < 0 && errno != EINTR) return Internal(std::string("poll: ") + std::strerror(errno));
+    std::set<std::string> changed;
+    alignas(inotify_event) char buf[16384];
+    for (int round = 0; n > 0 && round < 64; ++round) {  // bounded drain
+      ssize_t len = ::read(inotify_fd_, buf, sizeof buf);
+      if (len <= 0) break;
+      for (char* ptr = buf; ptr < buf + len;) {
+        auto* ev = reinterpret_cast<inotify_event*>(ptr);
+        ptr += sizeof(inotify_event) + ev->len;
+        auto it = wd_to_path_.find(ev->wd);
+        if (it == wd_to_path_.end()) continue;
+        if (ev->mask & IN_IGNORED) {  // the file went away (cgroup removed)
+          path_to_wd_.erase(it->second);
+          wd_to_path_.erase(it);
+          continue;
+        }
+        if (ev->mask & IN_MODIFY) {
+          ++stats_.events;
+          changed.insert(it->second);
+        }
+      }
+    }
+    if (!changed.empty()) {
+      Account(enforcer_->Verify(std::vector<std::string>(changed.begin(), changed.end())));
+    }
+  } else if (wait.count() > 0) {
+    std::this_thread::sleep_for(std::min(wait, std::chrono::milliseconds(50)));
+  }
+  if (clock_->MonotonicNow() >= next_sweep_) {
+    ++stats_.sweeps;
+    next_sweep_ = clock_->MonotonicNow() + options_.sweep_interval;
+    Account(enforcer_->Verify());
+  }
+  return OkStatus();
+}
+
+}  // namespace feedguard::agent

@@ -1,0 +1,161 @@
+#include "agent/enforcer/watcher.h"
+
+#include <gtest/gtest.h>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "agent/cgroup/fake_tree.h"
+#include "agent/cgroup/fs_cgroups.h"
+#include "agent/cgroup/kubelet_facts.h"
+
+namespace feedguard::agent {
+namespace {
+
+namespace fs = std::filesystem;
+using cgroup::CgroupVersion;
+using cgroup::KubeletDriver;
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void Put(const std::string& path, const std::string& data) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << data;
+}
+
+// One fenced neighbour (cpu.idle=1, cpuset 4-7 on pod + container) in a fake v1 tree.
+class WatcherTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string tmpl = (fs::temp_directory_path() / "fg-watcher-XXXXXX").string();
+    root_ = ::mkdtemp(tmpl.data());
+    cgroup::FakeCgroupOptions o;
+    o.cpus = "0-7";
+    auto layout =
+        cgroup::MakeFakeLayout(root_, CgroupVersion::kV1, KubeletDriver::kCgroupfs, "", o);
+    ASSERT_TRUE(layout.ok()) << layout.status().ToString();
+    const std::string rel = "kubepods/burstable/podw1/c1";
+    for (auto [mount, ctrl] :
+         {std::pair{layout->cpu_mount, "cpu"}, std::pair{layout->cpuacct_mount, "cpuacct"},
+          std::pair{layout->cpuset_mount, "cpuset"}}) {
+      ASSERT_TRUE(cgroup::MakeFakeCgroupDir(mount + "/" + rel, CgroupVersion::kV1, ctrl, o).ok());
+    }
+    idle_ = layout->cpu_mount + "/kubepods/burstable/podw1/cpu.idle";
+    ccpus_ = layout->cpuset_mount + "/" + rel + "/cpuset.cpus";
+    auto store = CheckpointStore::Open(root_ + "/state");
+    ASSERT_TRUE(store.ok());
+    EnforcerOptions eo;
+    eo.time_source = clock_;
+    eo.contest_threshold = 3;
+    eo.contest_window = std::chrono::seconds(60);
+    enforcer_ = std::make_shared<Enforcer>(cgroup::NewFsCgroups(*layout),
+                                           CheckpointStorePtr(std::move(*store)), eo);
+    NeighbourAction n;
+    n.pod.uid = "w1";
+    n.pod.ns = "batch";
+    n.pod.name = "spinner";
+    n.pod.qos = QosClass::kBurstable;
+    n.pod.container_ids = {"containerd://c1"};
+    n.idle = true;
+    n.cpus = CpuSet::Range(4, 7);
+    plan_.neighbours.push_back(n);
+    auto r = enforcer_->Apply(plan_);
+    ASSERT_EQ(r.enforced, 1u) << (r.pods.empty() ? "" : r.pods[0].message);
+  }
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(root_, ec);
+  }
+
+  std::string root_, idle_, ccpus_;
+  std::shared_ptr<ManualTimeSource> clock_ = std::make_shared<ManualTimeSource>();
+  EnforcerPtr enforcer_;
+  Plan plan_;
+};
+
+TEST_F(WatcherTest, InotifySeesAnOverwriteAndTheThreadPutsItBack) {
+  WatcherOptions o;
+  o.sweep_interval = std::chrono::hours(1);  // only inotify can notice within this test
+  o.poll_timeout = std::chrono::milliseconds(20);
+  o.time_source = clock_;
+  Watcher w(enforcer_, o);
+  ASSERT_TRUE(w.Start().ok());
+  // Wait until the thread watches the owned files (bounded).
+  for (int i = 0; i < 250 && w.watched_files() < 4; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  // cpu.idle, cpu.shares (reset by the kernel when idle changes), pod and container cpus.
+  ASSERT_EQ(w.watched_files(), 4u);
+  Put(ccpus_, "0-7\n");  // runc's UpdateContainerResources
+  bool restored = false;
+  for (int i = 0; i < 250 && !restored; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    restored = Slurp(ccpus_) == "4-7";
+  }
+  w.Stop();
+  EXPECT_TRUE(restored) << "file holds " << Slurp(ccpus_);
+  const auto st = w.stats();
+  EXPECT_GE(st.events, 1u);
+  EXPECT_EQ(st.overwrites, 1u);
+  EXPECT_EQ(st.reapplied, 1u);
+  EXPECT_EQ(st.sweeps, 0u);
+  EXPECT_EQ(enforcer_->OverwriteCounts()["w1"], 1u);
+}
+
+TEST_F(WatcherTest, SweepFindsWhatInotifyWouldMissOnlyWhenDue) {
+  WatcherOptions o;
+  o.use_inotify = false;  // stand-in for a change the kernel makes without notifying
+  o.sweep_interval = std::chrono::seconds(30);
+  o.time_source = clock_;
+  Watcher w(enforcer_, o);
+  ASSERT_TRUE(w.RunOnce(std::chrono::milliseconds(0)).ok());  // schedules the first sweep
+  Put(idle_, "0\n");
+  ASSERT_TRUE(w.RunOnce(std::chrono::milliseconds(0)).ok());
+  EXPECT_EQ(Slurp(idle_), "0\n");  // not due yet
+  EXPECT_EQ(w.stats().sweeps, 0u);
+  clock_->Advance(std::chrono::seconds(31));
+  ASSERT_TRUE(w.RunOnce(std::chrono::milliseconds(0)).ok());
+  EXPECT_EQ(w.stats().sweeps, 1u);
+  EXPECT_EQ(Slurp(idle_), "1");
+  EXPECT_EQ(w.stats().overwrites, 1u);
+}
+
+TEST_F(WatcherTest, ConcurrentApplyVerifyAndOverwritesNeverFlipFlopForever) {
+  WatcherOptions o;
+  o.sweep_interval = std::chrono::milliseconds(0);  // sweep every round
+  o.poll_timeout = std::chrono::milliseconds(1);
+  o.time_source = clock_;
+  Watcher w(enforcer_, o);
+  ASSERT_TRUE(w.Start().ok());
+  // A second writer that keeps fighting over the container cpuset while the agent re-applies
+  // the plan from another thread.
+  std::thread fighter([&] {
+    for (int i = 0; i < 200; ++i) {
+      Put(ccpus_, "0-7\n");
+      std::this_thread::sleep_for(std::chrono::microseconds(500));
+    }
+  });
+  std::thread applier([&] {
+    for (int i = 0; i < 50; ++i) enforcer_->Apply(plan_);
+  });
+  fighter.join();
+  applier.join();
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  w.Stop();
+  // The window is 60 s of a clock that never moves: after 3 overwrites the file is contested
+  // and left to the other writer.
+  EXPECT_EQ(Slurp(ccpus_), "0-7\n");
+  EXPECT_EQ(enforcer_->OverwriteCounts()["w1"], 3u);
+  auto r = enforcer_->Apply(plan_);
+  EXPECT_EQ(r.pods[0].reason, reason::kContested);
+  EXPECT_EQ(Slurp(idle_), "1");  // the uncontested knob stays enforced
+}
+
+}  // namespace
+}  // namespace feedguard::agent

@@ -1,0 +1,65 @@
+// metrics.h — Prometheus text-format metrics and the small HTTP endpoint serving them together
+// with /healthz and /readyz (cpp-httplib), shared by the controller and the agent.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "feedguard/common/status.h"
+
+namespace httplib {
+class Server;
+}
+
+namespace feedguard {
+
+// A cumulative histogram (Prometheus semantics: le buckets, _sum, _count). Thread-safe.
+class Histogram {
+ public:
+  explicit Histogram(std::vector<double> upper_bounds);
+  void Observe(double value);
+  // "# HELP/# TYPE" lines plus the series.
+  std::string Render(const std::string& name, const std::string& help) const;
+
+ private:
+  const std::vector<double> bounds_;
+  mutable std::mutex mu_;
+  std::vector<uint64_t> counts_;  // guarded by mu_; per bucket (non-cumulative)
+  double sum_ = 0;                // guarded by mu_
+  uint64_t count_ = 0;            // guarded by mu_
+};
+
+// Builds one metric family in text format.
+std::string RenderGauge(const std::string& name, const std::string& help, double value,
+                        const std::string& type = "gauge");
+std::string RenderLabelled(const std::string& name, const std::string& help,
+                           const std::string& type,
+                           const std::vector<std::pair<std::string, double>>& label_values,
+                           const std::string& label);
+
+// Serves GET /metrics (collector output), /healthz (always 200 while serving) and /readyz
+// (200 when `ready()` is true, else 503).
+class MetricsServer {
+ public:
+  using Collector = std::function<std::string()>;
+  using Ready = std::function<bool()>;
+  // `address` is "host:port"; port 0 picks a free port (see port()).
+  static Result<std::unique_ptr<MetricsServer>> Start(const std::string& address,
+                                                      Collector collector, Ready ready);
+  ~MetricsServer();
+  int port() const { return port_; }
+
+ private:
+  MetricsServer() = default;
+  std::unique_ptr<httplib::Server> server_;
+  std::thread thread_;
+  int port_ = 0;
+};
+
+}  // namespace feedguard

@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# build.sh — builds the pinned test-bed binaries (kube-apiserver, etcd, helm) from Go modules
+# through the Go module proxy and caches them by version under
+#   ${FEEDGUARD_CACHE:-$HOME/.cache/feedguard}/bin/<component>-<version>/<binary>
+# A second run with the same versions does nothing. Non-interactive; needs only `go` and `curl`.
+#
+# Usage: tests/testbed/build.sh [kube-apiserver|etcd|helm ...]   (default: all three)
+# Environment (all optional):
+#   FEEDGUARD_CACHE          cache root (binaries, module cache, Go build cache)
+#   FEEDGUARD_K8S_VERSION    k8s.io/kubernetes version   (default: versions.env)
+#   FEEDGUARD_ETCD_VERSION   go.etcd.io/etcd/server/v3   (default: versions.env, >= v3.5.13)
+#   FEEDGUARD_HELM_VERSION   helm.sh/helm/v3             (default: versions.env)
+#   FEEDGUARD_GO_SHARED_CACHE=1  use the machine's own GOMODCACHE/GOCACHE instead of the cache root
+set -euo pipefail
+
+# shellcheck source=versions.env
+source "$(dirname "${BASH_SOURCE[0]}")/versions.env"
+K8S_VERSION="$FEEDGUARD_K8S_VERSION"
+ETCD_VERSION="$FEEDGUARD_ETCD_VERSION"
+HELM_VERSION="$FEEDGUARD_HELM_VERSION"
+CACHE="${FEEDGUARD_CACHE:-$HOME/.cache/feedguard}"
+
+log() { printf '[testbed/build %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
+die() { log "ERROR: $*"; exit 1; }
+
+command -v go >/dev/null || die "go is not installed (need Go >= 1.24 on PATH)"
+mkdir -p "$CACHE/bin" "$CACHE/src"
+if [[ "${FEEDGUARD_GO_SHARED_CACHE:-0}" != 1 ]]; then
+  export GOMODCACHE="$CACHE/go/mod" GOCACHE="$CACHE/go/build"
+fi
+# Never fetch another toolchain, never prompt, build static binaries without cgo.
+export GOTOOLCHAIN=local GOFLAGS="-mod=mod -buildvcs=false" CGO_ENABLED=0 CI="${CI:-true}"
+export GOPROXY="${GOPROXY:-$(go env GOPROXY)}"
+
+# bin_dir COMPONENT VERSION
+bin_dir() { echo "$CACHE/bin/$1-$2"; }
+
+# is_built COMPONENT VERSION BINARY — the binary exists and the stamp says it completed.
+is_built() {
+  local d; d="$(bin_dir "$1" "$2")"
+  [[ -x "$d/$3" && -f "$d/.complete" ]]
+}
+
+# go_build_main COMPONENT VERSION MODULE MODVERSION PACKAGE BINARY LDFLAGS [setup-function]
+# Creates a throw-away main module that requires MODULE@MODVERSION, optionally lets a setup
+# function add replace directives, resolves the package's requirements and builds it.
+go_build_main() {
+  local comp="$1" ver="$2" mod="$3" modver="$4" pkg="$5" bin="$6" ldflags="$7" setup="${8:-}"
+  if is_built "$comp" "$ver" "$bin"; then
+    log "$comp $ver: cached at $(bin_dir "$comp" "$ver")/$bin"
+    return 0
+  fi
+  local t0=$SECONDS src out
+  src="$CACHE/src/$comp-$ver"
+  out="$(bin_dir "$comp" "$ver")"
+  rm -rf "$src"
+  mkdir -p "$src" "$out"
+  log "$comp $ver: preparing module in $src"
+  (
+    cd "$src"
+    printf 'module feedguard.local/testbed/%s\n\ngo 1.24\n' "$comp" >go.mod
+    go mod edit -require="$mod@$modver"
+    if [[ -n "$setup" ]]; then "$setup"; fi
+    log "$comp $ver: resolving $pkg (downloads through $GOPROXY)"
+    go get "$pkg@$modver"
+    log "$comp $ver: compiling (-trimpath, -ldflags=-s -w)"
+    go build -trimpath -ldflags="-s -w $ldflags" -o "$out/$bin.tmp" "$pkg"
+  ) || die "$comp $ver: build failed (see output above)"
+  mv -f "$out/$bin.tmp" "$out/$bin"
+  printf '%s %s built %s in %ss\n' "$comp" "$ver" "$(date -u +%FT%TZ)" "$((SECONDS - t0))" >"$out/.complete"
+  log "$comp $ver: built $out/$bin in $((SECONDS - t0))s"
+}
+
+# k8s.io/kubernetes points every staging module (k8s.io/api, k8s.io/client-go, ...) at
+# ./staging/src/...; a consumer must replace each of them with the published v0.X.Y tag.
+# The list is generated from the go.mod of the exact kubernetes version.
+k8s_replaces() {
+  local gomod staging
+  gomod="$(go mod download -json "k8s.io/kubernetes@$K8S_VERSION" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",\{0,1\}$/\1/p')"
+  [[ -f "$gomod" ]] || die "could not download the go.mod of k8s.io/kubernetes@$K8S_VERSION"
+  staging="v0.${K8S_VERSION#v1.}"
+  local n=0
+  while read -r m; do
+    go mod edit -replace="$m=$m@$staging"
+    n=$((n + 1))
+  done < <(grep -oE '^[[:space:]]*k8s\.io/[A-Za-z0-9._/-]+[[:space:]]+=>[[:space:]]+\./staging/' "$gomod" |
+    awk '{print $1}' | sort -u)
+  ((n > 0)) || die "no staging replace directives found in $gomod"
+  log "kube-apiserver $K8S_VERSION: replaced $n k8s.io/* staging modules with $staging"
+}
+
+build_kube_apiserver() {
+  local minor="${K8S_VERSION#v1.}"; minor="${minor%%.*}"
+  local v="k8s.io/component-base/version"
+  go_build_main kube-apiserver "$K8S_VERSION" k8s.io/kubernetes "$K8S_VERSION" \
+    k8s.io/kubernetes/cmd/kube-apiserver kube-apiserver \
+    "-X $v.gitVersion=$K8S_VERSION -X $v.gitMajor=1 -X $v.gitMinor=$minor -X $v.gitTreeState=clean" \
+    k8s_replaces
+}
+
+build_etcd() {
+  [[ "$(printf '%s\n' v3.5.13 "$ETCD_VERSION" | sort -V | head -1)" == v3.5.13 ]] ||
+    die "etcd $ETCD_VERSION is too old: kube-apiserver needs >= v3.5.13 (RequestWatchProgress)"
+  go_build_main etcd "$ETCD_VERSION" go.etcd.io/etcd/server/v3 "$ETCD_VERSION" \
+    go.etcd.io/etcd/server/v3 etcd ""
+}
+
+build_helm() {
+  go_build_main helm "$HELM_VERSION" helm.sh/helm/v3 "$HELM_VERSION" \
+    helm.sh/helm/v3/cmd/helm helm "-X helm.sh/helm/v3/internal/version.version=$HELM_VERSION"
+}
+
+main() {
+  local comps=("$@")
+  ((${#comps[@]})) || comps=(etcd kube-apiserver helm)
+  log "go $(go env GOVERSION), cache $CACHE, GOMODCACHE=$(go env GOMODCACHE)"
+  local t0=$SECONDS c
+  for c in "${comps[@]}"; do
+    case "$c" in
+      kube-apiserver) build_kube_apiserver ;;
+      etcd) build_etcd ;;
+      helm) build_helm ;;
+      *) die "unknown component '$c' (kube-apiserver|etcd|helm)" ;;
+    esac
+  done
+  log "done in $((SECONDS - t0))s"
+  # Machine-readable summary for testbed.sh and CI.
+  printf 'KUBE_APISERVER=%s\nETCD=%s\nHELM=%s\n' \
+    "$(bin_dir kube-apiserver "$K8S_VERSION")/kube-apiserver" \
+    "$(bin_dir etcd "$ETCD_VERSION")/etcd" "$(bin_dir helm "$HELM_VERSION")/helm"
+}
+
+main "$@"
