@@ -11,10 +11,12 @@
 
 #include "agent/cgroup/detect.h"
 #include "agent/cgroup/fs_cgroups.h"
-#include "common/flags.h"
 #include "agent/client/fence_client.h"
+#include "agent/enforcer/watcher.h"
 #include "agent/engine/node_engine.h"
 #include "agent/topology/podresources_client.h"
+#include "common/flags.h"
+#include "common/metrics.h"
 
 namespace feedguard::agent {
 namespace {
@@ -91,6 +93,42 @@ Result<cgroup::CgroupLayout> LayoutFromFlags(const Flags& f) {
 struct Node {
   NodeEnginePtr engine;
   cgroup::CgroupsPtr cgroups;
+  EnforcerPtr enforcer;
+  Topology topology;
+};
+
+// Times every Apply for the fence_apply_seconds histogram.
+class TimedApplier final : public FenceApplier {
+ public:
+  TimedApplier(NodeEnginePtr engine, Histogram* h) : engine_(std::move(engine)), h_(h) {}
+  Result<feedguard::v1::NodeReport> Apply(const feedguard::v1::NodeFence& fence) override {
+    auto t0 = std::chrono::steady_clock::now();
+    auto r = engine_->Apply(fence);
+    h_->Observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    if (r.ok()) {
+      std::lock_guard<std::mutex> l(mu_);
+      last_ = *r;
+    }
+    return r;
+  }
+  std::optional<feedguard::v1::NodeReport> CurrentReport() override {
+    auto r = engine_->CurrentReport();
+    if (r) {
+      std::lock_guard<std::mutex> l(mu_);
+      last_ = *r;
+    }
+    return r;
+  }
+  std::optional<feedguard::v1::NodeReport> last() const {
+    std::lock_guard<std::mutex> l(mu_);
+    return last_;
+  }
+
+ private:
+  NodeEnginePtr engine_;
+  Histogram* h_;
+  mutable std::mutex mu_;
+  std::optional<feedguard::v1::NodeReport> last_;  // guarded by mu_
 };
 
 Result<Node> BuildNode(const Flags& f) {
@@ -128,6 +166,8 @@ Result<Node> BuildNode(const Flags& f) {
       MigParentTable{});
   Node n;
   n.cgroups = o.cgroups;
+  n.enforcer = o.enforcer;
+  n.topology = o.topology;
   n.engine = std::make_shared<NodeEngine>(std::move(o));
   return n;
 }
@@ -226,20 +266,67 @@ int CmdRun(Flags& f) {
   if (layout.caps.burst) o.hello.add_capabilities("cpu.burst");
   if (layout.caps.psi) o.hello.add_capabilities("cpu.pressure");
   o.report_interval = std::chrono::milliseconds(std::stoi(f.Get("report-interval-ms")));
-  auto client = FenceClient::Start(o, node->engine);
+  auto* summary = o.hello.mutable_topology();
+  summary->set_numa_nodes(static_cast<int>(node->topology.numa_nodes.size()));
+  summary->set_cores(static_cast<int>(node->topology.cores.size()));
+  summary->set_pus(static_cast<int>(node->topology.AllPus().size()));
+  summary->set_gpus(static_cast<int>(node->topology.gpus.size()));
+  summary->set_allowed_cpus(node->topology.allowed_cpus.ToString());
+
+  Histogram apply_seconds({0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5});
+  auto applier = std::make_shared<TimedApplier>(node->engine, &apply_seconds);
+  auto client = FenceClient::Start(o, applier);
   if (!client.ok()) return Fail(client.status(), 2);
   spdlog::info("feedguard-agent: node {} dialing {}", f.Get("node-name"), o.target);
+
+  WatcherOptions wo;
+  wo.sweep_interval = std::chrono::milliseconds(std::stoi(f.Get("verify-interval-ms")));
+  Watcher watcher(node->enforcer, wo);
+  if (Status st = watcher.Start(); !st.ok()) spdlog::warn("overwrite watcher: {}", st.ToString());
+
+  std::unique_ptr<MetricsServer> metrics;
+  if (!f.Get("metrics-addr").empty()) {
+    auto m = MetricsServer::Start(
+        f.Get("metrics-addr"),
+        [&]() {
+          auto cs = (*client)->stats();
+          std::string out;
+          out += RenderGauge("feedguard_agent_connected",
+                             "1 while a stream to the controller is open", cs.connected ? 1 : 0);
+          out += RenderGauge("feedguard_agent_applied_version", "last NodeFence version applied",
+                             static_cast<double>(cs.applied_version));
+          out += apply_seconds.Render("feedguard_fence_apply_seconds",
+                                      "time to plan and write one NodeFence");
+          uint64_t overwrites = 0;
+          for (const auto& [uid, n] : node->enforcer->OverwriteCounts()) overwrites += n;
+          out += RenderGauge("feedguard_overwrites_total",
+                             "cgroup values we wrote that someone else rewrote",
+                             static_cast<double>(overwrites), "counter");
+          out += RenderGauge("feedguard_owned_files", "cgroup files holding a value we wrote",
+                             static_cast<double>(node->enforcer->OwnedFiles().size()));
+          if (auto r = applier->last()) {
+            std::vector<std::pair<std::string, double>> psi;
+            for (const auto& p : r->pods()) {
+              if (p.role() == feedguard::v1::PodReport::TRAINER) {
+                psi.push_back({p.namespace_() + "/" + p.name(), p.cpu_pressure_some_avg10() / 100});
+              }
+            }
+            out += RenderLabelled("feedguard_trainer_cpu_pressure_ratio",
+                                  "share of the last 10 s some trainer task waited for CPU (PSI)",
+                                  "gauge", psi, "pod");
+          }
+          return out;
+        },
+        [&]() { return node->enforcer->ready(); });
+    if (!m.ok()) return Fail(m.status(), 2);
+    metrics = std::move(m).value();
+  }
+
   std::signal(SIGTERM, OnSignal);
   std::signal(SIGINT, OnSignal);
-  const auto verify_every = std::chrono::milliseconds(std::stoi(f.Get("verify-interval-ms")));
-  auto next_verify = std::chrono::steady_clock::now() + verify_every;
-  while (!g_stop) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    if (std::chrono::steady_clock::now() >= next_verify) {
-      next_verify += verify_every;
-      if (auto report = node->engine->CurrentReport()) (*client)->PushReport(*report);
-    }
-  }
+  // The client's report thread asks the applier for a fresh report every report interval.
+  while (!g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  watcher.Stop();
   spdlog::info("feedguard-agent: stopping; fences stay in place (use `revert` to remove them)");
   (*client)->Stop();
   return 0;
@@ -265,8 +352,9 @@ int RunAgentCli(int argc, char** argv) {
     f.Define("tls-server-name", "", "name to verify on the controller's certificate");
     f.DefineBool("insecure", "no TLS (local demos only; the controller must agree)");
     f.Define("report-interval-ms", "10000", "how often to send a fresh report");
-    f.Define("verify-interval-ms", "5000",
-             "how often to re-read every file we wrote and re-apply overwrites");
+    f.Define("verify-interval-ms", "60000",
+             "sweep: how often to re-read every file we wrote (inotify catches most rewrites)");
+    f.Define("metrics-addr", "", "/metrics, /healthz, /readyz (host:port; \"\" = off)");
   }
   if (cmd == "topology") {
     // topology needs only --topology-xml, declared with the node flags.
