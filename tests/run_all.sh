@@ -38,6 +38,6 @@ ctest --preset asan -j1
 
 step "TSan build (threaded parts)"
 cmake --preset tsan >/dev/null
-cmake --build --preset tsan -j"$jobs"
+cmake --build --preset tsan -j"$jobs" --target fg_threaded_tests
 step "TSan tests"
 ctest --preset tsan -j1

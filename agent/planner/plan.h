@@ -27,6 +27,7 @@ struct PodIdentity {
   std::vector<std::string> container_ids;
   int64_t cpu_request_milli = 0;
   int64_t cpu_limit_milli = 0;  // 0 = none
+  std::string priority_class;   // spec.priorityClassName; rails refuse system-*-critical
 };
 
 struct CpuQuota {

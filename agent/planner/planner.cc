@@ -492,6 +492,7 @@ PodIdentity ToPodIdentity(const feedguard::v1::PodRef& pod) {
   for (const auto& c : pod.containers()) id.container_ids.push_back(c.container_id());
   id.cpu_request_milli = pod.cpu_request_milli();
   id.cpu_limit_milli = pod.cpu_limit_milli();
+  id.priority_class = pod.priority_class_name();
   return id;
 }
 

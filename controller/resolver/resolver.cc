@@ -38,6 +38,7 @@ void FillPodRef(const PodInfo& p, v1::PodRef* ref) {
   ref->set_qos_class(ToProto(p.qos));
   ref->set_cpu_request_milli(p.cpu_request_milli);
   ref->set_cpu_limit_milli(p.cpu_limit_milli);
+  ref->set_priority_class_name(p.priority_class);
   for (const auto& c : p.containers) {
     auto* cr = ref->add_containers();
     cr->set_name(c.name);

@@ -1,0 +1,109 @@
+// client.h — a generic Kubernetes REST client over an HttpTransport: get/list (selectors,
+// pagination), create, update, patch (merge, JSON patch, server-side apply), delete (with
+// preconditions), the /status subresource with conflict-retrying updates, and watch streams.
+// It knows resources only as group/version/resource and objects only as JSON.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "controller/kube/resource.h"
+#include "controller/kube/transport.h"
+#include "feedguard/common/status.h"
+
+namespace feedguard::kube {
+
+// HTTP → Status mapping, carrying the API server's Status message:
+//   404 NotFound · 409 Aborted (reason AlreadyExists → AlreadyExists) · 410 Expired (see
+//   IsExpired) · 400/422 InvalidArgument · 401/403 PermissionDenied · 429 ResourceExhausted ·
+//   504 DeadlineExceeded · 5xx Unavailable.
+Status StatusFromHttp(long http_status, const std::string& body);
+// 410 Gone (a compacted resourceVersion or an expired continue token). Encoded as
+// kFailedPrecondition whose message holds "Expired: " since StatusCode has no such code.
+Status ExpiredError(const std::string& message);
+bool IsExpired(const Status& s);
+
+struct ListOptions {
+  std::string label_selector;
+  std::string field_selector;
+  int64_t limit = 0;           // page size; 0 = server default (everything)
+  std::string continue_token;  // from the previous page
+  std::string resource_version;
+  std::string resource_version_match;  // "", "Exact", "NotOlderThan"
+};
+
+struct ListPage {
+  std::vector<Json> items;
+  std::string resource_version;  // the list's metadata.resourceVersion
+  std::string continue_token;    // "" on the last page
+};
+
+struct WatchOptions {
+  std::string label_selector;
+  std::string field_selector;
+  std::string resource_version;
+  int timeout_seconds = 0;  // the server ends the watch after this (0: server default)
+  bool allow_bookmarks = true;
+};
+
+enum class PatchType { kMerge, kJson, kApply };
+
+struct PatchOptions {
+  std::string field_manager;  // required for kApply
+  bool force = false;         // server-side apply: take ownership of conflicting fields
+  std::string subresource;    // e.g. "status"
+};
+
+struct DeleteOptions {
+  std::string precondition_uid;
+  std::string precondition_resource_version;
+  std::string propagation_policy;  // "", "Foreground", "Background", "Orphan"
+};
+
+class Client {
+ public:
+  explicit Client(HttpTransportPtr transport) : transport_(std::move(transport)) {}
+
+  Result<Json> Get(const Gvr& gvr, const std::string& ns, const std::string& name,
+                   const std::string& subresource = "");
+  // One page.
+  Result<ListPage> ListOnePage(const Gvr& gvr, const std::string& ns, const ListOptions& opts);
+  // All pages (follows `continue`); the resource version is the first page's.
+  Result<ListPage> List(const Gvr& gvr, const std::string& ns, ListOptions opts = {});
+  Result<Json> Create(const Gvr& gvr, const std::string& ns, const Json& obj);
+  // PUT of the whole object (name from obj.metadata.name; include resourceVersion for
+  // optimistic concurrency).
+  Result<Json> Update(const Gvr& gvr, const std::string& ns, const Json& obj,
+                      const std::string& subresource = "");
+  Result<Json> UpdateStatus(const Gvr& gvr, const std::string& ns, const Json& obj) {
+    return Update(gvr, ns, obj, "status");
+  }
+  Result<Json> Patch(const Gvr& gvr, const std::string& ns, const std::string& name, PatchType type,
+                     const Json& patch, const PatchOptions& opts = {});
+  Status Delete(const Gvr& gvr, const std::string& ns, const std::string& name,
+                const DeleteOptions& opts = {});
+
+  // Read-modify-write of /status: GETs the object, lets `recompute` edit it (return a non-OK
+  // Status to give up), PUTs /status with the read resourceVersion; on 409 repeats, at most
+  // `max_attempts` times. Returns the object the server stored.
+  Result<Json> UpdateStatusWithRetry(const Gvr& gvr, const std::string& ns, const std::string& name,
+                                     const std::function<Status(Json& obj)>& recompute,
+                                     int max_attempts = 5);
+
+  // Opens a watch and calls `on_event` with each event ({"type":…,"object":…}) until the server
+  // ends the stream (returns OK), `on_event` returns false (OK), `stop` is set (kAborted), the
+  // connection fails (kUnavailable…) or the server refuses it (mapped HTTP error, e.g. Expired).
+  Status Watch(const Gvr& gvr, const std::string& ns, const WatchOptions& opts,
+               const std::function<bool(Json& event)>& on_event, const StopSignal* stop);
+
+  const HttpTransportPtr& transport() const { return transport_; }
+
+ private:
+  Result<Json> Call(const HttpRequest& req);
+  HttpTransportPtr transport_;
+};
+using ClientPtr = std::shared_ptr<Client>;
+
+}  // namespace feedguard::kube

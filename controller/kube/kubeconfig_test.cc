@@ -1,0 +1,207 @@
+#include "controller/kube/kubeconfig.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace feedguard::kube {
+namespace {
+
+namespace fs = std::filesystem;
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (fs::temp_directory_path() / "fg-kube-test-XXXXXX").string();
+    path_ = mkdtemp(tmpl.data()) ? tmpl : "";
+  }
+  ~TempDir() {
+    std::error_code ec;
+    if (!path_.empty()) fs::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+std::string Slurp(const std::string& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void Write(const std::string& p, const std::string& s) { std::ofstream(p) << s; }
+
+std::string Base64(const std::string& in) {
+  static const char* k = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  size_t i = 0;
+  for (; i + 2 < in.size(); i += 3) {
+    uint32_t v = (uint8_t(in[i]) << 16) | (uint8_t(in[i + 1]) << 8) | uint8_t(in[i + 2]);
+    for (int s = 18; s >= 0; s -= 6) out.push_back(k[(v >> s) & 63]);
+  }
+  if (i < in.size()) {
+    uint32_t v = uint8_t(in[i]) << 16;
+    if (i + 1 < in.size()) v |= uint8_t(in[i + 1]) << 8;
+    out.push_back(k[(v >> 18) & 63]);
+    out.push_back(k[(v >> 12) & 63]);
+    out.push_back(i + 1 < in.size() ? k[(v >> 6) & 63] : '=');
+    out.push_back('=');
+  }
+  return out;
+}
+
+// A self-signed certificate and key made with the openssl CLI.
+class KubeconfigTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_FALSE(dir_.path().empty());
+    const std::string cmd =
+        "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 "
+        "-nodes -days 1 -subj /CN=fg-test -keyout " +
+        dir_.path() + "/key.pem -out " + dir_.path() + "/cert.pem >/dev/null 2>&1";
+    if (std::system(cmd.c_str()) != 0) GTEST_SKIP() << "openssl CLI unavailable";
+    cert_ = Slurp(dir_.path() + "/cert.pem");
+    key_ = Slurp(dir_.path() + "/key.pem");
+    ASSERT_NE(cert_.find("BEGIN CERTIFICATE"), std::string::npos);
+  }
+  TempDir dir_;
+  std::string cert_, key_;
+};
+
+TEST(Base64Test, RoundTrip) {
+  for (std::string s : {"", "a", "ab", "abc", "abcd", "hello\nworld\x01\xff"}) {
+    auto d = Base64Decode(Base64(s));
+    ASSERT_TRUE(d.ok());
+    EXPECT_EQ(*d, s);
+  }
+  EXPECT_FALSE(Base64Decode("ab$c").ok());
+  auto wrapped = Base64Decode("aGVs\nbG8=");
+  ASSERT_TRUE(wrapped.ok());
+  EXPECT_EQ(*wrapped, "hello");
+}
+
+TEST_F(KubeconfigTest, DataFormsAndCurrentContext) {
+  const std::string yaml = R"(apiVersion: v1
+kind: Config
+current-context: dev
+clusters:
+- name: prod
+  cluster: {server: "https://prod:6443", insecure-skip-tls-verify: true}
+- name: devc
+  cluster:
+    server: https://127.0.0.1:6443/
+    certificate-authority-data: )" +
+                           Base64(cert_) + R"(
+users:
+- name: admin
+  user:
+    client-certificate-data: )" +
+                           Base64(cert_) + R"(
+    client-key-data: )" + Base64(key_) +
+                           R"(
+contexts:
+- name: prodctx
+  context: {cluster: prod, user: admin}
+- name: dev
+  context: {cluster: devc, user: admin, namespace: team-a}
+)";
+  auto cfg = ParseKubeconfig(yaml, dir_.path());
+  ASSERT_TRUE(cfg.ok()) << cfg.status().ToString();
+  EXPECT_EQ(cfg->server, "https://127.0.0.1:6443");
+  EXPECT_EQ(cfg->ca_pem, cert_);
+  EXPECT_EQ(cfg->client_cert_pem, cert_);
+  EXPECT_EQ(cfg->client_key_pem, key_);
+  EXPECT_FALSE(cfg->insecure_skip_tls_verify);
+  EXPECT_EQ(cfg->default_namespace, "team-a");
+
+  auto prod = ParseKubeconfig(yaml, dir_.path(), "prodctx");
+  ASSERT_TRUE(prod.ok()) << prod.status().ToString();
+  EXPECT_EQ(prod->server, "https://prod:6443");
+  EXPECT_TRUE(prod->insecure_skip_tls_verify);
+  EXPECT_TRUE(prod->ca_pem.empty());
+
+  auto missing = ParseKubeconfig(yaml, dir_.path(), "nope");
+  EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
+}
+
+TEST_F(KubeconfigTest, FileFormsRelativeToKubeconfigAndTokens) {
+  Write(dir_.path() + "/tok", "  secret-1\n");
+  const std::string yaml = R"(current-context: c
+clusters:
+- name: k
+  cluster: {server: "https://h:1", certificate-authority: cert.pem}
+users:
+- name: u
+  user: {client-certificate: cert.pem, client-key: )" +
+                           dir_.path() + R"(/key.pem, tokenFile: tok}
+- name: t
+  user: {token: abc}
+contexts:
+- name: c
+  context: {cluster: k, user: u}
+- name: t
+  context: {cluster: k, user: t}
+)";
+  Write(dir_.path() + "/kubeconfig", yaml);
+  auto cfg = LoadKubeconfig(dir_.path() + "/kubeconfig");
+  ASSERT_TRUE(cfg.ok()) << cfg.status().ToString();
+  EXPECT_EQ(cfg->ca_pem, cert_);
+  EXPECT_EQ(cfg->client_key_pem, key_);
+  EXPECT_EQ(cfg->token_file, dir_.path() + "/tok");
+  auto t = LoadKubeconfig(dir_.path() + "/kubeconfig", "t");
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ(t->token, "abc");
+}
+
+TEST_F(KubeconfigTest, CertWithoutKeyIsInvalid) {
+  const std::string yaml = R"(current-context: c
+clusters: [{name: k, cluster: {server: "https://h:1"}}]
+users: [{name: u, user: {client-certificate-data: )" +
+                           Base64(cert_) + R"(}}]
+contexts: [{name: c, context: {cluster: k, user: u}}]
+)";
+  EXPECT_EQ(ParseKubeconfig(yaml, "").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ParseKubeconfig("[1, 2", "").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(LoadKubeconfig(dir_.path() + "/absent").status().code(), StatusCode::kNotFound);
+}
+
+TEST_F(KubeconfigTest, InClusterFromInjectedRoot) {
+  const std::string sa = dir_.path() + "/var/run/secrets/kubernetes.io/serviceaccount";
+  fs::create_directories(sa);
+  Write(sa + "/token", "tok-1\n");
+  Write(sa + "/ca.crt", cert_);
+  Write(sa + "/namespace", "feedguard-system");
+  auto cfg = LoadInClusterConfig({"10.96.0.1", "443", dir_.path()});
+  ASSERT_TRUE(cfg.ok()) << cfg.status().ToString();
+  EXPECT_EQ(cfg->server, "https://10.96.0.1:443");
+  EXPECT_EQ(cfg->ca_pem, cert_);
+  EXPECT_EQ(cfg->default_namespace, "feedguard-system");
+  EXPECT_EQ(cfg->token_file, sa + "/token");
+  auto v6 = LoadInClusterConfig({"fd00::1", "443", dir_.path()});
+  ASSERT_TRUE(v6.ok());
+  EXPECT_EQ(v6->server, "https://[fd00::1]:443");
+  EXPECT_EQ(LoadInClusterConfig({"", "", dir_.path()}).status().code(),
+            StatusCode::kFailedPrecondition);
+
+  // The token is re-read after a minute, and at once after Invalidate (a 401).
+  auto clock = std::make_shared<ManualTimeSource>();
+  TokenSource tokens("", cfg->token_file, clock);
+  EXPECT_EQ(*tokens.Token(), "tok-1");
+  Write(sa + "/token", "tok-2\n");
+  clock->Advance(std::chrono::seconds(30));
+  EXPECT_EQ(*tokens.Token(), "tok-1");  // cached
+  clock->Advance(std::chrono::seconds(31));
+  EXPECT_EQ(*tokens.Token(), "tok-2");
+  Write(sa + "/token", "tok-3\n");
+  tokens.Invalidate();
+  EXPECT_EQ(*tokens.Token(), "tok-3");
+}
+
+}  // namespace
+}  // namespace feedguard::kube

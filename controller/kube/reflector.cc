@@ -1,0 +1,268 @@
+#include "controller/kube/reflector.h"
+
+#include <random>
+#include <unordered_map>
+
+#include <spdlog/spdlog.h>
+
+namespace feedguard::kube {
+namespace {
+
+void PutBack(Json& obj, const char* field, const std::string& value) {
+  if (value.empty()) return;
+  if (!obj.is_object()) obj = Json::object();
+  Json& meta = obj["metadata"];
+  if (!meta.is_object()) meta = Json::object();
+  if (!meta.contains(field)) meta[field] = value;
+}
+
+}  // namespace
+
+Reflector::Reflector(ClientPtr client, StorePtr store, ReflectorOptions options,
+                     ResourceEventHandlers handlers, TimeSourcePtr clock, SleeperPtr sleeper)
+    : client_(std::move(client)),
+      store_(std::move(store)),
+      options_(std::move(options)),
+      handlers_(std::move(handlers)),
+      clock_(std::move(clock)),
+      sleeper_(std::move(sleeper)),
+      seed_(options_.seed != 0 ? options_.seed : std::random_device{}()) {}
+
+bool Reflector::HasSynced() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return synced_;
+}
+
+std::string Reflector::LastResourceVersion() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return last_rv_;
+}
+
+ReflectorStats Reflector::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
+}
+
+void Reflector::SetLastResourceVersion(std::string rv) {
+  std::lock_guard<std::mutex> lock(mu_);
+  last_rv_ = std::move(rv);
+}
+
+ObjectPtr Reflector::Prepare(Json raw) const {
+  if (!options_.transform) return std::make_shared<const Json>(std::move(raw));
+  const std::string name = NameOf(raw), ns = NamespaceOf(raw), rv = ResourceVersionOf(raw),
+                    uid = UidOf(raw);
+  Json t = options_.transform(std::move(raw));
+  PutBack(t, "name", name);
+  PutBack(t, "namespace", ns);
+  PutBack(t, "resourceVersion", rv);
+  PutBack(t, "uid", uid);
+  return std::make_shared<const Json>(std::move(t));
+}
+
+Status Reflector::ListAndReplace(const std::string& resource_version, const StopSignal& stop) {
+  ListOptions opts;
+  opts.label_selector = options_.label_selector;
+  opts.field_selector = options_.field_selector;
+  opts.limit = options_.page_size;
+  opts.resource_version = resource_version;
+  std::vector<ObjectPtr> fresh;
+  std::string list_rv;
+  for (bool first = true;; first = false) {
+    if (stop.IsSet()) return Aborted("stopped");
+    FG_ASSIGN_OR_RETURN(ListPage page, client_->ListOnePage(options_.gvr, options_.ns, opts));
+    if (first) list_rv = page.resource_version;
+    for (auto& item : page.items) fresh.push_back(Prepare(std::move(item)));
+    if (page.continue_token.empty()) break;
+    opts.continue_token = page.continue_token;
+    opts.resource_version.clear();
+  }
+
+  // The difference against what handlers have seen: adds, updates (resourceVersion changed),
+  // and synthetic deletes for objects that vanished while we were not watching.
+  std::unordered_map<std::string, ObjectPtr> old;
+  for (auto& o : store_->List()) old.emplace(ObjectKey(*o), std::move(o));
+  std::vector<std::pair<ObjectPtr, ObjectPtr>> changes;  // (old or null, new)
+  for (const auto& o : fresh) {
+    auto it = old.find(ObjectKey(*o));
+    if (it == old.end()) {
+      changes.emplace_back(nullptr, o);
+    } else {
+      if (ResourceVersionOf(*it->second) != ResourceVersionOf(*o)) {
+        changes.emplace_back(it->second, o);
+      }
+      old.erase(it);
+    }
+  }
+  store_->Replace(std::move(fresh));
+  bool first_sync;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    last_rv_ = list_rv;
+    first_sync = !synced_;
+    synced_ = true;
+    stats_.lists++;
+  }
+  for (const auto& [before, after] : changes) {
+    if (before == nullptr) {
+      if (handlers_.on_add) handlers_.on_add(after);
+    } else if (handlers_.on_update) {
+      handlers_.on_update(before, after);
+    }
+  }
+  for (const auto& [key, gone] : old) {
+    if (handlers_.on_delete) handlers_.on_delete(gone);
+  }
+  if (first_sync && handlers_.on_synced) handlers_.on_synced();
+  return OkStatus();
+}
+
+Status Reflector::HandleEvent(Json& event, int* events) {
+  const std::string type = event.value("type", "");
+  Json& object = event["object"];
+  if (type == "ERROR") {
+    const int code = object.is_object() ? object.value("code", 0) : 0;
+    const std::string msg = object.is_object() ? object.value("message", "") : "";
+    if (code == 410) return ExpiredError(msg);
+    return Unavailable("watch error " + std::to_string(code) + ": " + msg);
+  }
+  const std::string rv = ResourceVersionOf(object);
+  if (type == "BOOKMARK") {
+    SetLastResourceVersion(rv);
+    std::lock_guard<std::mutex> lock(mu_);
+    stats_.bookmarks++;
+    return OkStatus();
+  }
+  if (type != "ADDED" && type != "MODIFIED" && type != "DELETED") {
+    return Internal("unknown watch event type '" + type + "'");
+  }
+  const std::string key = ObjectKey(object);
+  ObjectPtr obj = Prepare(std::move(object));
+  bool duplicate = false;
+  if (type == "DELETED") {
+    ObjectPtr old = store_->Remove(key);
+    SetLastResourceVersion(rv);
+    if (old == nullptr) {
+      duplicate = true;
+    } else if (handlers_.on_delete) {
+      handlers_.on_delete(obj);
+    }
+  } else {
+    ObjectPtr existing = store_->Get(key);
+    if (existing != nullptr && ResourceVersionOf(*existing) == rv) {
+      duplicate = true;
+      SetLastResourceVersion(rv);
+    } else {
+      ObjectPtr old = store_->Upsert(obj);
+      SetLastResourceVersion(rv);
+      if (old == nullptr) {
+        if (handlers_.on_add) handlers_.on_add(obj);
+      } else if (handlers_.on_update) {
+        handlers_.on_update(old, obj);
+      }
+    }
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  if (duplicate) {
+    stats_.duplicates_skipped++;
+  } else {
+    stats_.events++;
+    ++*events;
+  }
+  return OkStatus();
+}
+
+Status Reflector::WatchOnce(const StopSignal& stop, int* events) {
+  std::mt19937_64 rng(seed_++);
+  std::uniform_int_distribution<int> timeout(options_.min_watch_timeout_s,
+                                             options_.max_watch_timeout_s);
+  WatchOptions w;
+  w.label_selector = options_.label_selector;
+  w.field_selector = options_.field_selector;
+  w.resource_version = LastResourceVersion();
+  w.timeout_seconds = timeout(rng);
+  w.allow_bookmarks = true;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stats_.watches_opened++;
+  }
+  Status event_status;
+  Status s = client_->Watch(
+      options_.gvr, options_.ns, w,
+      [&](Json& ev) {
+        event_status = HandleEvent(ev, events);
+        return event_status.ok();
+      },
+      &stop);
+  if (!event_status.ok()) return event_status;
+  return s;
+}
+
+void Reflector::Run(const StopSignal& stop) {
+  Backoff backoff(options_.backoff, seed_++);
+  // Where the next list reads from. After a watch 410: first the last resourceVersion; if the
+  // watch that follows expires again without an event, from scratch (""); if even that version
+  // is not watchable (a freshly restarted API server's watch cache can start above etcd's
+  // revision), from the watch cache ("0"), whose version is watchable, with backoff so a
+  // misbehaving server is never hammered.
+  enum class ListFrom { kScratch, kLastRv, kCache };
+  ListFrom list_from = ListFrom::kScratch;
+  int expired_streak = 0;  // consecutive watch 410s without an event in between
+  bool need_list = true;
+  while (!stop.IsSet()) {
+    if (need_list) {
+      const std::string rv = list_from == ListFrom::kLastRv  ? LastResourceVersion()
+                             : list_from == ListFrom::kCache ? std::string("0")
+                                                             : std::string();
+      Status s = ListAndReplace(rv, stop);
+      if (IsExpired(s) && list_from == ListFrom::kLastRv) {
+        spdlog::info("reflector {}: resourceVersion {} compacted, listing from scratch",
+                     options_.gvr.resource, rv);
+        list_from = ListFrom::kScratch;
+        continue;
+      }
+      if (!s.ok()) {
+        if (stop.IsSet()) break;
+        spdlog::warn("reflector {}: list failed: {}", options_.gvr.resource, s.ToString());
+        if (!sleeper_->Sleep(backoff.Next(), stop)) break;
+        continue;
+      }
+      need_list = false;
+      if (expired_streak < 3) backoff.Reset();
+    }
+    const auto started = clock_->MonotonicNow();
+    int events = 0;
+    Status s = WatchOnce(stop, &events);
+    if (stop.IsSet()) break;
+    if (events > 0 || s.ok()) expired_streak = 0;
+    if (IsExpired(s)) {
+      ++expired_streak;
+      spdlog::info("reflector {}: watch expired ({}), relisting (streak {})", options_.gvr.resource,
+                   s.message(), expired_streak);
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        stats_.expired_relists++;
+      }
+      need_list = true;
+      list_from = expired_streak == 1   ? ListFrom::kLastRv
+                  : expired_streak == 2 ? ListFrom::kScratch
+                                        : ListFrom::kCache;
+      if (expired_streak >= 3 && !sleeper_->Sleep(backoff.Next(), stop)) break;
+      continue;
+    }
+    if (s.ok() && (events > 0 || clock_->MonotonicNow() - started >= std::chrono::seconds(1))) {
+      backoff.Reset();  // a normal end: simply re-open
+      continue;
+    }
+    if (!s.ok()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      stats_.watch_failures++;
+    }
+    if (events > 0) backoff.Reset();
+    spdlog::warn("reflector {}: watch ended: {}; re-watching from {}", options_.gvr.resource,
+                 s.ToString(), LastResourceVersion());
+    if (!sleeper_->Sleep(backoff.Next(), stop)) break;
+  }
+}
+
+}  // namespace feedguard::kube

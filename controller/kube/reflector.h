@@ -1,0 +1,87 @@
+// reflector.h — client-go-style list+watch keeping a Store in step with the API server and
+// telling handlers about every change exactly once: list (record resourceVersion), watch from it
+// with bookmarks, re-watch on disconnect with jittered backoff, relist on 410 Expired (first at
+// the last resourceVersion, then from scratch) emitting only the difference.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "controller/kube/backoff.h"
+#include "controller/kube/client.h"
+#include "controller/kube/store.h"
+
+namespace feedguard::kube {
+
+// Called on the reflector's thread, after the store has been updated.
+struct ResourceEventHandlers {
+  std::function<void(const ObjectPtr& obj)> on_add;
+  std::function<void(const ObjectPtr& old_obj, const ObjectPtr& new_obj)> on_update;
+  std::function<void(const ObjectPtr& last_known)> on_delete;
+  std::function<void()> on_synced;  // once, after the first complete list
+};
+
+// Reduces an object to the fields the caller needs (memory). metadata.name, .namespace,
+// .resourceVersion and .uid are put back if the transform drops them.
+using TransformFunc = std::function<Json(Json obj)>;
+
+struct ReflectorOptions {
+  Gvr gvr;
+  std::string ns;  // "" = all namespaces
+  std::string label_selector;
+  std::string field_selector;  // e.g. "spec.nodeName=gpu-17"
+  int64_t page_size = 500;
+  int min_watch_timeout_s = 300;
+  int max_watch_timeout_s = 600;
+  BackoffOptions backoff;  // 800 ms ×2 up to 30 s, jittered
+  TransformFunc transform;
+  uint64_t seed = 0;  // 0: random
+};
+
+struct ReflectorStats {
+  int lists = 0;            // successful lists
+  int expired_relists = 0;  // relists caused by 410
+  int watches_opened = 0;
+  int watch_failures = 0;  // watches ended by an error (connection, server)
+  int events = 0;          // watch events applied (excluding duplicates and bookmarks)
+  int bookmarks = 0;
+  int duplicates_skipped = 0;  // events whose resourceVersion the store already had
+};
+
+class Reflector {
+ public:
+  Reflector(ClientPtr client, StorePtr store, ReflectorOptions options,
+            ResourceEventHandlers handlers, TimeSourcePtr clock, SleeperPtr sleeper);
+
+  // Lists and watches until `stop` is set. Blocking; call on a thread of its own.
+  void Run(const StopSignal& stop);
+
+  bool HasSynced() const;
+  std::string LastResourceVersion() const;
+  ReflectorStats stats() const;
+
+ private:
+  Status ListAndReplace(const std::string& resource_version, const StopSignal& stop);
+  // One watch. OK: the server ended it normally (`*events` counts applied events).
+  Status WatchOnce(const StopSignal& stop, int* events);
+  Status HandleEvent(Json& event, int* events);
+  ObjectPtr Prepare(Json raw) const;
+  void SetLastResourceVersion(std::string rv);
+
+  const ClientPtr client_;
+  const StorePtr store_;
+  const ReflectorOptions options_;
+  const ResourceEventHandlers handlers_;
+  const TimeSourcePtr clock_;
+  const SleeperPtr sleeper_;
+  uint64_t seed_;
+
+  mutable std::mutex mu_;
+  std::string last_rv_;   // guarded by mu_
+  bool synced_ = false;   // guarded by mu_
+  ReflectorStats stats_;  // guarded by mu_
+};
+
+}  // namespace feedguard::kube

@@ -1,0 +1,210 @@
+#include "controller/kube/reflector.h"
+
+#include <gtest/gtest.h>
+
+#include <deque>
+
+#include "controller/kube/fake_transport.h"
+
+namespace feedguard::kube {
+namespace {
+
+Json Cm(const std::string& name, int rv, const std::string& v = "") {
+  return {
+      {"metadata", {{"namespace", "ns"}, {"name", name}, {"resourceVersion", std::to_string(rv)}}},
+      {"data", {{"v", v}}}};
+}
+std::string Ev(const std::string& type, const Json& obj) {
+  return Json{{"type", type}, {"object", obj}}.dump() + "\n";
+}
+std::string ListBody(int rv, std::vector<Json> items) {
+  return Json{{"metadata", {{"resourceVersion", std::to_string(rv)}}}, {"items", items}}.dump();
+}
+std::string Gone() {
+  return Json{{"kind", "Status"}, {"code", 410}, {"reason", "Expired"}, {"message", "too old"}}
+      .dump();
+}
+
+// A scripted API server: each request pops the next step, which checks the request.
+struct Step {
+  std::string expect_substr;  // must occur in the path
+  FakeReply reply;
+  std::function<void()> side_effect;
+};
+
+struct Recorder {
+  std::vector<std::string> log;
+  int synced = 0;
+  ResourceEventHandlers Handlers() {
+    return {[this](const ObjectPtr& o) {
+              log.push_back("add " + NameOf(*o) + "@" + ResourceVersionOf(*o));
+            },
+            [this](const ObjectPtr& a, const ObjectPtr& b) {
+              log.push_back("update " + NameOf(*b) + " " + ResourceVersionOf(*a) + "->" +
+                            ResourceVersionOf(*b));
+            },
+            [this](const ObjectPtr& o) { log.push_back("delete " + NameOf(*o)); },
+            [this] { ++synced; }};
+  }
+};
+
+class ReflectorTest : public ::testing::Test {
+ protected:
+  std::shared_ptr<FakeTransport> Server() {
+    return std::make_shared<FakeTransport>([this](const HttpRequest& r) {
+      paths_.push_back(r.path);
+      if (steps_.empty()) {
+        stop_->Notify();
+        return FakeReply{HttpResponse{200, ""}};
+      }
+      Step s = std::move(steps_.front());
+      steps_.pop_front();
+      EXPECT_NE(r.path.find(s.expect_substr), std::string::npos)
+          << "request " << r.path << " lacks " << s.expect_substr;
+      if (s.side_effect) s.side_effect();
+      return s.reply;
+    });
+  }
+  std::unique_ptr<Reflector> Make(ReflectorOptions o = {}) {
+    o.gvr = ConfigMapsGvr();
+    o.ns = "ns";
+    o.seed = 99;
+    return std::make_unique<Reflector>(std::make_shared<Client>(Server()), store_, o,
+                                       rec_.Handlers(), clock_, sleeper_);
+  }
+  std::deque<Step> steps_;
+  std::vector<std::string> paths_;
+  std::unique_ptr<StopSignal> stop_ = std::make_unique<StopSignal>();
+  Recorder rec_;
+  StorePtr store_ = std::make_shared<Store>();
+  std::shared_ptr<ManualTimeSource> clock_ = std::make_shared<ManualTimeSource>();
+  std::shared_ptr<FakeSleeper> sleeper_ = std::make_shared<FakeSleeper>(clock_);
+};
+
+TEST_F(ReflectorTest, BookmarkRvThen410RelistEmitsOnlyTheDifference) {
+  for (uint32_t seed = 1; seed <= 20; ++seed) {
+    SCOPED_TRACE("chunk seed " + std::to_string(seed));
+    steps_.clear();
+    paths_.clear();
+    rec_ = Recorder();
+    store_ = std::make_shared<Store>();
+    stop_ = std::make_unique<StopSignal>();
+    const std::string watch1 = Ev("ADDED", Cm("c", 11)) + Ev("MODIFIED", Cm("a", 12, "x")) +
+                               Ev("MODIFIED", Cm("a", 12, "x")) +  // duplicate: ignored
+                               Ev("BOOKMARK", {{"metadata", {{"resourceVersion", "15"}}}});
+    steps_.push_back({"limit=500", {HttpResponse{200, ListBody(10, {Cm("a", 5), Cm("b", 6)})}}});
+    steps_.push_back(
+        {"resourceVersion=10", {HttpResponse{200, ""}, RandomChunks(watch1, seed, 9)}});
+    steps_.push_back({"resourceVersion=15",
+                      {HttpResponse{200, ""},
+                       {Json{{"type", "ERROR"}, {"object", Json::parse(Gone())}}.dump() + "\n"}}});
+    steps_.push_back({"resourceVersion=15", {HttpResponse{410, Gone()}}});  // relist at last RV
+    steps_.push_back(
+        {"limit=500",
+         {HttpResponse{200, ListBody(20, {Cm("a", 12, "x"), Cm("c", 16), Cm("d", 17)})}}});
+    steps_.push_back({"resourceVersion=20", {HttpResponse{200, ""}, {Ev("DELETED", Cm("d", 21))}}});
+    auto r = Make();
+    r->Run(*stop_);
+
+    EXPECT_EQ(rec_.log, (std::vector<std::string>{"add a@5", "add b@6",          // first list
+                                                  "add c@11", "update a 5->12",  // watch
+                                                  "update c 11->16", "add d@17",
+                                                  "delete b",  // relist difference
+                                                  "delete d"}));
+    EXPECT_EQ(rec_.synced, 1);
+    EXPECT_EQ(store_->Keys().size(), 2u);
+    ASSERT_NE(store_->Get("ns/c"), nullptr);
+    EXPECT_EQ(r->LastResourceVersion(), "21");
+    // The relist at RV 15 was refused; the next list carried no resourceVersion.
+    ASSERT_GE(paths_.size(), 5u);
+    EXPECT_EQ(paths_[4].find("resourceVersion="), std::string::npos) << paths_[4];
+    EXPECT_NE(paths_[1].find("watch=1"), std::string::npos);
+    EXPECT_NE(paths_[1].find("allowWatchBookmarks=true"), std::string::npos);
+    EXPECT_EQ(r->stats().expired_relists, 1);
+    EXPECT_EQ(r->stats().duplicates_skipped, 1);
+    EXPECT_EQ(r->stats().bookmarks, 1);
+    // Normal watch ends and 410 re-open without sleeping.
+    EXPECT_TRUE(sleeper_->sleeps().empty());
+  }
+}
+
+TEST_F(ReflectorTest, DisconnectsBackOffAndRewatchFromLastRv) {
+  steps_.push_back({"limit=500", {HttpResponse{200, ListBody(10, {Cm("a", 5)})}}});
+  for (int i = 0; i < 4; ++i) {
+    steps_.push_back({"resourceVersion=10", {Status(Unavailable("connection refused"))}});
+  }
+  // A connection that drops mid-stream after one event: re-watch from that event's RV.
+  steps_.push_back(
+      {"resourceVersion=10", {Status(Unavailable("reset")), {Ev("ADDED", Cm("b", 11))}}});
+  steps_.push_back({"resourceVersion=11", {Status(Unavailable("reset"))}});
+  auto r = Make();
+  r->Run(*stop_);
+  auto sleeps = sleeper_->sleeps();
+  ASSERT_EQ(sleeps.size(), 6u);
+  const int64_t bases[] = {800, 1600, 3200, 6400, 800, 1600};  // reset after an event
+  for (size_t i = 0; i < sleeps.size(); ++i) {
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(sleeps[i]).count();
+    EXPECT_GE(ms, bases[i]) << i;
+    EXPECT_LT(ms, 2 * bases[i]) << i;
+  }
+  EXPECT_EQ(rec_.log, (std::vector<std::string>{"add a@5", "add b@11"}));
+  EXPECT_EQ(r->stats().lists, 1);  // no relist for plain disconnects
+}
+
+TEST_F(ReflectorTest, BackoffCapsAtThirtySeconds) {
+  steps_.push_back({"limit=500", {HttpResponse{200, ListBody(1, {})}}});
+  for (int i = 0; i < 10; ++i) steps_.push_back({"watch=1", {HttpResponse{500, "{}"}}});
+  auto r = Make();
+  r->Run(*stop_);
+  auto sleeps = sleeper_->sleeps();
+  ASSERT_EQ(sleeps.size(), 10u);
+  for (size_t i = 6; i < sleeps.size(); ++i) {
+    EXPECT_GE(sleeps[i], std::chrono::seconds(30));
+    EXPECT_LT(sleeps[i], std::chrono::seconds(60));
+  }
+}
+
+TEST_F(ReflectorTest, PaginatedListAndTransformKeepsIdentity) {
+  steps_.push_back(
+      {"limit=2",
+       {HttpResponse{200, Json{{"metadata", {{"resourceVersion", "30"}, {"continue", "k"}}},
+                               {"items", {Cm("a", 1, "big"), Cm("b", 2, "big")}}}
+                              .dump()}}});
+  steps_.push_back({"continue=k", {HttpResponse{200, ListBody(31, {Cm("c", 3, "big")})}}});
+  steps_.push_back({"resourceVersion=30", {HttpResponse{200, ""}}});
+  ReflectorOptions o;
+  o.page_size = 2;
+  o.transform = [](Json) { return Json{{"kept", true}}; };
+  auto r = Make(o);
+  r->Run(*stop_);
+  ASSERT_EQ(store_->size(), 3u);
+  auto c = store_->Get("ns/c");
+  ASSERT_NE(c, nullptr);
+  EXPECT_FALSE(c->contains("data"));
+  EXPECT_TRUE((*c)["kept"].get<bool>());
+  EXPECT_EQ(ResourceVersionOf(*c), "3");
+  EXPECT_EQ(r->LastResourceVersion(), "30");  // the first page's version
+  EXPECT_TRUE(r->HasSynced());
+}
+
+TEST_F(ReflectorTest, ExpiredAgainAfterRelistAtOldRvListsFromScratch) {
+  steps_.push_back({"limit=500", {HttpResponse{200, ListBody(10, {Cm("a", 5)})}}});
+  steps_.push_back({"resourceVersion=10", {HttpResponse{410, Gone()}}});
+  steps_.push_back({"resourceVersion=10", {HttpResponse{200, ListBody(10, {Cm("a", 5)})}}});
+  steps_.push_back({"resourceVersion=10", {HttpResponse{410, Gone()}}});  // still too old
+  steps_.push_back({"limit=500", {HttpResponse{200, ListBody(40, {Cm("a", 33)})}}});
+  steps_.push_back({"resourceVersion=40", {HttpResponse{410, Gone()}}});  // and again
+  steps_.push_back({"resourceVersion=0", {HttpResponse{200, ListBody(45, {Cm("a", 33)})}}});
+  steps_.push_back({"resourceVersion=45", {HttpResponse{200, ""}, {Ev("ADDED", Cm("b", 46))}}});
+  auto r = Make();
+  r->Run(*stop_);
+  ASSERT_GE(paths_.size(), 6u);
+  EXPECT_EQ(paths_[2].find("watch=1"), std::string::npos);
+  EXPECT_EQ(paths_[4].find("resourceVersion="), std::string::npos) << paths_[4];
+  EXPECT_EQ(rec_.log, (std::vector<std::string>{"add a@5", "update a 5->33", "add b@46"}));
+  EXPECT_EQ(r->stats().expired_relists, 3);
+  EXPECT_EQ(sleeper_->sleeps().size(), 1u);  // the third 410 in a row backs off
+}
+
+}  // namespace
+}  // namespace feedguard::kube
