@@ -1,0 +1,123 @@
+// fence_client.h — the agent's end of the controller⇄agent stream (DESIGN §5).
+//
+// FenceClient dials the controller, says hello (node name, version, topology, cgroup facts,
+// capabilities, last applied version), hands each NodeFence it receives to a FenceApplier,
+// ACKs on success or NACKs with the error, and sends reports: right after each apply, on
+// change (PushReport) and every report_interval. When the stream breaks it reconnects with
+// jittered exponential backoff (500 ms ×2 to 30 s by default) and does nothing else: the last
+// fence stays applied (fail static; never revert because the controller is unreachable).
+// mTLS with the agent's client certificate; the CA, certificate and key files are re-read on
+// change by grpc's FileWatcherCertificateProvider, and every reconnect uses the current ones.
+// `insecure` is an explicit opt-out for local demos. Thread-safe; the destructor stops it.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "agent/client/backoff.h"
+#include "agent/client/fence_applier.h"
+#include "feedguard/common/status.h"
+#include "feedguard/common/time_source.h"
+#include "feedguard/v1/nodefence.pb.h"
+
+namespace grpc {
+class ChannelCredentials;
+}
+namespace grpc::experimental {
+class CertificateProviderInterface;
+}
+
+namespace feedguard::agent {
+
+struct ClientTlsFiles {
+  std::string ca_file;    // PEM CA bundle that signs the controller's certificate
+  std::string cert_file;  // PEM client certificate ("system:node:<node>" CN or DNS SAN)
+  std::string key_file;   // PEM private key of cert_file
+};
+
+struct FenceClientOptions {
+  std::string target;  // "host:port" of the controller Service
+  // Explicit opt-out of TLS for local demos (the controller must be insecure too).
+  bool insecure = false;
+  ClientTlsFiles tls;
+  std::string tls_server_name;  // optional: name to verify instead of the target's host
+  std::chrono::seconds cert_refresh_interval{10};
+  // node_name is required; last_applied_version is filled in by the client on every connect.
+  feedguard::v1::AgentHello hello;
+  std::chrono::milliseconds report_interval{30'000};
+  BackoffPolicy backoff;
+  // A stream that lived this long (or delivered a fence) resets the backoff.
+  std::chrono::milliseconds healthy_after{10'000};
+  std::chrono::milliseconds keepalive_time{30'000};
+  std::chrono::milliseconds keepalive_timeout{10'000};
+  SleeperPtr sleeper;        // default: RealSleeper; one per client (Stop() interrupts it for good)
+  TimeSourcePtr clock;       // default: RealTimeSource
+  uint64_t jitter_seed = 0;  // 0: random
+};
+
+class FenceClient {
+ public:
+  struct Stats {
+    bool connected = false;        // a stream is open (hello sent)
+    uint64_t applied_version = 0;  // last fence applied successfully (0: none)
+    uint64_t attempts = 0;         // streams started
+    uint64_t hellos = 0;           // streams on which the hello went out
+    uint64_t applies = 0;          // Apply() calls
+    uint64_t acks = 0;
+    uint64_t nacks = 0;
+    uint64_t reports = 0;    // reports written
+    std::string last_error;  // status of the last stream that ended
+  };
+
+  // Validates the options, then connects in the background.
+  static Result<std::unique_ptr<FenceClient>> Start(FenceClientOptions options,
+                                                    FenceApplierPtr applier);
+  ~FenceClient();  // Stop()
+  FenceClient(const FenceClient&) = delete;
+  FenceClient& operator=(const FenceClient&) = delete;
+
+  // An on-change report (e.g. an overwrite was seen): sent as soon as a stream is open.
+  void PushReport(feedguard::v1::NodeReport report);
+  Stats stats() const;
+  // Ends the stream and joins the threads; the applied fence is left in place. Idempotent.
+  void Stop();
+
+ private:
+  struct StreamHandle;
+  FenceClient(FenceClientOptions options, FenceApplierPtr applier,
+              std::shared_ptr<grpc::ChannelCredentials> creds,
+              std::shared_ptr<grpc::experimental::CertificateProviderInterface> provider);
+  void RunLoop();
+  void ReportLoop();
+  // One stream from dial to end; returns whether it was healthy (resets the backoff).
+  bool RunStream(uint64_t attempt);
+  void HandleUpdate(StreamHandle& h, const feedguard::v1::FenceUpdate& update);
+  bool SendReport(StreamHandle& h, const feedguard::v1::NodeReport& report);
+
+  const FenceClientOptions options_;
+  const FenceApplierPtr applier_;
+  const std::shared_ptr<grpc::experimental::CertificateProviderInterface> provider_;
+  const std::shared_ptr<grpc::ChannelCredentials> creds_;
+
+  mutable std::mutex mu_;
+  std::condition_variable report_cv_;
+  bool stopping_ = false;                                 // guarded by mu_
+  std::shared_ptr<StreamHandle> dialing_;                 // guarded by mu_; cancelled by Stop()
+  std::shared_ptr<StreamHandle> stream_;                  // guarded by mu_; open (hello sent)
+  std::optional<feedguard::v1::NodeReport> last_report_;  // guarded by mu_
+  bool report_dirty_ = false;                             // guarded by mu_: send last_report_ now
+  Stats stats_;                                           // guarded by mu_
+  // Touched only by the run thread:
+  std::optional<feedguard::v1::NodeFence> last_fence_;  // last fence applied successfully
+
+  std::thread run_thread_;
+  std::thread report_thread_;
+};
+
+}  // namespace feedguard::agent

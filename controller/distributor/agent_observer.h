@@ -1,0 +1,30 @@
+// agent_observer.h — what the Distributor tells the rest of the controller about agents.
+//
+// A pure interface: the status aggregator implements it to turn NodeReports, ACKs and NACKs
+// into FencePolicy.status. The Distributor calls it from its gRPC callback threads, never while
+// holding its own lock (so an observer may call back into the Distributor); calls for one node
+// arrive in stream order. Implementations must be thread-safe and should return quickly.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "feedguard/v1/nodefence.pb.h"
+
+namespace feedguard::controller {
+
+class AgentObserver {
+ public:
+  virtual ~AgentObserver() = default;
+  // A stream for `node` passed the hello and identity checks (it replaces any older one).
+  virtual void OnConnected(const std::string& node, const feedguard::v1::AgentHello& hello) = 0;
+  // The node's current stream ended (it may reconnect; it is stale after the grace period).
+  virtual void OnDisconnected(const std::string& node) = 0;
+  virtual void OnAck(const std::string& node, uint64_t version) = 0;
+  virtual void OnNack(const std::string& node, uint64_t version, const std::string& error) = 0;
+  virtual void OnReport(const std::string& node, const feedguard::v1::NodeReport& report) = 0;
+};
+using AgentObserverPtr = std::shared_ptr<AgentObserver>;
+
+}  // namespace feedguard::controller

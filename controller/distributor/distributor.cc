@@ -1,0 +1,401 @@
+#include "controller/distributor/distributor.h"
+
+#include <fstream>
+#include <functional>
+#include <random>
+#include <utility>
+
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/security/server_credentials.h>
+#include <grpcpp/security/tls_certificate_provider.h>
+#include <grpcpp/security/tls_credentials_options.h>
+#include <spdlog/spdlog.h>
+
+#include "controller/distributor/peer_identity.h"
+#include "feedguard/v1/nodefence.grpc.pb.h"
+
+namespace feedguard::controller {
+namespace {
+
+using feedguard::v1::AgentMessage;
+using feedguard::v1::ControllerMessage;
+using Events = std::vector<std::function<void(AgentObserver&)>>;
+
+std::string RandomHex(size_t bytes) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::random_device rd;
+  std::string out;
+  for (size_t i = 0; i < bytes; ++i) {
+    unsigned v = rd() & 0xffu;
+    out.push_back(kHex[v >> 4]);
+    out.push_back(kHex[v & 0xfu]);
+  }
+  return out;
+}
+
+Status CheckReadable(const std::string& what, const std::string& path) {
+  if (path.empty()) return InvalidArgument("TLS " + what + " file not set (or pass insecure)");
+  std::ifstream in(path);
+  if (!in) return NotFound("cannot read TLS " + what + " file " + path);
+  return OkStatus();
+}
+
+}  // namespace
+
+// One agent stream. Every field, and every StartRead/StartWrite/Finish call, is under the
+// Distributor's mu_; grpc never runs these reactions inline in those calls (it dispatches them
+// to its executor), so holding mu_ there cannot deadlock. The object deletes itself in OnDone.
+class Distributor::AgentStream final
+    : public grpc::ServerBidiReactor<AgentMessage, ControllerMessage> {
+ public:
+  AgentStream(Distributor* d, std::vector<std::string> identities, std::string peer)
+      : d_(d), identities_(std::move(identities)), peer_(std::move(peer)) {
+    std::lock_guard lock(d_->mu_);
+    d_->live_.insert(this);
+    if (d_->shut_down_) {
+      FinishLocked(grpc::Status(grpc::StatusCode::UNAVAILABLE, "controller shutting down"));
+      return;
+    }
+    StartRead(&in_);
+  }
+
+  void OnReadDone(bool ok) override {
+    Events events;
+    {
+      std::lock_guard lock(d_->mu_);
+      if (!ok) {
+        // The agent closed its side, was cancelled, or we already finished the call.
+        FinishLocked(grpc::Status::OK);
+        return;
+      }
+      HandleLocked(events);
+    }
+    Notify(events);
+    std::lock_guard lock(d_->mu_);
+    if (!finished_) StartRead(&in_);  // read the next one only after notifying: keeps order
+  }
+
+  void OnWriteDone(bool ok) override {
+    std::lock_guard lock(d_->mu_);
+    write_pending_ = false;
+    ControllerMessage().Swap(&out_);  // do not keep a second copy of the fence per node
+    if (!ok) {
+      FinishLocked(grpc::Status(grpc::StatusCode::UNAVAILABLE, "write failed"));
+      return;
+    }
+    if (Node* n = RegisteredNodeLocked()) MaybeSendLocked(*n);
+  }
+
+  void OnDone() override {
+    Events events;
+    {
+      std::lock_guard lock(d_->mu_);
+      if (Node* n = RegisteredNodeLocked()) {
+        n->stream = nullptr;
+        n->last_seen = d_->options_.clock->MonotonicNow();
+        n->slot.ResetStream();  // nothing is in flight without a stream
+        events.push_back([node = node_](AgentObserver& o) { o.OnDisconnected(node); });
+      }
+    }
+    Notify(events);
+    {
+      std::lock_guard lock(d_->mu_);
+      d_->live_.erase(this);
+      if (d_->live_.empty()) d_->streams_done_.notify_all();
+    }
+    delete this;
+  }
+
+  // requires d_->mu_
+  void FinishLocked(grpc::Status status) {
+    if (finished_) return;
+    finished_ = true;
+    Finish(std::move(status));
+  }
+
+  // requires d_->mu_
+  void MaybeSendLocked(Node& n) {
+    if (finished_ || write_pending_ || !n.slot.HasDue()) return;
+    std::optional<PendingUpdate> next = n.slot.TakeNext(d_->NextNonceLocked());
+    if (!next) return;
+    feedguard::v1::FenceUpdate* update = out_.mutable_update();
+    *update->mutable_fence() = *next->fence;
+    update->set_nonce(next->nonce);
+    write_pending_ = true;
+    StartWrite(&out_);
+  }
+
+ private:
+  // requires d_->mu_. The node entry this stream is the current stream of, if any.
+  Node* RegisteredNodeLocked() {
+    if (node_.empty()) return nullptr;
+    auto it = d_->nodes_.find(node_);
+    if (it == d_->nodes_.end() || it->second.stream != this) return nullptr;
+    return &it->second;
+  }
+
+  // requires d_->mu_
+  void HandleLocked(Events& events) {
+    const auto now = d_->options_.clock->MonotonicNow();
+    if (node_.empty()) {
+      HandleHelloLocked(now, events);
+      return;
+    }
+    Node* n = RegisteredNodeLocked();
+    if (n == nullptr) {  // replaced or forgotten; its Finish is already under way
+      FinishLocked(grpc::Status(grpc::StatusCode::ABORTED, "stream replaced"));
+      return;
+    }
+    n->last_seen = now;
+    switch (in_.msg_case()) {
+      case AgentMessage::kAck: {
+        const auto& ack = in_.ack();
+        if (n->slot.OnAck(ack.version(), ack.nonce()) == AnswerResult::kAccepted) {
+          events.push_back(
+              [node = node_, v = ack.version()](AgentObserver& o) { o.OnAck(node, v); });
+        } else {
+          spdlog::debug("distributor: stale ACK from {} (version {})", node_, ack.version());
+        }
+        MaybeSendLocked(*n);
+        break;
+      }
+      case AgentMessage::kNack: {
+        const auto& nack = in_.nack();
+        if (n->slot.OnNack(nack.version(), nack.nonce(), nack.error(), now) ==
+            AnswerResult::kAccepted) {
+          spdlog::warn("distributor: node {} rejected fence version {}: {}", node_, nack.version(),
+                       nack.error());
+          events.push_back([node = node_, v = nack.version(), e = nack.error()](AgentObserver& o) {
+            o.OnNack(node, v, e);
+          });
+        }
+        MaybeSendLocked(*n);
+        break;
+      }
+      case AgentMessage::kReport: {
+        n->last_report = in_.report();
+        events.push_back(
+            [node = node_, r = in_.report()](AgentObserver& o) { o.OnReport(node, r); });
+        break;
+      }
+      case AgentMessage::kHello:
+        FinishLocked(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "second hello on stream"));
+        break;
+      case AgentMessage::MSG_NOT_SET:
+        break;  // a newer agent's message kind we do not know: ignore
+    }
+  }
+
+  // requires d_->mu_
+  void HandleHelloLocked(std::chrono::steady_clock::time_point now, Events& events) {
+    if (in_.msg_case() != AgentMessage::kHello) {
+      FinishLocked(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "first message must be hello"));
+      return;
+    }
+    const std::string& name = in_.hello().node_name();
+    if (name.empty()) {
+      FinishLocked(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "hello without node_name"));
+      return;
+    }
+    if (!d_->options_.insecure && !MayActForNode(identities_, name)) {
+      std::string names;
+      for (const std::string& id : identities_) names += (names.empty() ? "" : ", ") + id;
+      spdlog::warn("distributor: refused hello for node {} from {}: certificate names [{}]", name,
+                   peer_, names);
+      FinishLocked(grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                                "client certificate does not name node " + name));
+      return;
+    }
+    node_ = name;
+    Node& n = d_->nodes_[name];
+    if (n.stream != nullptr && n.stream != this) {
+      n.stream->FinishLocked(
+          grpc::Status(grpc::StatusCode::ABORTED, "replaced by a newer stream for this node"));
+    }
+    n.stream = this;
+    n.hello = in_.hello();
+    n.peer = peer_;
+    n.last_seen = now;
+    ++n.streams;
+    n.slot.ResetStream();
+    events.push_back([node = node_, h = in_.hello()](AgentObserver& o) { o.OnConnected(node, h); });
+    MaybeSendLocked(n);
+  }
+
+  void Notify(Events& events) {
+    if (!d_->options_.observer) return;
+    for (auto& e : events) e(*d_->options_.observer);
+  }
+
+  Distributor* const d_;
+  const std::vector<std::string> identities_;
+  const std::string peer_;
+  // All below guarded by d_->mu_.
+  std::string node_;  // set once the hello is accepted
+  bool finished_ = false;
+  bool write_pending_ = false;
+  AgentMessage in_;
+  ControllerMessage out_;
+};
+
+class Distributor::Service final : public feedguard::v1::FenceDistribution::CallbackService {
+ public:
+  explicit Service(Distributor* d) : d_(d) {}
+  grpc::ServerBidiReactor<AgentMessage, ControllerMessage>* Stream(
+      grpc::CallbackServerContext* ctx) override {
+    std::vector<std::string> identities;
+    if (auto auth = ctx->auth_context()) identities = NodeNamesFromAuthContext(*auth);
+    return new AgentStream(d_, std::move(identities), ctx->peer());
+  }
+
+ private:
+  Distributor* const d_;
+};
+
+Distributor::Distributor(DistributorOptions options)
+    : options_(std::move(options)), nonce_prefix_(RandomHex(8)) {}
+
+Result<std::unique_ptr<Distributor>> Distributor::Start(DistributorOptions options) {
+  if (!options.clock) options.clock = std::make_shared<RealTimeSource>();
+  if (!options.insecure) {
+    FG_RETURN_IF_ERROR(CheckReadable("CA", options.tls.ca_file));
+    FG_RETURN_IF_ERROR(CheckReadable("certificate", options.tls.cert_file));
+    FG_RETURN_IF_ERROR(CheckReadable("key", options.tls.key_file));
+  }
+  // Built before anything below starts grpc's threads, so they see it fully constructed.
+  std::unique_ptr<Distributor> d(new Distributor(std::move(options)));
+  const DistributorOptions& o = d->options_;
+  std::shared_ptr<grpc::ServerCredentials> creds;
+  if (o.insecure) {
+    spdlog::warn("distributor: INSECURE mode — no TLS, agents' node names are not verified");
+    creds = grpc::InsecureServerCredentials();
+  } else {
+    auto provider = std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(
+        o.tls.key_file, o.tls.cert_file, o.tls.ca_file,
+        static_cast<unsigned>(std::max<int64_t>(1, o.cert_refresh_interval.count())));
+    grpc::experimental::TlsServerCredentialsOptions tls(provider);
+    tls.watch_root_certs();
+    tls.watch_identity_key_cert_pairs();
+    tls.set_cert_request_type(GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+    creds = grpc::experimental::TlsServerCredentials(tls);
+  }
+
+  d->service_ = std::make_unique<Service>(d.get());
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(o.listen_address, creds, &d->port_);
+  builder.RegisterService(d->service_.get());
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS,
+                             static_cast<int>(o.keepalive_time.count()));
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
+                             static_cast<int>(o.keepalive_timeout.count()));
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
+                             static_cast<int>(o.min_client_ping_interval.count()));
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+  d->server_ = builder.BuildAndStart();
+  if (!d->server_ || d->port_ == 0) {
+    return Unavailable("cannot listen on " + o.listen_address);
+  }
+  spdlog::info("distributor: listening on {} (port {}, {})", o.listen_address, d->port_,
+               o.insecure ? "insecure" : "mTLS");
+  return d;
+}
+
+Distributor::~Distributor() { Shutdown(); }
+
+void Distributor::Shutdown() {
+  {
+    std::lock_guard lock(mu_);
+    if (shut_down_) return;
+    shut_down_ = true;
+    // Every stream, including those that have not said hello yet.
+    for (AgentStream* s : live_) {
+      s->FinishLocked(grpc::Status(grpc::StatusCode::UNAVAILABLE, "controller shutting down"));
+    }
+  }
+  if (server_) {
+    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    server_->Wait();
+  }
+  // grpc has released every call by now; this only guards against a reaction still returning.
+  std::unique_lock lock(mu_);
+  streams_done_.wait_for(lock, std::chrono::seconds(5), [this] { return live_.empty(); });
+}
+
+std::string Distributor::NextNonceLocked() {
+  return nonce_prefix_ + "-" + std::to_string(++nonce_seq_);
+}
+
+Status Distributor::SetDesired(feedguard::v1::NodeFence fence) {
+  if (fence.node_name().empty()) return InvalidArgument("NodeFence without node_name");
+  auto ptr = std::make_shared<const feedguard::v1::NodeFence>(std::move(fence));
+  std::lock_guard lock(mu_);
+  auto [it, inserted] = nodes_.try_emplace(ptr->node_name());
+  Node& n = it->second;
+  if (inserted) n.last_seen = options_.clock->MonotonicNow();
+  FG_RETURN_IF_ERROR(n.slot.SetDesired(std::move(ptr)));
+  if (n.stream) n.stream->MaybeSendLocked(n);
+  return OkStatus();
+}
+
+Status Distributor::Disconnect(const std::string& node) {
+  std::lock_guard lock(mu_);
+  auto it = nodes_.find(node);
+  if (it == nodes_.end() || it->second.stream == nullptr) {
+    return NotFound("node " + node + " has no stream");
+  }
+  it->second.stream->FinishLocked(grpc::Status(grpc::StatusCode::UNAVAILABLE, "disconnected"));
+  return OkStatus();
+}
+
+void Distributor::Forget(const std::string& node) {
+  std::lock_guard lock(mu_);
+  auto it = nodes_.find(node);
+  if (it == nodes_.end()) return;
+  if (it->second.stream) {
+    it->second.stream->FinishLocked(grpc::Status(grpc::StatusCode::NOT_FOUND, "node forgotten"));
+  }
+  nodes_.erase(it);
+}
+
+AgentState Distributor::SnapshotLocked(const std::string& name, const Node& n) const {
+  AgentState s;
+  s.node = name;
+  s.connected = n.stream != nullptr;
+  s.stale = !s.connected && options_.clock->MonotonicNow() - n.last_seen > options_.stale_after;
+  s.hello = n.hello;
+  s.peer = n.peer;
+  s.desired_version = n.slot.desired_version();
+  s.acked_version = n.slot.acked_version();
+  s.in_flight_version = n.slot.in_flight() ? n.slot.in_flight()->fence->version() : 0;
+  s.last_nack = n.slot.last_nack();
+  s.last_report = n.last_report;
+  s.last_seen = n.last_seen;
+  s.streams = n.streams;
+  s.sends = n.slot.sends();
+  return s;
+}
+
+std::optional<AgentState> Distributor::GetAgent(const std::string& node) const {
+  std::lock_guard lock(mu_);
+  auto it = nodes_.find(node);
+  if (it == nodes_.end()) return std::nullopt;
+  return SnapshotLocked(it->first, it->second);
+}
+
+std::vector<AgentState> Distributor::ListAgents() const {
+  std::lock_guard lock(mu_);
+  std::vector<AgentState> out;
+  out.reserve(nodes_.size());
+  for (const auto& [name, n] : nodes_) out.push_back(SnapshotLocked(name, n));
+  return out;
+}
+
+size_t Distributor::ConnectedCount() const {
+  std::lock_guard lock(mu_);
+  size_t c = 0;
+  for (const auto& [name, n] : nodes_) c += n.stream != nullptr ? 1 : 0;
+  return c;
+}
+
+}  // namespace feedguard::controller

@@ -1,0 +1,137 @@
+// distributor.h — the controller's gRPC server that streams one NodeFence per node to agents.
+//
+// DESIGN §5. Agents dial in (FenceDistribution.Stream) and say hello first; the Distributor
+// checks the hello's node name against the agent's client certificate (peer_identity.h), then
+// keeps one "latest desired NodeFence" slot per node (fence_slot.h): SetDesired() replaces an
+// unsent fence, one update is in flight per stream, each send carries a fresh nonce, ACK marks
+// it applied, NACK records the error, and a newer fence goes out once the in-flight one is
+// answered. Reports, ACKs, NACKs and (dis)connections go to an AgentObserver. A second stream
+// for a node replaces the first; a node with no stream for longer than `stale_after` is stale.
+//
+// Built on grpc's callback API: no thread per stream (grpc's own executor runs the reactions),
+// so one process can hold thousands of agents. mTLS with the client certificate required and
+// all three files (CA, cert, key) re-read on change by grpc's FileWatcherCertificateProvider;
+// `insecure` is an explicit opt-out for local demos only.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "controller/distributor/agent_observer.h"
+#include "controller/distributor/fence_slot.h"
+#include "feedguard/common/status.h"
+#include "feedguard/common/time_source.h"
+#include "feedguard/v1/nodefence.pb.h"
+
+namespace grpc {
+class Server;
+}
+
+namespace feedguard::controller {
+
+struct ServerTlsFiles {
+  std::string ca_file;    // PEM bundle of the CA(s) that sign agent certificates
+  std::string cert_file;  // PEM server certificate chain
+  std::string key_file;   // PEM private key of cert_file
+};
+
+struct DistributorOptions {
+  std::string listen_address = "127.0.0.1:0";  // port 0: grpc picks, see Distributor::port()
+  // Explicit opt-out of TLS for local demos: no client authentication, the hello's node name
+  // is trusted as sent. Never the default.
+  bool insecure = false;
+  ServerTlsFiles tls;
+  // How often grpc re-reads the TLS files (grpc's minimum is 1 s). Replace the key and the
+  // certificate atomically (write + rename), or a mismatched pair is skipped until the next read.
+  std::chrono::seconds cert_refresh_interval{10};
+  std::chrono::milliseconds keepalive_time{30'000};
+  std::chrono::milliseconds keepalive_timeout{10'000};
+  // Agents may ping this often (their keepalive_time must not be shorter).
+  std::chrono::milliseconds min_client_ping_interval{10'000};
+  std::chrono::milliseconds stale_after{60'000};
+  TimeSourcePtr clock;        // default: RealTimeSource
+  AgentObserverPtr observer;  // optional
+};
+
+// A snapshot of what the controller knows about one node's agent.
+struct AgentState {
+  std::string node;
+  bool connected = false;
+  bool stale = false;                              // not connected for longer than stale_after
+  std::optional<feedguard::v1::AgentHello> hello;  // the last accepted hello
+  std::string peer;                                // address of the current or last stream
+  uint64_t desired_version = 0;
+  uint64_t acked_version = 0;
+  uint64_t in_flight_version = 0;  // 0: nothing awaiting an answer
+  std::optional<NackRecord> last_nack;
+  std::optional<feedguard::v1::NodeReport> last_report;
+  std::chrono::steady_clock::time_point last_seen;  // last message, connect or disconnect
+  uint64_t streams = 0;                             // streams accepted for this node so far
+  uint64_t sends = 0;                               // updates written to this node so far
+};
+
+class Distributor {
+ public:
+  // Builds the server and starts listening. Fails on unreadable TLS files or a bad address.
+  static Result<std::unique_ptr<Distributor>> Start(DistributorOptions options);
+  ~Distributor();  // Shutdown()
+  Distributor(const Distributor&) = delete;
+  Distributor& operator=(const Distributor&) = delete;
+
+  int port() const { return port_; }
+
+  // Replaces the desired fence of fence.node_name() and sends it if the node's stream is idle.
+  // Versions must strictly increase per node.
+  Status SetDesired(feedguard::v1::NodeFence fence);
+  // Ends the node's current stream (the agent reconnects); NotFound if it has none.
+  Status Disconnect(const std::string& node);
+  // Drops everything known about the node (e.g. the Node object was deleted) and ends its stream.
+  void Forget(const std::string& node);
+
+  std::optional<AgentState> GetAgent(const std::string& node) const;
+  std::vector<AgentState> ListAgents() const;
+  size_t ConnectedCount() const;
+
+  // Ends every stream and stops the server; idempotent.
+  void Shutdown();
+
+ private:
+  class AgentStream;
+  class Service;
+  struct Node {
+    FenceSlot slot;
+    AgentStream* stream = nullptr;  // current stream; it unregisters itself in OnDone
+    std::optional<feedguard::v1::AgentHello> hello;
+    std::optional<feedguard::v1::NodeReport> last_report;
+    std::string peer;
+    std::chrono::steady_clock::time_point last_seen;
+    uint64_t streams = 0;
+  };
+
+  explicit Distributor(DistributorOptions options);
+  std::string NextNonceLocked();                                            // requires mu_
+  AgentState SnapshotLocked(const std::string& name, const Node& n) const;  // requires mu_
+
+  const DistributorOptions options_;
+  const std::string nonce_prefix_;
+  int port_ = 0;
+  std::unique_ptr<Service> service_;
+  std::unique_ptr<grpc::Server> server_;
+
+  mutable std::mutex mu_;
+  std::map<std::string, Node, std::less<>> nodes_;  // guarded by mu_
+  uint64_t nonce_seq_ = 0;                          // guarded by mu_
+  std::set<AgentStream*> live_;                     // guarded by mu_; every open stream
+  bool shut_down_ = false;                          // guarded by mu_
+  std::condition_variable streams_done_;            // signalled when live_ becomes empty
+};
+
+}  // namespace feedguard::controller

@@ -1,0 +1,57 @@
+#include "controller/distributor/fence_slot.h"
+
+#include <utility>
+
+namespace feedguard::controller {
+
+Status FenceSlot::SetDesired(NodeFencePtr fence) {
+  if (!fence) return InvalidArgument("null NodeFence");
+  if (desired_ && fence->version() <= desired_->version()) {
+    return InvalidArgument("NodeFence version " + std::to_string(fence->version()) + " for node " +
+                           fence->node_name() + " is not above " +
+                           std::to_string(desired_->version()));
+  }
+  desired_ = std::move(fence);
+  desired_sent_ = false;
+  return OkStatus();
+}
+
+void FenceSlot::ResetStream() {
+  in_flight_.reset();
+  desired_sent_ = false;
+}
+
+std::optional<PendingUpdate> FenceSlot::TakeNext(std::string nonce) {
+  if (!HasDue()) return std::nullopt;
+  in_flight_ = PendingUpdate{desired_, std::move(nonce)};
+  desired_sent_ = true;
+  ++sends_;
+  return in_flight_;
+}
+
+bool FenceSlot::Matches(uint64_t version, const std::string& nonce) const {
+  return in_flight_ && in_flight_->fence->version() == version && in_flight_->nonce == nonce;
+}
+
+AnswerResult FenceSlot::OnAck(uint64_t version, const std::string& nonce) {
+  if (!Matches(version, nonce)) {
+    ++stale_answers_;
+    return AnswerResult::kStale;
+  }
+  acked_version_ = version;
+  in_flight_.reset();
+  return AnswerResult::kAccepted;
+}
+
+AnswerResult FenceSlot::OnNack(uint64_t version, const std::string& nonce, std::string error,
+                               std::chrono::steady_clock::time_point now) {
+  if (!Matches(version, nonce)) {
+    ++stale_answers_;
+    return AnswerResult::kStale;
+  }
+  last_nack_ = NackRecord{version, nonce, std::move(error), now};
+  in_flight_.reset();
+  return AnswerResult::kAccepted;
+}
+
+}  // namespace feedguard::controller

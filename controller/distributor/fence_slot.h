@@ -1,0 +1,79 @@
+// fence_slot.h — the controller's "latest desired NodeFence" slot for one node (DESIGN §5).
+//
+// Pure bookkeeping, no I/O: the slot holds at most one desired fence (a newer one replaces an
+// unsent one — never a queue), lets at most one update be in flight per stream, matches ACK/NACK
+// by version and nonce, and remembers the last NACK. The Distributor owns one slot per node and
+// drives it from its gRPC stream reactors under its own lock; the slot itself is not thread-safe.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "feedguard/common/status.h"
+#include "feedguard/v1/nodefence.pb.h"
+
+namespace feedguard::controller {
+
+using NodeFencePtr = std::shared_ptr<const feedguard::v1::NodeFence>;
+
+// One update handed to a stream: the fence and the nonce that its ACK/NACK must echo.
+struct PendingUpdate {
+  NodeFencePtr fence;
+  std::string nonce;
+};
+
+struct NackRecord {
+  uint64_t version = 0;
+  std::string nonce;
+  std::string error;
+  std::chrono::steady_clock::time_point at;
+};
+
+enum class AnswerResult {
+  kAccepted,  // matched the update in flight; the slot may send the next one
+  kStale,     // no update in flight, or version/nonce do not match it: ignored
+};
+
+class FenceSlot {
+ public:
+  // Replaces the desired fence (sent or not). Versions must strictly increase per node.
+  Status SetDesired(NodeFencePtr fence);
+
+  // A new stream for this node: nothing is in flight any more and the desired fence (if any)
+  // is sent again on it — the agent may have restarted or missed it; applying is idempotent.
+  void ResetStream();
+
+  // The update to write now, if one is due: nothing in flight and the desired fence not yet
+  // sent on this stream. Marks it in flight under `nonce` (callers pass a fresh one each time).
+  std::optional<PendingUpdate> TakeNext(std::string nonce);
+  // Whether TakeNext would hand out an update now.
+  bool HasDue() const { return !in_flight_ && desired_ && !desired_sent_; }
+
+  AnswerResult OnAck(uint64_t version, const std::string& nonce);
+  AnswerResult OnNack(uint64_t version, const std::string& nonce, std::string error,
+                      std::chrono::steady_clock::time_point now);
+
+  const NodeFencePtr& desired() const { return desired_; }
+  uint64_t desired_version() const { return desired_ ? desired_->version() : 0; }
+  uint64_t acked_version() const { return acked_version_; }
+  const std::optional<PendingUpdate>& in_flight() const { return in_flight_; }
+  const std::optional<NackRecord>& last_nack() const { return last_nack_; }
+  uint64_t sends() const { return sends_; }
+  uint64_t stale_answers() const { return stale_answers_; }
+
+ private:
+  bool Matches(uint64_t version, const std::string& nonce) const;
+
+  NodeFencePtr desired_;
+  bool desired_sent_ = false;  // on the current stream
+  std::optional<PendingUpdate> in_flight_;
+  uint64_t acked_version_ = 0;
+  std::optional<NackRecord> last_nack_;
+  uint64_t sends_ = 0;
+  uint64_t stale_answers_ = 0;
+};
+
+}  // namespace feedguard::controller

@@ -1,0 +1,109 @@
+#include "controller/distributor/fence_slot.h"
+
+#include <gtest/gtest.h>
+
+namespace feedguard::controller {
+namespace {
+
+NodeFencePtr Fence(uint64_t version) {
+  auto f = std::make_shared<feedguard::v1::NodeFence>();
+  f->set_node_name("gpu-1");
+  f->set_version(version);
+  return f;
+}
+
+const auto kNow = std::chrono::steady_clock::time_point(std::chrono::seconds(5));
+
+TEST(FenceSlotTest, NothingDueWithoutDesired) {
+  FenceSlot slot;
+  EXPECT_FALSE(slot.HasDue());
+  EXPECT_FALSE(slot.TakeNext("n1").has_value());
+  EXPECT_EQ(slot.sends(), 0u);
+}
+
+TEST(FenceSlotTest, SendsDesiredOnceAndAckMarksApplied) {
+  FenceSlot slot;
+  ASSERT_TRUE(slot.SetDesired(Fence(3)).ok());
+  auto u = slot.TakeNext("n1");
+  ASSERT_TRUE(u.has_value());
+  EXPECT_EQ(u->fence->version(), 3u);
+  EXPECT_EQ(u->nonce, "n1");
+  EXPECT_FALSE(slot.TakeNext("n2").has_value()) << "only one in flight";
+  EXPECT_EQ(slot.OnAck(3, "n1"), AnswerResult::kAccepted);
+  EXPECT_EQ(slot.acked_version(), 3u);
+  EXPECT_FALSE(slot.in_flight().has_value());
+  EXPECT_FALSE(slot.TakeNext("n3").has_value()) << "an acked fence is not resent";
+}
+
+TEST(FenceSlotTest, NewerDesiredReplacesUnsentOneNotQueued) {
+  FenceSlot slot;
+  ASSERT_TRUE(slot.SetDesired(Fence(1)).ok());
+  auto first = slot.TakeNext("a");
+  ASSERT_TRUE(first.has_value());
+  for (uint64_t v = 2; v <= 100; ++v) ASSERT_TRUE(slot.SetDesired(Fence(v)).ok());
+  EXPECT_FALSE(slot.HasDue()) << "waits for the answer to version 1";
+  EXPECT_EQ(slot.OnAck(1, "a"), AnswerResult::kAccepted);
+  auto next = slot.TakeNext("b");
+  ASSERT_TRUE(next.has_value());
+  EXPECT_EQ(next->fence->version(), 100u) << "skips straight to the latest";
+  EXPECT_EQ(slot.OnAck(100, "b"), AnswerResult::kAccepted);
+  EXPECT_FALSE(slot.TakeNext("c").has_value());
+  EXPECT_EQ(slot.sends(), 2u);
+}
+
+TEST(FenceSlotTest, AckMustMatchVersionAndNonce) {
+  FenceSlot slot;
+  ASSERT_TRUE(slot.SetDesired(Fence(7)).ok());
+  ASSERT_TRUE(slot.TakeNext("good").has_value());
+  EXPECT_EQ(slot.OnAck(7, "old-nonce"), AnswerResult::kStale);
+  EXPECT_EQ(slot.OnAck(6, "good"), AnswerResult::kStale);
+  EXPECT_EQ(slot.OnNack(7, "bad", "x", kNow), AnswerResult::kStale);
+  EXPECT_EQ(slot.acked_version(), 0u);
+  EXPECT_TRUE(slot.in_flight().has_value());
+  EXPECT_EQ(slot.stale_answers(), 3u);
+  EXPECT_EQ(slot.OnAck(7, "good"), AnswerResult::kAccepted);
+}
+
+TEST(FenceSlotTest, NackIsRecordedAndNotResentUntilNewerOrNewStream) {
+  FenceSlot slot;
+  ASSERT_TRUE(slot.SetDesired(Fence(2)).ok());
+  ASSERT_TRUE(slot.TakeNext("n").has_value());
+  EXPECT_EQ(slot.OnNack(2, "n", "cgroup not found", kNow), AnswerResult::kAccepted);
+  ASSERT_TRUE(slot.last_nack().has_value());
+  EXPECT_EQ(slot.last_nack()->version, 2u);
+  EXPECT_EQ(slot.last_nack()->error, "cgroup not found");
+  EXPECT_EQ(slot.last_nack()->at, kNow);
+  EXPECT_EQ(slot.acked_version(), 0u);
+  EXPECT_FALSE(slot.TakeNext("m").has_value()) << "a NACKed version is not retried blindly";
+
+  ASSERT_TRUE(slot.SetDesired(Fence(3)).ok());
+  auto u = slot.TakeNext("m");
+  ASSERT_TRUE(u.has_value());
+  EXPECT_EQ(u->fence->version(), 3u);
+}
+
+TEST(FenceSlotTest, NewStreamResendsDesiredAndForgetsInFlight) {
+  FenceSlot slot;
+  ASSERT_TRUE(slot.SetDesired(Fence(4)).ok());
+  ASSERT_TRUE(slot.TakeNext("s1").has_value());
+  slot.ResetStream();
+  EXPECT_FALSE(slot.in_flight().has_value());
+  EXPECT_EQ(slot.OnAck(4, "s1"), AnswerResult::kStale) << "answers from the old stream";
+  auto u = slot.TakeNext("s2");
+  ASSERT_TRUE(u.has_value());
+  EXPECT_EQ(u->fence->version(), 4u);
+  EXPECT_EQ(u->nonce, "s2");
+}
+
+TEST(FenceSlotTest, RejectsNonIncreasingVersions) {
+  FenceSlot slot;
+  ASSERT_TRUE(slot.SetDesired(Fence(5)).ok());
+  Status s = slot.SetDesired(Fence(5));
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(slot.SetDesired(Fence(4)).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(slot.SetDesired(nullptr).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(slot.desired_version(), 5u);
+}
+
+}  // namespace
+}  // namespace feedguard::controller

@@ -1,0 +1,661 @@
+// Real Distributor + real FenceClient over gRPC on 127.0.0.1 (port 0), mTLS with certificates
+// made by the openssl CLI for each test.
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <mutex>
+#include <set>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
+#include "agent/client/fence_client.h"
+#include "controller/distributor/distributor.h"
+#include "feedguard/v1/nodefence.grpc.pb.h"
+#include "tests/integration/grpc/test_pki.h"
+
+namespace feedguard {
+namespace {
+
+using agent::FenceClient;
+using agent::FenceClientOptions;
+using controller::AgentState;
+using controller::Distributor;
+using controller::DistributorOptions;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+using testing::TestPki;
+
+// ---- fixtures ---------------------------------------------------------------------------------
+
+// Polls `pred` every 5 ms for at most `limit`.
+template <typename Pred>
+bool WaitUntil(Pred pred, milliseconds limit = milliseconds(15'000)) {
+  const auto end = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < end) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(milliseconds(5));
+  }
+  return pred();
+}
+
+// A manual clock that is safe to advance while grpc threads read it.
+class TestClock final : public TimeSource {
+ public:
+  std::chrono::steady_clock::time_point MonotonicNow() const override {
+    return std::chrono::steady_clock::time_point(std::chrono::nanoseconds(now_ns_.load()));
+  }
+  std::chrono::system_clock::time_point WallNow() const override {
+    return std::chrono::system_clock::time_point(
+        std::chrono::duration_cast<std::chrono::system_clock::duration>(
+            std::chrono::nanoseconds(now_ns_.load())));
+  }
+  void Advance(std::chrono::nanoseconds d) { now_ns_ += d.count(); }
+
+ private:
+  std::atomic<int64_t> now_ns_{int64_t{1'000'000'000'000}};
+};
+
+class FakeApplier final : public agent::FenceApplier {
+ public:
+  Result<v1::NodeReport> Apply(const v1::NodeFence& fence) override {
+    if (delay_.count() > 0) std::this_thread::sleep_for(delay_);
+    std::lock_guard lock(mu_);
+    seen_.push_back(fence.version());
+    if (fail_.count(fence.version())) return NotFound("CgroupNotFound: pod cgroup missing");
+    applied_ = fence;
+    v1::NodeReport report;
+    auto* pod = report.add_pods();
+    pod->set_uid("uid-1");
+    pod->set_enforced(true);
+    pod->set_cpus("0-3");
+    return report;
+  }
+  void set_delay(milliseconds d) { delay_ = d; }
+  void FailVersion(uint64_t v) {
+    std::lock_guard lock(mu_);
+    fail_.insert(v);
+  }
+  std::vector<uint64_t> seen() const {
+    std::lock_guard lock(mu_);
+    return seen_;
+  }
+  uint64_t applied_version() const {
+    std::lock_guard lock(mu_);
+    return applied_.version();
+  }
+
+ private:
+  milliseconds delay_{0};  // set before the client starts
+  mutable std::mutex mu_;
+  std::vector<uint64_t> seen_;  // guarded by mu_
+  std::set<uint64_t> fail_;     // guarded by mu_
+  v1::NodeFence applied_;       // guarded by mu_; what is "on the node"
+};
+
+class RecordingObserver final : public controller::AgentObserver {
+ public:
+  void OnConnected(const std::string& node, const v1::AgentHello& hello) override {
+    Add("connected " + node + " last_applied=" + std::to_string(hello.last_applied_version()));
+  }
+  void OnDisconnected(const std::string& node) override { Add("disconnected " + node); }
+  void OnAck(const std::string& node, uint64_t v) override {
+    Add("ack " + node + " " + std::to_string(v));
+  }
+  void OnNack(const std::string& node, uint64_t v, const std::string& e) override {
+    Add("nack " + node + " " + std::to_string(v) + " " + e);
+  }
+  void OnReport(const std::string& node, const v1::NodeReport& r) override {
+    Add("report " + node + " " + std::to_string(r.applied_version()));
+  }
+  bool Has(const std::string& prefix) const {
+    std::lock_guard lock(mu_);
+    for (const auto& e : events_)
+      if (e.rfind(prefix, 0) == 0) return true;
+    return false;
+  }
+  std::vector<std::string> events() const {
+    std::lock_guard lock(mu_);
+    return events_;
+  }
+
+ private:
+  void Add(std::string e) {
+    std::lock_guard lock(mu_);
+    events_.push_back(std::move(e));
+  }
+  mutable std::mutex mu_;
+  std::vector<std::string> events_;  // guarded by mu_
+};
+
+// Sleeps for real (the delays are short in tests) and records every delay asked for.
+class RecordingSleeper final : public agent::Sleeper {
+ public:
+  bool SleepFor(std::chrono::nanoseconds d) override {
+    {
+      std::lock_guard lock(mu_);
+      delays_.push_back(std::chrono::duration_cast<milliseconds>(d));
+    }
+    return real_.SleepFor(d);
+  }
+  void Interrupt() override { real_.Interrupt(); }
+  std::vector<milliseconds> delays() const {
+    std::lock_guard lock(mu_);
+    return delays_;
+  }
+
+ private:
+  agent::RealSleeper real_;
+  mutable std::mutex mu_;
+  std::vector<milliseconds> delays_;  // guarded by mu_
+};
+
+v1::NodeFence Fence(const std::string& node, uint64_t version) {
+  v1::NodeFence f;
+  f.set_node_name(node);
+  f.set_version(version);
+  auto* p = f.add_policies();
+  p->set_name("vision-trainers");
+  p->set_neighbour_fence(v1::IDLE);
+  auto* t = f.add_trainers();
+  t->mutable_pod()->set_uid("uid-1");
+  t->set_policy("vision-trainers");
+  return f;
+}
+
+class GrpcStreamTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto pki = TestPki::Create();
+    ASSERT_TRUE(pki.ok()) << pki.status().ToString();
+    pki_ = std::move(pki).value();
+    ASSERT_TRUE(pki_->MakeCa("ca").ok());
+    ASSERT_TRUE(
+        pki_->MakeLeaf("ca", "server", "feedguard-controller", {"IP:127.0.0.1"}, true).ok());
+    Status s = pki_->MakeLeaf("ca", "gpu-1", "system:node:gpu-1", {}, false);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    ASSERT_TRUE(pki_->CopyAtomically("ca.crt", "server-trust.crt").ok());
+  }
+
+  DistributorOptions ServerOptions() {
+    DistributorOptions o;
+    o.tls = {pki_->Path("server-trust.crt"), pki_->Path("server.crt"), pki_->Path("server.key")};
+    o.cert_refresh_interval = seconds(1);
+    o.observer = observer_;
+    o.keepalive_time = milliseconds(10'000);
+    o.min_client_ping_interval = milliseconds(5'000);
+    return o;
+  }
+
+  std::unique_ptr<Distributor> StartServer(DistributorOptions o) {
+    auto d = Distributor::Start(std::move(o));
+    EXPECT_TRUE(d.ok()) << d.status().ToString();
+    return d.ok() ? std::move(d).value() : nullptr;
+  }
+
+  FenceClientOptions ClientOptions(const std::string& node, int port,
+                                   const std::string& cert = "gpu-1") {
+    FenceClientOptions o;
+    o.target = "127.0.0.1:" + std::to_string(port);
+    o.tls = {pki_->Path("ca.crt"), pki_->Path(cert + ".crt"), pki_->Path(cert + ".key")};
+    o.cert_refresh_interval = seconds(1);
+    o.hello.set_node_name(node);
+    o.hello.set_agent_version("0.1.0-test");
+    o.hello.set_cgroup_version("v1");
+    o.hello.set_cgroup_driver("cgroupfs");
+    o.hello.add_capabilities("cpu.idle");
+    o.hello.mutable_topology()->set_cores(8);
+    o.backoff = {milliseconds(20), 2.0, milliseconds(200), 0.2};
+    o.report_interval = milliseconds(60'000);
+    o.keepalive_time = milliseconds(10'000);
+    o.sleeper = sleeper_;
+    return o;
+  }
+
+  std::unique_ptr<FenceClient> StartClient(FenceClientOptions o) {
+    auto c = FenceClient::Start(std::move(o), applier_);
+    EXPECT_TRUE(c.ok()) << c.status().ToString();
+    return c.ok() ? std::move(c).value() : nullptr;
+  }
+
+  // A raw stub over a TLS channel with the given client identity ("" = none).
+  std::unique_ptr<v1::FenceDistribution::Stub> RawStub(int port, const std::string& cert) {
+    grpc::SslCredentialsOptions ssl;
+    ssl.pem_root_certs = Read("ca.crt");
+    if (!cert.empty()) {
+      ssl.pem_cert_chain = Read(cert + ".crt");
+      ssl.pem_private_key = Read(cert + ".key");
+    }
+    grpc::ChannelArguments args;
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    return v1::FenceDistribution::NewStub(grpc::CreateCustomChannel(
+        "127.0.0.1:" + std::to_string(port), grpc::SslCredentials(ssl), args));
+  }
+
+  // Opens a stream, sends a hello for `node`, half-closes, and returns the final status.
+  grpc::Status HelloAndFinish(v1::FenceDistribution::Stub& stub, const std::string& node) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + seconds(10));
+    auto rw = stub.Stream(&ctx);
+    v1::AgentMessage hello;
+    hello.mutable_hello()->set_node_name(node);
+    rw->Write(hello);
+    rw->WritesDone();
+    v1::ControllerMessage m;
+    while (rw->Read(&m)) {
+    }
+    return rw->Finish();
+  }
+
+  std::string Read(const std::string& file) {
+    std::ifstream in(pki_->Path(file));
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+  }
+
+  std::unique_ptr<TestPki> pki_;
+  std::shared_ptr<RecordingObserver> observer_ = std::make_shared<RecordingObserver>();
+  std::shared_ptr<FakeApplier> applier_ = std::make_shared<FakeApplier>();
+  std::shared_ptr<RecordingSleeper> sleeper_ = std::make_shared<RecordingSleeper>();
+};
+
+// ---- tests --------------------------------------------------------------------------------------
+
+TEST_F(GrpcStreamTest, HelloFenceAckRoundTrip) {
+  auto server = StartServer(ServerOptions());
+  ASSERT_TRUE(server);
+  ASSERT_TRUE(server->SetDesired(Fence("gpu-1", 1)).ok());  // before the agent connects
+  auto client = StartClient(ClientOptions("gpu-1", server->port()));
+  ASSERT_TRUE(client);
+
+  ASSERT_TRUE(WaitUntil([&] { return server->GetAgent("gpu-1")->acked_version == 1; }));
+  EXPECT_EQ(applier_->applied_version(), 1u);
+  ASSERT_TRUE(server->SetDesired(Fence("gpu-1", 2)).ok());  // while connected
+  ASSERT_TRUE(WaitUntil([&] { return server->GetAgent("gpu-1")->acked_version == 2; }));
+  ASSERT_TRUE(WaitUntil([&] { return observer_->Has("report gpu-1 2"); }));
+
+  AgentState st = *server->GetAgent("gpu-1");
+  EXPECT_TRUE(st.connected);
+  EXPECT_FALSE(st.stale);
+  ASSERT_TRUE(st.hello.has_value());
+  EXPECT_EQ(st.hello->agent_version(), "0.1.0-test");
+  EXPECT_EQ(st.hello->cgroup_version(), "v1");
+  EXPECT_EQ(st.hello->cgroup_driver(), "cgroupfs");
+  ASSERT_EQ(st.hello->capabilities_size(), 1);
+  EXPECT_EQ(st.hello->capabilities(0), "cpu.idle");
+  EXPECT_EQ(st.hello->topology().cores(), 8);
+  EXPECT_EQ(st.in_flight_version, 0u);
+  EXPECT_EQ(st.sends, 2u);
+  ASSERT_TRUE(st.last_report.has_value());
+  EXPECT_EQ(st.last_report->applied_version(), 2u);
+  ASSERT_EQ(st.last_report->pods_size(), 1);
+  EXPECT_EQ(st.last_report->pods(0).cpus(), "0-3");
+  EXPECT_TRUE(observer_->Has("connected gpu-1 last_applied=0"));
+  EXPECT_TRUE(observer_->Has("ack gpu-1 1"));
+  EXPECT_TRUE(observer_->Has("ack gpu-1 2"));
+  EXPECT_EQ(applier_->seen(), (std::vector<uint64_t>{1, 2}));
+  const auto cs = client->stats();
+  EXPECT_TRUE(cs.connected);
+  EXPECT_EQ(cs.applied_version, 2u);
+  EXPECT_EQ(cs.acks, 2u);
+  EXPECT_EQ(server->ConnectedCount(), 1u);
+}
+
+TEST_F(GrpcStreamTest, BurstWhileAgentIsSlowSendsLatestNotEveryVersion) {
+  applier_->set_delay(milliseconds(100));
+  auto server = StartServer(ServerOptions());
+  ASSERT_TRUE(server);
+  auto client = StartClient(ClientOptions("gpu-1", server->port()));
+  ASSERT_TRUE(WaitUntil([&] { return server->ConnectedCount() == 1; }));
+
+  for (uint64_t v = 1; v <= 1000; ++v) ASSERT_TRUE(server->SetDesired(Fence("gpu-1", v)).ok());
+  ASSERT_TRUE(WaitUntil([&] { return server->GetAgent("gpu-1")->acked_version == 1000; }));
+
+  const std::vector<uint64_t> seen = applier_->seen();
+  ASSERT_FALSE(seen.empty());
+  EXPECT_EQ(seen.back(), 1000u);
+  EXPECT_LE(seen.size(), 10u) << "a slot, not a queue";
+  for (size_t i = 1; i < seen.size(); ++i) EXPECT_LT(seen[i - 1], seen[i]);
+  EXPECT_EQ(server->GetAgent("gpu-1")->sends, seen.size()) << "every send was applied once";
+  std::printf("burst of 1000 versions: agent applied %zu of them:", seen.size());
+  for (auto v : seen) std::printf(" %llu", static_cast<unsigned long long>(v));
+  std::printf("\n");
+}
+
+TEST_F(GrpcStreamTest, NackIsRecordedThenNewerVersionIsSent) {
+  applier_->FailVersion(2);
+  auto server = StartServer(ServerOptions());
+  ASSERT_TRUE(server);
+  auto client = StartClient(ClientOptions("gpu-1", server->port()));
+  ASSERT_TRUE(server->SetDesired(Fence("gpu-1", 1)).ok());
+  ASSERT_TRUE(WaitUntil([&] { return server->GetAgent("gpu-1")->acked_version == 1; }));
+  ASSERT_TRUE(server->SetDesired(Fence("gpu-1", 2)).ok());
+  ASSERT_TRUE(WaitUntil([&] { return server->GetAgent("gpu-1")->last_nack.has_value(); }));
+
+  AgentState st = *server->GetAgent("gpu-1");
+  EXPECT_EQ(st.last_nack->version, 2u);
+  EXPECT_NE(st.last_nack->error.find("CgroupNotFound"), std::string::npos) << st.last_nack->error;
+  EXPECT_EQ(st.acked_version, 1u);
+  EXPECT_EQ(st.in_flight_version, 0u);
+  EXPECT_EQ(applier_->applied_version(), 1u) << "the failed fence did not replace the applied one";
+  ASSERT_TRUE(WaitUntil([&] { return observer_->Has("nack gpu-1 2 NotFound: CgroupNotFound"); }));
+  ASSERT_TRUE(WaitUntil([&] { return client->stats().nacks == 1; }));
+
+  ASSERT_TRUE(server->SetDesired(Fence("gpu-1", 3)).ok());
+  ASSERT_TRUE(WaitUntil([&] { return server->GetAgent("gpu-1")->acked_version == 3; }));
+  EXPECT_EQ(applier_->seen(), (std::vector<uint64_t>{1, 2, 3}));
+}
+
+TEST_F(GrpcStreamTest, ControllerGoneAgentKeepsFenceBacksOffAndGetsLatest) {
+  auto server = StartServer(ServerOptions());
+  ASSERT_TRUE(server);
+  const int port = server->port();
+  ASSERT_TRUE(server->SetDesired(Fence("gpu-1", 1)).ok());
+  auto client = StartClient(ClientOptions("gpu-1", port));
+  ASSERT_TRUE(WaitUntil([&] { return server->GetAgent("gpu-1")->acked_version == 1; }));
+
+  server.reset();  // the controller goes away
+  ASSERT_TRUE(WaitUntil([&] { return !client->stats().connected; }));
+  // Connection refused, again and again: the delays grow (20 ms ×2 ±20 %, capped at 200 ms).
+  ASSERT_TRUE(WaitUntil([&] { return sleeper_->delays().size() >= 5; }));
+  const auto delays = sleeper_->delays();
+  for (size_t i = 1; i < 4; ++i) {
+    EXPECT_GT(delays[i], delays[i - 1]) << "attempt " << i;
+  }
+  EXPECT_GE(delays[0], milliseconds(16));
+  EXPECT_LE(delays[0], milliseconds(24));
+  for (auto d : delays) EXPECT_LE(d, milliseconds(240));
+  // Fail static: nothing was re-applied or reverted while the controller was away.
+  EXPECT_EQ(applier_->seen(), (std::vector<uint64_t>{1}));
+  EXPECT_EQ(applier_->applied_version(), 1u);
+
+  // A new controller incarnation on the same port, with a newer fence.
+  auto o = ServerOptions();
+  o.listen_address = "127.0.0.1:" + std::to_string(port);
+  auto server2 = StartServer(std::move(o));
+  ASSERT_TRUE(server2);
+  ASSERT_TRUE(server2->SetDesired(Fence("gpu-1", 2)).ok());
+  ASSERT_TRUE(WaitUntil([&] { return server2->GetAgent("gpu-1")->acked_version == 2; }));
+  EXPECT_EQ(applier_->applied_version(), 2u);
+  EXPECT_EQ(server2->GetAgent("gpu-1")->hello->last_applied_version(), 1u)
+      << "the agent told the new controller what it kept applied";
+  EXPECT_GE(client->stats().attempts, 6u);
+}
+
+TEST_F(GrpcStreamTest, ServerDisconnectThenReconnectAndResendIsIdempotent) {
+  auto server = StartServer(ServerOptions());
+  ASSERT_TRUE(server);
+  ASSERT_TRUE(server->SetDesired(Fence("gpu-1", 1)).ok());
+  auto client = StartClient(ClientOptions("gpu-1", server->port()));
+  ASSERT_TRUE(WaitUntil([&] { return server->GetAgent("gpu-1")->acked_version == 1; }));
+  ASSERT_TRUE(server->Disconnect("gpu-1").ok());
+  ASSERT_TRUE(WaitUntil([&] { return server->GetAgent("gpu-1")->streams == 2; }));
+  // The same fence is resent on the new stream and ACKed without applying it again.
+  ASSERT_TRUE(WaitUntil([&] { return client->stats().acks == 2; }));
+  EXPECT_EQ(applier_->seen(), (std::vector<uint64_t>{1}));
+  EXPECT_EQ(server->GetAgent("gpu-1")->sends, 2u);
+  EXPECT_EQ(server->Disconnect("gpu-9").code(), StatusCode::kNotFound);
+}
+
+TEST_F(GrpcStreamTest, StaleOnlyAfterGracePeriodWithoutStream) {
+  auto clock = std::make_shared<TestClock>();
+  auto o = ServerOptions();
+  o.clock = clock;
+  o.stale_after = seconds(60);
+  auto server = StartServer(std::move(o));
+  ASSERT_TRUE(server);
+  ASSERT_TRUE(server->SetDesired(Fence("gpu-never", 1)).ok());
+  auto client = StartClient(ClientOptions("gpu-1", server->port()));
+  ASSERT_TRUE(WaitUntil([&] { return server->ConnectedCount() == 1; }));
+
+  clock->Advance(std::chrono::minutes(10));
+  EXPECT_FALSE(server->GetAgent("gpu-1")->stale) << "connected agents are never stale";
+  EXPECT_TRUE(server->GetAgent("gpu-never")->stale) << "a fence nobody picked up for 10 min";
+
+  client->Stop();
+  ASSERT_TRUE(WaitUntil([&] { return !server->GetAgent("gpu-1")->connected; }));
+  ASSERT_TRUE(WaitUntil([&] { return observer_->Has("disconnected gpu-1"); }));
+  clock->Advance(seconds(59));
+  EXPECT_FALSE(server->GetAgent("gpu-1")->stale);
+  clock->Advance(seconds(2));
+  EXPECT_TRUE(server->GetAgent("gpu-1")->stale);
+}
+
+TEST_F(GrpcStreamTest, HelloForAnotherNodeIsRejected) {
+  auto server = StartServer(ServerOptions());
+  ASSERT_TRUE(server);
+  auto stub = RawStub(server->port(), "gpu-1");
+  grpc::Status s = HelloAndFinish(*stub, "gpu-2");
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED) << s.error_message();
+  EXPECT_FALSE(server->GetAgent("gpu-2").has_value());
+  // The same certificate may speak for its own node.
+  s = HelloAndFinish(*stub, "gpu-1");
+  EXPECT_TRUE(s.ok()) << s.error_code() << " " << s.error_message();
+  EXPECT_TRUE(server->GetAgent("gpu-1").has_value());
+
+  // A FenceClient configured with the wrong node never gets a fence.
+  ASSERT_TRUE(server->SetDesired(Fence("gpu-2", 1)).ok());
+  auto client = StartClient(ClientOptions("gpu-2", server->port(), "gpu-1"));
+  ASSERT_TRUE(WaitUntil([&] { return client->stats().attempts >= 3; }));
+  EXPECT_TRUE(applier_->seen().empty());
+  EXPECT_EQ(client->stats().last_error.rfind("7:", 0), 0u) << client->stats().last_error;
+  EXPECT_FALSE(server->GetAgent("gpu-2")->connected);
+}
+
+TEST_F(GrpcStreamTest, NodeNameFromDnsSan) {
+  ASSERT_TRUE(pki_->MakeLeaf("ca", "san", "feedguard-agent", {"DNS:gpu-san"}, false).ok());
+  auto server = StartServer(ServerOptions());
+  ASSERT_TRUE(server);
+  auto stub = RawStub(server->port(), "san");
+  EXPECT_EQ(HelloAndFinish(*stub, "feedguard-agent").error_code(),
+            grpc::StatusCode::PERMISSION_DENIED)
+      << "a CN without system:node: names no node";
+  grpc::Status s = HelloAndFinish(*stub, "gpu-san");
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  EXPECT_TRUE(server->GetAgent("gpu-san").has_value());
+}
+
+TEST_F(GrpcStreamTest, ClientWithoutCertificateIsRejected) {
+  auto server = StartServer(ServerOptions());
+  ASSERT_TRUE(server);
+  auto stub = RawStub(server->port(), "");
+  grpc::Status s = HelloAndFinish(*stub, "gpu-1");
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE) << s.error_message();
+  // Plaintext is refused too.
+  auto plain = v1::FenceDistribution::NewStub(grpc::CreateChannel(
+      "127.0.0.1:" + std::to_string(server->port()), grpc::InsecureChannelCredentials()));
+  s = HelloAndFinish(*plain, "gpu-1");
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE) << s.error_message();
+  EXPECT_TRUE(server->ListAgents().empty());
+}
+
+TEST_F(GrpcStreamTest, ClientRefusesServerCertificateForAnotherName) {
+  auto server = StartServer(ServerOptions());
+  ASSERT_TRUE(server);
+  auto o = ClientOptions("gpu-1", server->port());
+  o.tls_server_name = "controller.example";  // the server certificate only names 127.0.0.1
+  auto client = StartClient(std::move(o));
+  ASSERT_TRUE(WaitUntil([&] { return client->stats().attempts >= 2; }));
+  EXPECT_EQ(client->stats().hellos, 0u) << client->stats().last_error;
+  EXPECT_EQ(server->ConnectedCount(), 0u);
+}
+
+TEST_F(GrpcStreamTest, SecondStreamForNodeReplacesFirst) {
+  auto server = StartServer(ServerOptions());
+  ASSERT_TRUE(server);
+  auto stub = RawStub(server->port(), "gpu-1");
+  grpc::ClientContext ctx1;
+  auto first = stub->Stream(&ctx1);
+  v1::AgentMessage hello;
+  hello.mutable_hello()->set_node_name("gpu-1");
+  ASSERT_TRUE(first->Write(hello));
+  ASSERT_TRUE(WaitUntil([&] { return server->ConnectedCount() == 1; }));
+
+  auto client = StartClient(ClientOptions("gpu-1", server->port()));
+  ASSERT_TRUE(WaitUntil([&] { return server->GetAgent("gpu-1")->streams == 2; }));
+  v1::ControllerMessage m;
+  while (first->Read(&m)) {
+  }
+  grpc::Status s = first->Finish();
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::ABORTED) << s.error_message();
+  // The new stream is the one that gets fences.
+  ASSERT_TRUE(server->SetDesired(Fence("gpu-1", 5)).ok());
+  ASSERT_TRUE(WaitUntil([&] { return server->GetAgent("gpu-1")->acked_version == 5; }));
+  EXPECT_EQ(server->ConnectedCount(), 1u);
+}
+
+TEST_F(GrpcStreamTest, ServerTrustRotationByFileWatch) {
+  ASSERT_TRUE(pki_->MakeCa("ca2").ok());
+  ASSERT_TRUE(pki_->MakeLeaf("ca2", "gpu-1-ca2", "system:node:gpu-1", {}, false).ok());
+  auto server = StartServer(ServerOptions());  // trusts ca only
+  ASSERT_TRUE(server);
+  auto stub = RawStub(server->port(), "gpu-1-ca2");
+  EXPECT_EQ(HelloAndFinish(*stub, "gpu-1").error_code(), grpc::StatusCode::UNAVAILABLE);
+
+  // The chart rotates the agents' CA: the server's trust bundle now holds both.
+  ASSERT_TRUE(pki_->ConcatAtomically({"ca.crt", "ca2.crt"}, "server-trust.crt").ok());
+  bool accepted = WaitUntil(
+      [&] {
+        auto fresh = RawStub(server->port(), "gpu-1-ca2");  // a new connection each try
+        return HelloAndFinish(*fresh, "gpu-1").ok();
+      },
+      milliseconds(10'000));
+  EXPECT_TRUE(accepted) << "new connections use the re-read CA bundle";
+  EXPECT_TRUE(server->GetAgent("gpu-1").has_value());
+}
+
+TEST_F(GrpcStreamTest, AgentCertificateRotationByFileWatch) {
+  ASSERT_TRUE(pki_->MakeCa("ca2").ok());
+  ASSERT_TRUE(pki_->MakeLeaf("ca2", "gpu-1-ca2", "system:node:gpu-1", {}, false).ok());
+  ASSERT_TRUE(pki_->CopyAtomically("gpu-1-ca2.key", "agent.key").ok());
+  ASSERT_TRUE(pki_->CopyAtomically("gpu-1-ca2.crt", "agent.crt").ok());
+  auto server = StartServer(ServerOptions());  // trusts ca only
+  ASSERT_TRUE(server);
+  ASSERT_TRUE(server->SetDesired(Fence("gpu-1", 1)).ok());
+  auto client = StartClient(ClientOptions("gpu-1", server->port(), "agent"));
+  ASSERT_TRUE(WaitUntil([&] { return client->stats().attempts >= 2; }));
+  EXPECT_EQ(client->stats().applied_version, 0u) << "untrusted certificate";
+
+  // The agent's certificate is re-issued by the trusted CA (key first, then certificate).
+  ASSERT_TRUE(pki_->CopyAtomically("gpu-1.key", "agent.key").ok());
+  ASSERT_TRUE(pki_->CopyAtomically("gpu-1.crt", "agent.crt").ok());
+  ASSERT_TRUE(WaitUntil([&] { return server->GetAgent("gpu-1")->acked_version == 1; }));
+  EXPECT_EQ(applier_->applied_version(), 1u);
+}
+
+TEST_F(GrpcStreamTest, PeriodicAndOnChangeReports) {
+  auto server = StartServer(ServerOptions());
+  ASSERT_TRUE(server);
+  ASSERT_TRUE(server->SetDesired(Fence("gpu-1", 1)).ok());
+  auto o = ClientOptions("gpu-1", server->port());
+  o.report_interval = milliseconds(50);
+  auto client = StartClient(std::move(o));
+  ASSERT_TRUE(WaitUntil([&] { return server->GetAgent("gpu-1")->acked_version == 1; }));
+  // Periodic: the last report goes out again every 50 ms.
+  ASSERT_TRUE(WaitUntil([&] { return client->stats().reports >= 5; }));
+
+  // On change (e.g. the enforcer saw an overwrite).
+  v1::NodeReport changed;
+  changed.set_applied_version(1);
+  changed.set_overwrites_total(7);
+  client->PushReport(changed);
+  ASSERT_TRUE(WaitUntil([&] {
+    auto st = server->GetAgent("gpu-1");
+    return st->last_report && st->last_report->overwrites_total() == 7;
+  }));
+}
+
+int ThreadCount() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("Threads:", 0) == 0) return std::stoi(line.substr(8));
+  }
+  return -1;
+}
+
+// Many agents on one controller: streams cost no thread each (grpc's callback API), and every
+// node gets its own fence. (The 5,000-agent figure is for the benchmark; this is the smoke.)
+TEST_F(GrpcStreamTest, ManyStreamsWithoutAThreadPerStream) {
+  constexpr int kAgents = 300;
+  DistributorOptions o;
+  o.insecure = true;
+  auto server = StartServer(o);
+  ASSERT_TRUE(server);
+  auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(server->port()),
+                                     grpc::InsecureChannelCredentials());
+  auto stub = v1::FenceDistribution::NewStub(channel);
+  const int threads_before = ThreadCount();
+  struct Agent {
+    grpc::ClientContext ctx;
+    std::unique_ptr<grpc::ClientReaderWriter<v1::AgentMessage, v1::ControllerMessage>> rw;
+  };
+  std::vector<std::unique_ptr<Agent>> agents;
+  for (int i = 0; i < kAgents; ++i) {
+    auto a = std::make_unique<Agent>();
+    a->rw = stub->Stream(&a->ctx);
+    v1::AgentMessage hello;
+    hello.mutable_hello()->set_node_name("node-" + std::to_string(i));
+    ASSERT_TRUE(a->rw->Write(hello));
+    agents.push_back(std::move(a));
+  }
+  ASSERT_TRUE(WaitUntil([&] { return server->ConnectedCount() == kAgents; }));
+  const int threads_after = ThreadCount();
+  EXPECT_LT(threads_after - threads_before, 50)
+      << "threads before " << threads_before << ", after " << threads_after;
+
+  for (int i = 0; i < kAgents; ++i) {
+    ASSERT_TRUE(server->SetDesired(Fence("node-" + std::to_string(i), 100 + i)).ok());
+  }
+  for (int i = 0; i < kAgents; ++i) {
+    v1::ControllerMessage m;
+    ASSERT_TRUE(agents[i]->rw->Read(&m));
+    EXPECT_EQ(m.update().fence().node_name(), "node-" + std::to_string(i));
+    EXPECT_EQ(m.update().fence().version(), static_cast<uint64_t>(100 + i));
+    v1::AgentMessage ack;
+    ack.mutable_ack()->set_version(m.update().fence().version());
+    ack.mutable_ack()->set_nonce(m.update().nonce());
+    ASSERT_TRUE(agents[i]->rw->Write(ack));
+  }
+  ASSERT_TRUE(WaitUntil([&] {
+    for (const AgentState& st : server->ListAgents()) {
+      if (st.acked_version == 0) return false;
+    }
+    return true;
+  }));
+  std::set<std::string> nodes;
+  for (const AgentState& st : server->ListAgents()) {
+    EXPECT_EQ(st.acked_version, st.desired_version) << st.node;
+    nodes.insert(st.node);
+  }
+  EXPECT_EQ(nodes.size(), static_cast<size_t>(kAgents));
+  std::printf("%d streams: process threads %d -> %d\n", kAgents, threads_before, threads_after);
+  for (auto& a : agents) a->ctx.TryCancel();
+  for (auto& a : agents) (void)a->rw->Finish();
+}
+
+TEST_F(GrpcStreamTest, InsecureModeIsExplicit) {
+  DistributorOptions o;  // no TLS files and insecure not set
+  auto refused = Distributor::Start(o);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+
+  o.insecure = true;
+  auto server = StartServer(o);
+  ASSERT_TRUE(server);
+  FenceClientOptions co = ClientOptions("demo-node", server->port());
+  co.tls = {};
+  EXPECT_FALSE(FenceClient::Start(co, applier_).ok()) << "no TLS files and not insecure";
+  co.insecure = true;
+  auto client = StartClient(co);
+  ASSERT_TRUE(server->SetDesired(Fence("demo-node", 1)).ok());
+  ASSERT_TRUE(WaitUntil([&] { return server->GetAgent("demo-node")->acked_version == 1; }));
+}
+
+}  // namespace
+}  // namespace feedguard
