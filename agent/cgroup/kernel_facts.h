@@ -86,7 +86,10 @@ inline constexpr int64_t kMaxPeriodUs = 1000000;
 
 // cpu.idle: kernel ≥ 5.15, v1 and v2; 0 or 1. While a group is idle the kernel rejects writes
 // of cpu.shares / cpu.weight with EINVAL (sched_group_set_shares on an idle group), so a revert
-// must clear cpu.idle before restoring the weight. Measured on this project's 6.18 host.
+// must clear cpu.idle before restoring the weight. Measured on this project's 6.18 host (v1)
+// and on the 6.1 cloud kernel in the qemu VM (v2): there cpu.weight of an idle group reads "0"
+// (the minimum shares, 3, scaled to the weight range and rounded), writes of cpu.weight fail with
+// EINVAL, and cpu.idle=0 resets cpu.weight to 100 (v1: cpu.shares to 1024).
 inline constexpr std::string_view kIdleMissingMessage = "kernel lacks cpu.idle (needs ≥ 5.15)";
 
 }  // namespace feedguard::agent::cgroup

@@ -52,12 +52,15 @@ std::vector<std::string_view> Tokens(std::string_view s) {
 }
 
 // What the weight file reads after a cpu.idle write (kernel: an idle group gets the minimum
-// weight, WEIGHT_IDLEPRIO; leaving idle resets it to the default). The v1 value was read back on
-// kernel 6.18; a different read-back is corrected after the write.
-constexpr char kIdleSharesV1[] = "3";
-constexpr char kIdleWeightV2[] = "1";
-constexpr char kDefaultSharesV1[] = "1024";
-constexpr char kDefaultWeightV2[] = "100";
+// weight, WEIGHT_IDLEPRIO = 3 shares; leaving idle resets it to the default). v1 cpu.shares reads
+// "3" (kernel 6.18). v2 cpu.weight reads round(3 * 100 / 1024) = "0" on kernel 6.1 (measured in
+// the qemu VM, tests/integration/cgroup_v1); kernels that clamp the read-back to the 1..10000
+// range read "1". The first value is the expectation, the others are also accepted as ours (a
+// crash before the read-back must not make a revert take the file for someone else's).
+const std::vector<std::string> kIdleSharesV1 = {"3"};
+const std::vector<std::string> kIdleWeightV2 = {"0", "1"};
+const std::vector<std::string> kDefaultSharesV1 = {"1024"};
+const std::vector<std::string> kDefaultWeightV2 = {"100"};
 
 // Maps a write/read failure to a stable reason code.
 std::string ReasonFor(const Status& st, const std::string& file) {
@@ -115,8 +118,12 @@ struct Enforcer::PodWork {
   std::map<std::string, std::string> finals;   // path → last value written to it
   std::map<std::string, std::string> current;  // path → bytes before any write of this Apply
   // Files the kernel changes as a side effect of our writes (cpu.idle resets the weight): not
-  // written by us, but checkpointed like our own files (path → the value we expect).
-  std::map<std::string, std::string> side_effects;
+  // written by us, but checkpointed like our own files (path → the values it may read; the
+  // first is the one we expect).
+  std::map<std::string, std::vector<std::string>> side_effects;
+  // v2 only: dirs whose cpuset.cpus.effective must equal the planned set after the writes
+  // (v2 accepts any cpuset.cpus and clips it to the parent's effective set instead of failing).
+  std::vector<std::pair<std::string, CpuSet>> effective_cpus;
 
   void Fail(std::string why, std::string msg) {
     if (failed) return;
@@ -414,6 +421,11 @@ Enforcer::PodWork Enforcer::PreparePodLocked(const Target& t, Scratch& s) {
         skip.insert(f);
       }
     }
+    if (!v1 && knob == cgroup::Knob::kCpusetCpus) {
+      w.effective_cpus.push_back({dirs.cpuset, target});
+      for (const auto& c : resolved->containers)
+        w.effective_cpus.push_back({c.dirs.cpuset, target});
+    }
     auto planned = cgroups_->PlanCpusetTree(dirs, knob, target);
     if (!planned.ok()) {
       w.Fail(ReasonFor(planned.status(), Join(dirs.cpuset, kf::v1::kCpusetCpus)),
@@ -479,7 +491,7 @@ void Enforcer::ExecutePodLocked(PodWork& w, bool dry_run, Scratch& s) {
       }
       upserts.push_back(std::move(e));
     }
-    for (const auto& [path, expected] : w.side_effects) {
+    for (const auto& [path, candidates] : w.side_effects) {
       const std::string& current = w.current[path];
       auto existing = checkpoint_->Get(path);
       CheckpointEntry e;
@@ -492,8 +504,9 @@ void Enforcer::ExecutePodLocked(PodWork& w, bool dry_run, Scratch& s) {
         e.original = current;
       }
       e.pod_uid = w.result.uid;
-      e.written = expected;
+      e.written = candidates.front();
       AddUnique(e.also_ours, current);
+      for (size_t i = 1; i < candidates.size(); ++i) AddUnique(e.also_ours, candidates[i]);
       upserts.push_back(std::move(e));
     }
     Status st = checkpoint_->Commit(upserts, {});
@@ -517,9 +530,29 @@ void Enforcer::ExecutePodLocked(PodWork& w, bool dry_run, Scratch& s) {
   r.files_written += written.size();
   if (w.failed) return;
   for (const auto& [path, value] : w.finals) s.verified[path] = value;
-  for (const auto& [path, expected] : w.side_effects) {
+  for (const auto& [path, candidates] : w.side_effects) {
     auto now = cgroups_->ReadRaw(path);
-    s.verified[path] = now.ok() ? *now : expected;
+    s.verified[path] = now.ok() ? *now : candidates.front();
+  }
+  // v2 clips instead of failing: a cpuset outside the parent's effective set is accepted and
+  // silently narrowed (or, with no overlap, replaced by the parent's). Report it as v1's
+  // EACCES would be; the files stay checkpointed and are reverted with the rest.
+  for (const auto& [dir, want] : w.effective_cpus) {
+    cgroup::CgroupPaths d{dir, dir, dir};
+    auto eff = cgroups_->ReadEffectiveCpus(d);
+    if (!eff.ok()) {
+      if (eff.status().code() == StatusCode::kNotFound) continue;  // plain-dir fakes
+      w.Fail(reason::kWriteFailed, eff.status().ToString());
+      return;
+    }
+    // Clipping leaves want ∩ parent's (a strict part of want) or, with no overlap, the
+    // parent's set: either way `want` is not inside the effective set.
+    if (!want.IsSubsetOf(*eff)) {
+      w.Fail(reason::kCpusetNotSubset,
+             dir + ": cpuset.cpus.effective is " + eff->ToString() + ", wanted " + want.ToString() +
+                 " (cgroup v2 clipped the set to the parent's effective cpus: not a subset)");
+      return;
+    }
   }
   if (w.contested) {
     w.result.reason = reason::kContested;

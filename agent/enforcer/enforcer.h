@@ -4,7 +4,9 @@
 // exact bytes each knob file must hold, and for every file that differs: records the file's
 // original bytes in the CheckpointStore (persisted before the first write), writes, reads back
 // and verifies. Trainers get cpuset.cpus/.mems on the pod dir and every container dir (v1
-// ordering: grow parents first, shrink children first); neighbours get idle / weight / quota
+// ordering: grow parents first, shrink children first; on v2, which clips a set to the parent's
+// effective cpus instead of rejecting it, cpuset.cpus.effective is checked and a clipped set is
+// reported as CpusetNotSubset like v1's EACCES); neighbours get idle / weight / quota
 // at the pod level and cpuset on the pod and container dirs. Files of pods that left the plan,
 // and knobs a pod no longer needs, are reverted: the checkpointed original is restored only if
 // the file still holds a value we wrote; otherwise someone else owns it now ("OverwrittenBy

@@ -1,11 +1,14 @@
-// enforcer_v1_test.cc — the enforcer against real cgroup v1 files (needs root and the host's
-// v1 cpu/cpuacct/cpuset mounts). Everything happens under roots of our own
-// (/sys/fs/cgroup/<ctrl>/feedguard-test-<pid>-<rand>), removed afterwards even on failure; no
-// process is moved into any cgroup.
+// enforcer_v1_test.cc — the enforcer against real cgroup files, parameterised over the cgroup
+// version: v1 (root and the host's v1 cpu/cpuacct/cpuset mounts; label cgroup_v1) and v2 (where
+// FEEDGUARD_CGROUP2_ROOT names a cgroup2 mount: the qemu VM, label vm). Each case skips, with the
+// reason, where its version is absent. Everything happens under roots of our own
+// (<mount>/feedguard-test-<pid>-<rand>), removed afterwards even on failure; no process is moved
+// into any cgroup.
 //
-// The crash tests fork a child that applies a large plan and is SIGKILLed mid-apply (after its
-// k-th write, or after a random delay); a fresh enforcer restarts from the checkpoint,
-// converges, reverts, and every knob file must hold its exact original bytes.
+// The crash tests re-execute this binary (/proc/self/exe, the hidden EnforcerCrashChild test) as
+// a child that applies a large plan and is SIGKILLed mid-apply (after its k-th write, or after a
+// random delay); a fresh enforcer restarts from the checkpoint, converges, reverts, and every
+// knob file must hold its exact original bytes.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -13,7 +16,11 @@
 #include <unistd.h>
 
 #include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -21,20 +28,33 @@
 #include <sstream>
 #include <thread>
 
+#include "agent/cgroup/detect.h"
 #include "agent/cgroup/fs_cgroups.h"
+#include "agent/cgroup/kernel_facts.h"
 #include "agent/cgroup/kubelet_facts.h"
 #include "agent/enforcer/enforcer.h"
 #include "agent/enforcer/watcher.h"
+
+extern char** environ;
 
 namespace feedguard::agent {
 namespace {
 
 namespace fs = std::filesystem;
+namespace kf = cgroup;
+using cgroup::CgroupVersion;
 
 constexpr char kV1Root[] = "/sys/fs/cgroup";
 const char* const kControllers[] = {"cpu", "cpuacct", "cpuset"};
-const char* const kKnobs[] = {"cpu.shares",        "cpu.idle",    "cpu.cfs_quota_us",
-                              "cpu.cfs_period_us", "cpuset.cpus", "cpuset.mems"};
+const char* const kKnobsV1[] = {"cpu.shares",        "cpu.idle",    "cpu.cfs_quota_us",
+                                "cpu.cfs_period_us", "cpuset.cpus", "cpuset.mems"};
+const char* const kKnobsV2[] = {"cpu.weight",    "cpu.idle",    "cpu.max",
+                                "cpu.max.burst", "cpuset.cpus", "cpuset.mems"};
+
+std::string Cgroup2Root() {
+  const char* env = std::getenv("FEEDGUARD_CGROUP2_ROOT");
+  return env != nullptr ? env : "";
+}
 
 std::string Slurp(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -51,8 +71,19 @@ bool WriteKnob(const std::string& path, const std::string& v) {
   return ok;
 }
 
-std::string SkipReason() {
-  if (::geteuid() != 0) return "needs root to create v1 cgroups";
+std::string SkipReason(CgroupVersion v) {
+  if (::geteuid() != 0) return "needs root to create cgroups";
+  if (v == CgroupVersion::kV2) {
+    const std::string root = Cgroup2Root();
+    if (root.empty()) return "FEEDGUARD_CGROUP2_ROOT unset (v2 cases run in the VM)";
+    auto magic = cgroup::VersionByMagic(root);
+    if (!magic.ok() || *magic != CgroupVersion::kV2) return root + " is not a cgroup2 mount";
+    const std::string on = Slurp(root + "/cgroup.subtree_control");
+    if (on.find("cpuset") == std::string::npos || (" " + on).find(" cpu") == std::string::npos) {
+      return root + " does not enable cpu and cpuset for its children";
+    }
+    return "";
+  }
   for (const char* c : kControllers) {
     if (!fs::exists(std::string(kV1Root) + "/" + c + "/tasks")) {
       return std::string("no cgroup v1 ") + c + " mount at " + kV1Root + "/" + c;
@@ -62,22 +93,25 @@ std::string SkipReason() {
   return "";
 }
 
-// Our own kubelet-shaped tree (cgroupfs driver) under a fresh root in each v1 controller.
-// The destructor removes every dir it made, deepest first, in every controller.
-class V1Tree {
+// Our own kubelet-shaped tree (cgroupfs driver) under a fresh root: in each v1 controller, or
+// once in the v2 unified hierarchy (controllers enabled in every dir that gets children). The
+// destructor removes every dir it made, deepest first. An attached tree (the crash child) only
+// names the dirs its parent process made: it creates and removes nothing.
+class Tree {
  public:
-  V1Tree() {
+  explicit Tree(CgroupVersion version, std::string attach = "")
+      : version_(version), attached_(!attach.empty()) {
     std::random_device rd;
-    name_ = "feedguard-test-" + std::to_string(::getpid()) + "-" + std::to_string(rd() % 100000);
-    for (const char* c : kControllers) Mkdir(c, "");
-    cpus_ = Slurp(std::string(kV1Root) + "/cpuset/cpuset.cpus");
-    mems_ = Slurp(std::string(kV1Root) + "/cpuset/cpuset.mems");
-    InitCpuset("");
-    for (const std::string rel : {"kubepods", "kubepods/burstable", "kubepods/besteffort"}) {
-      for (const char* c : kControllers) Mkdir(c, rel);
-      InitCpuset(rel);
+    name_ = attached_ ? attach
+                      : "feedguard-test-" + std::to_string(::getpid()) + "-" +
+                            std::to_string(rd() % 100000);
+    if (v2()) {
+      cpus_ = Slurp(Cgroup2Root() + "/cpuset.cpus.effective");
+    } else {
+      cpus_ = Slurp(std::string(kV1Root) + "/cpuset/cpuset.cpus");
+      mems_ = Slurp(std::string(kV1Root) + "/cpuset/cpuset.mems");
     }
-    layout_.version = cgroup::CgroupVersion::kV1;
+    layout_.version = version_;
     layout_.cpu_mount = Mount("cpu");
     layout_.cpuacct_mount = Mount("cpuacct");
     layout_.cpuset_mount = Mount("cpuset");
@@ -85,10 +119,20 @@ class V1Tree {
     layout_.runtime = cgroup::Runtime::kContainerd;
     layout_.caps.cpu_idle = true;
     cgroups_ = cgroup::NewFsCgroups(layout_);
+    if (attached_) return;
+    MkdirAll("");
+    for (const std::string rel : {"kubepods", "kubepods/burstable", "kubepods/besteffort"}) {
+      MkdirAll(rel);
+    }
   }
-  ~V1Tree() {
+  ~Tree() {
     for (auto it = made_.rbegin(); it != made_.rend(); ++it) ::rmdir(it->c_str());
   }
+  Tree(const Tree&) = delete;
+  Tree& operator=(const Tree&) = delete;
+
+  bool v2() const { return version_ == CgroupVersion::kV2; }
+  const std::string& name() const { return name_; }
 
   // A pod dir with containers, kubelet-style values (distinct per pod, so a mix-up shows).
   PodIdentity AddPod(const std::string& uid, QosClass qos, int containers, int64_t shares,
@@ -105,11 +149,18 @@ class V1Tree {
       p.container_ids.push_back("containerd://" + id);
       dirs.push_back(rel + "/" + id);
     }
+    if (attached_) return p;
     for (const auto& d : dirs) {
-      for (const char* c : kControllers) Mkdir(c, d);
-      InitCpuset(d);
-      WriteKnob(Mount("cpu") + "/" + d + "/cpu.shares", std::to_string(shares));
-      WriteKnob(Mount("cpu") + "/" + d + "/cpu.cfs_quota_us", std::to_string(quota_us));
+      MkdirAll(d);
+      const std::string cpu = Mount("cpu") + "/" + d;
+      if (v2()) {
+        WriteKnob(cpu + "/cpu.weight", std::to_string(cgroup::SharesToWeight(shares)));
+        WriteKnob(cpu + "/cpu.max",
+                  (quota_us < 0 ? std::string("max") : std::to_string(quota_us)) + " 100000");
+      } else {
+        WriteKnob(cpu + "/cpu.shares", std::to_string(shares));
+        WriteKnob(cpu + "/cpu.cfs_quota_us", std::to_string(quota_us));
+      }
     }
     return p;
   }
@@ -118,7 +169,7 @@ class V1Tree {
   std::map<std::string, std::string> Snapshot() const {
     std::map<std::string, std::string> out;
     for (const auto& d : made_) {
-      for (const char* k : kKnobs) {
+      for (const char* k : v2() ? kKnobsV2 : kKnobsV1) {
         std::string f = d + "/" + k;
         if (fs::exists(f)) out[f] = Slurp(f);
       }
@@ -126,23 +177,45 @@ class V1Tree {
     return out;
   }
 
-  std::string Mount(const char* c) const { return std::string(kV1Root) + "/" + c + "/" + name_; }
+  // The tree's top dir for controller `c` (v2: the one unified dir, whatever `c`).
+  std::string Mount(const char* c) const {
+    if (v2()) return Cgroup2Root() + "/" + name_;
+    return std::string(kV1Root) + "/" + c + "/" + name_;
+  }
+  // The weight knob's file name on this version.
+  const char* WeightFile() const { return v2() ? "cpu.weight" : "cpu.shares"; }
   const cgroup::CgroupsPtr& cgroups() const { return cgroups_; }
   const std::string& cpus() const { return cpus_; }
 
  private:
-  void Mkdir(const char* c, const std::string& rel) {
-    std::string d = Mount(c) + (rel.empty() ? "" : "/" + rel);
+  void MkdirAll(const std::string& rel) {
+    if (v2()) {
+      Mkdir(Mount("cpu") + (rel.empty() ? "" : "/" + rel));
+      return;
+    }
+    for (const char* c : kControllers) Mkdir(Mount(c) + (rel.empty() ? "" : "/" + rel));
+    InitCpuset(rel);
+  }
+  void Mkdir(const std::string& d) {
+    // v2: a dir gets cpu.* / cpuset.* files only if its parent enables the controllers.
+    const std::string parent = d.substr(0, d.find_last_of('/'));
+    if (v2() && std::find(made_.begin(), made_.end(), parent) != made_.end() &&
+        Slurp(parent + "/cgroup.subtree_control").find("cpu") == std::string::npos) {
+      ASSERT_TRUE(WriteKnob(parent + "/cgroup.subtree_control", "+cpu +cpuset")) << parent;
+    }
     ASSERT_EQ(::mkdir(d.c_str(), 0755), 0) << d << ": " << std::strerror(errno);
     made_.push_back(d);
   }
   // A fresh v1 cpuset dir has empty cpus/mems: give it the host's, as kubelet's parents have.
+  // (v2: an empty cpuset.cpus means "the parent's"; nothing to do.)
   void InitCpuset(const std::string& rel) {
     std::string d = Mount("cpuset") + (rel.empty() ? "" : "/" + rel);
     ASSERT_TRUE(WriteKnob(d + "/cpuset.cpus", cpus_)) << d;
     ASSERT_TRUE(WriteKnob(d + "/cpuset.mems", mems_)) << d;
   }
 
+  CgroupVersion version_;
+  bool attached_;
   std::string name_;
   std::string cpus_, mems_;
   std::vector<std::string> made_;  // in creation order (parents first)
@@ -173,8 +246,9 @@ CheckpointStorePtr OpenStore(const std::string& dir) {
 }
 
 // A large plan: one trainer (2 containers) pinned to the first CPU, `n` neighbours, half idle,
-// half weight + quota, all confined to the last CPU.
-Plan BigPlan(V1Tree& tree, int n) {
+// half weight + quota, all confined to the last CPU. Deterministic: the crash child rebuilds the
+// same plan over the parent's tree.
+Plan BigPlan(Tree& tree, int n) {
   auto all = CpuSet::Parse(tree.cpus());
   EXPECT_TRUE(all.ok());
   const int first = all->ToVector().front(), last = all->ToVector().back();
@@ -210,16 +284,16 @@ void ExpectEnforced(const ApplyReport& r, size_t pods) {
   }
 }
 
-class EnforcerV1Test : public ::testing::Test {
+class EnforcerCgroupTest : public ::testing::TestWithParam<CgroupVersion> {
  protected:
   void SetUp() override {
-    std::string why = SkipReason();
+    std::string why = SkipReason(GetParam());
     if (!why.empty()) GTEST_SKIP() << why;
   }
 };
 
-TEST_F(EnforcerV1Test, AppliesVerifiesAndRevertsRealFiles) {
-  V1Tree tree;
+TEST_P(EnforcerCgroupTest, AppliesVerifiesAndRevertsRealFiles) {
+  Tree tree(GetParam());
   TempDir state;
   Plan plan = BigPlan(tree, 6);
   const auto before = tree.Snapshot();
@@ -228,6 +302,13 @@ TEST_F(EnforcerV1Test, AppliesVerifiesAndRevertsRealFiles) {
   auto r = enf.Apply(plan);
   ExpectEnforced(r, 7);
   EXPECT_GT(r.files_written, 20u);
+  // The idle neighbours' weight file is owned too, at what the kernel shows while idle.
+  const std::string idle_weight =
+      tree.Mount("cpu") + "/kubepods/besteffort/podnb-1000/" + tree.WeightFile();
+  auto e = store->Get(idle_weight);
+  ASSERT_TRUE(e.has_value()) << idle_weight;
+  EXPECT_EQ(e->written, Slurp(idle_weight));
+  EXPECT_EQ(Slurp(idle_weight), tree.v2() ? "0\n" : "3\n");  // v2 (6.1): round(3*100/1024)
   auto again = enf.Apply(plan);
   EXPECT_EQ(again.files_written, 0u);
   auto rv = enf.RevertAll();
@@ -236,22 +317,24 @@ TEST_F(EnforcerV1Test, AppliesVerifiesAndRevertsRealFiles) {
   EXPECT_EQ(tree.Snapshot(), before);
 }
 
-TEST_F(EnforcerV1Test, CpusetOutsideTheParentIsReportedNotSubset) {
-  V1Tree tree;
+// v1 refuses a cpuset outside the parent's (EACCES); v2 accepts the write and clips the
+// effective set to the parent's. Both must be reported as CpusetNotSubset.
+TEST_P(EnforcerCgroupTest, CpusetOutsideTheParentIsReportedNotSubset) {
+  Tree tree(GetParam());
   auto all = CpuSet::Parse(tree.cpus());
   ASSERT_TRUE(all.ok());
   if (all->size() < 2) GTEST_SKIP() << "needs at least 2 CPUs";
   TempDir state;
   auto pod = tree.AddPod("nb-subset", QosClass::kBurstable, 1, 100, -1);
   // Narrow the QoS tier (and so the pod and its container) to the first CPU, then ask for the
-  // last: growing the pod dir beyond its parent tier is refused by the kernel (EACCES), and
-  // the tier is kubelet's, never ours to widen.
+  // last: the tier is kubelet's, never ours to widen.
   const std::string tier = tree.Mount("cpuset") + "/kubepods/burstable";
   const std::string pod_dir = tier + "/podnb-subset";
   const std::string first = std::to_string(all->ToVector().front());
   ASSERT_TRUE(WriteKnob(pod_dir + "/nb-subsetc0/cpuset.cpus", first));
   ASSERT_TRUE(WriteKnob(pod_dir + "/cpuset.cpus", first));
   ASSERT_TRUE(WriteKnob(tier + "/cpuset.cpus", first));
+  const auto before = tree.Snapshot();
   auto store = OpenStore(state.path());
   Enforcer enf(tree.cgroups(), store, {});
   Plan plan;
@@ -263,21 +346,29 @@ TEST_F(EnforcerV1Test, CpusetOutsideTheParentIsReportedNotSubset) {
   ASSERT_EQ(r.pods.size(), 1u);
   EXPECT_FALSE(r.pods[0].enforced);
   EXPECT_EQ(r.pods[0].reason, reason::kCpusetNotSubset) << r.pods[0].message;
+  if (tree.v2()) {
+    // The kernel took the write but runs the pod on the tier's CPU.
+    EXPECT_NE(r.pods[0].message.find("clipped"), std::string::npos) << r.pods[0].message;
+    EXPECT_EQ(Slurp(pod_dir + "/cpuset.cpus.effective"), first + "\n");
+  }
   EXPECT_EQ(Slurp(tier + "/cpuset.cpus"), first + "\n");  // the tier was not touched
-  enf.RevertAll();
+  auto rv = enf.RevertAll();
+  EXPECT_EQ(rv.overwritten_by_other, 0u);
   EXPECT_EQ(Slurp(pod_dir + "/cpuset.cpus"), first + "\n");
+  EXPECT_EQ(tree.Snapshot(), before);
 }
 
-TEST_F(EnforcerV1Test, InotifyReportsWritesByAnotherProcessAndWatcherRestores) {
-  V1Tree tree;
+TEST_P(EnforcerCgroupTest, InotifyReportsWritesByAnotherProcessAndWatcherRestores) {
+  Tree tree(GetParam());
   TempDir state;
   Plan plan = BigPlan(tree, 2);
   auto store = OpenStore(state.path());
   auto enf = std::make_shared<Enforcer>(tree.cgroups(), store, EnforcerOptions{});
   ExpectEnforced(enf->Apply(plan), 3);
-  // neighbour 1 has weight: its cpu.shares is ours.
-  const std::string shares = tree.Mount("cpu") + "/kubepods/burstable/podnb-1001/cpu.shares";
-  const std::string ours = Slurp(shares);
+  // neighbour 1 has weight: its cpu.shares / cpu.weight is ours.
+  const std::string weight =
+      tree.Mount("cpu") + "/kubepods/burstable/podnb-1001/" + tree.WeightFile();
+  const std::string ours = Slurp(weight);
   WatcherOptions wo;
   wo.sweep_interval = std::chrono::hours(1);  // inotify alone must catch it
   wo.poll_timeout = std::chrono::milliseconds(20);
@@ -290,53 +381,123 @@ TEST_F(EnforcerV1Test, InotifyReportsWritesByAnotherProcessAndWatcherRestores) {
   // Another process (as runc would) rewrites the knob.
   pid_t pid = ::fork();
   ASSERT_GE(pid, 0);
-  if (pid == 0) ::_exit(WriteKnob(shares, "4096") ? 0 : 1);
+  if (pid == 0) ::_exit(WriteKnob(weight, "4096") ? 0 : 1);
   int ws = 0;
   ASSERT_EQ(::waitpid(pid, &ws, 0), pid);
   ASSERT_TRUE(WIFEXITED(ws) && WEXITSTATUS(ws) == 0);
   bool restored = false;
   for (int i = 0; i < 250 && !restored; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    restored = Slurp(shares) == ours;
+    restored = Slurp(weight) == ours;
   }
   w.Stop();
-  EXPECT_TRUE(restored) << "cpu.shares holds " << Slurp(shares);
-  EXPECT_GE(w.stats().events, 1u) << "no IN_MODIFY for a write to a v1 cgroup file";
+  EXPECT_TRUE(restored) << weight << " holds " << Slurp(weight);
+  EXPECT_GE(w.stats().events, 1u) << "no IN_MODIFY for a write to a cgroup file";
   EXPECT_EQ(w.stats().sweeps, 0u);
   EXPECT_EQ(enf->OverwriteCounts()["nb-1001"], 1u);
   enf->RevertAll();
 }
 
-// Runs `plan` in a forked child that SIGKILLs itself after write `kill_after_write` (0: never)
-// or is killed by the parent after `kill_after` (zero: never). Returns true if it was killed.
-bool RunChild(V1Tree& tree, const std::string& state, const Plan& plan, uint64_t kill_after_write,
-              std::chrono::microseconds kill_after) {
-  pid_t pid = ::fork();
-  if (pid < 0) return false;
-  if (pid == 0) {
-    auto store = CheckpointStore::Open(state);
-    if (!store.ok()) ::_exit(2);
-    EnforcerOptions o;
-    o.after_write = [kill_after_write](uint64_t n, const std::string&) {
-      if (n == kill_after_write) ::kill(::getpid(), SIGKILL);
-    };
-    Enforcer enf(tree.cgroups(), CheckpointStorePtr(std::move(*store)), o);
-    // Apply, unfence and fence again, so a timed kill can land in a revert as well.
-    enf.Apply(plan);
-    enf.RevertAll();
-    enf.Apply(plan);
-    ::_exit(0);
+// ---- crash tests: the child is this binary, re-executed ---------------------------------------
+
+constexpr char kEnvTree[] = "FG_CRASH_TREE";
+constexpr char kEnvVersion[] = "FG_CRASH_VERSION";
+constexpr char kEnvState[] = "FG_CRASH_STATE";
+constexpr char kEnvKillAfterWrite[] = "FG_CRASH_KILL_AFTER_WRITE";
+constexpr char kEnvNeighbours[] = "FG_CRASH_NEIGHBOURS";
+constexpr char kEnvReadyFd[] = "FG_CRASH_READY_FD";
+constexpr int kCrashNeighbours = 30;
+
+enum class ChildEnd { kKilled, kExitedOk, kOther };
+
+// Re-executes /proc/self/exe as the crash child over `tree` (which rebuilds BigPlan(tree, 30)),
+// which SIGKILLs itself after write `kill_after_write` (0: never); or the parent kills it
+// `kill_after` (zero: never) after the child said it is about to Apply. `ran` gets the time from
+// that moment to the child's end.
+ChildEnd RunChild(const Tree& tree, const std::string& state, uint64_t kill_after_write,
+                  std::chrono::microseconds kill_after, std::chrono::microseconds* ran = nullptr) {
+  int ready[2];
+  if (::pipe2(ready, O_CLOEXEC) != 0) return ChildEnd::kOther;
+  // Everything the child needs is built before fork (only async-signal-safe calls after it).
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (std::strncmp(*e, "FG_CRASH_", 9) != 0) env.emplace_back(*e);
   }
-  if (kill_after.count() > 0) {
+  env.push_back(std::string(kEnvTree) + "=" + tree.name());
+  env.push_back(std::string(kEnvVersion) + "=" + (tree.v2() ? "v2" : "v1"));
+  env.push_back(std::string(kEnvState) + "=" + state);
+  env.push_back(std::string(kEnvKillAfterWrite) + "=" + std::to_string(kill_after_write));
+  env.push_back(std::string(kEnvNeighbours) + "=" + std::to_string(kCrashNeighbours));
+  env.push_back(std::string(kEnvReadyFd) + "=" + std::to_string(ready[1]));
+  std::vector<char*> envp;
+  for (auto& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  std::string a0 = "enforcer-crash-child",
+              a1 = "--gtest_filter=EnforcerCrashChild.DISABLED_ApplyRevertApply",
+              a2 = "--gtest_also_run_disabled_tests", a3 = "--gtest_brief=1";
+  char* argv[] = {a0.data(), a1.data(), a2.data(), a3.data(), nullptr};
+  pid_t pid = ::fork();
+  if (pid < 0) {
+    ::close(ready[0]);
+    ::close(ready[1]);
+    return ChildEnd::kOther;
+  }
+  if (pid == 0) {
+    ::fcntl(ready[1], F_SETFD, 0);  // the one fd the child keeps across exec
+    ::execve("/proc/self/exe", argv, envp.data());
+    ::_exit(127);
+  }
+  ::close(ready[1]);
+  char byte = 0;
+  ssize_t n;
+  do {
+    n = ::read(ready[0], &byte, 1);  // the child's "applying now", or EOF if it died first
+  } while (n < 0 && errno == EINTR);
+  ::close(ready[0]);
+  const auto t0 = std::chrono::steady_clock::now();
+  if (n == 1 && kill_after.count() > 0) {
     std::this_thread::sleep_for(kill_after);
     ::kill(pid, SIGKILL);
   }
   int ws = 0;
-  if (::waitpid(pid, &ws, 0) != pid) return false;
-  return WIFSIGNALED(ws) && WTERMSIG(ws) == SIGKILL;
+  if (::waitpid(pid, &ws, 0) != pid) return ChildEnd::kOther;
+  if (ran != nullptr) {
+    *ran = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() -
+                                                                 t0);
+  }
+  if (WIFSIGNALED(ws) && WTERMSIG(ws) == SIGKILL) return ChildEnd::kKilled;
+  if (WIFEXITED(ws) && WEXITSTATUS(ws) == 0 && n == 1) return ChildEnd::kExitedOk;
+  return ChildEnd::kOther;
 }
 
-void RestartConvergeRevert(V1Tree& tree, const std::string& state, const Plan& plan,
+// The crash child. Hidden (DISABLED_) and inert unless re-executed by RunChild with its
+// environment; it never returns to gtest: it exits 0 after Apply, RevertAll, Apply.
+TEST(EnforcerCrashChild, DISABLED_ApplyRevertApply) {
+  const char* name = std::getenv(kEnvTree);
+  if (name == nullptr) GTEST_SKIP() << "helper of the crash tests: runs only when re-executed";
+  const CgroupVersion v =
+      std::string(std::getenv(kEnvVersion)) == "v2" ? CgroupVersion::kV2 : CgroupVersion::kV1;
+  Tree tree(v, name);
+  Plan plan = BigPlan(tree, std::atoi(std::getenv(kEnvNeighbours)));
+  auto store = CheckpointStore::Open(std::getenv(kEnvState));
+  if (!store.ok()) ::_exit(2);
+  const uint64_t kill_after_write = std::strtoull(std::getenv(kEnvKillAfterWrite), nullptr, 10);
+  EnforcerOptions o;
+  o.after_write = [kill_after_write](uint64_t n, const std::string&) {
+    if (n == kill_after_write) ::kill(::getpid(), SIGKILL);
+  };
+  Enforcer enf(tree.cgroups(), CheckpointStorePtr(std::move(*store)), o);
+  const int ready = std::atoi(std::getenv(kEnvReadyFd));
+  if (::write(ready, "r", 1) != 1) ::_exit(3);
+  ::close(ready);
+  // Apply, unfence and fence again, so a kill can land in a revert as well.
+  enf.Apply(plan);
+  enf.RevertAll();
+  enf.Apply(plan);
+  ::_exit(0);
+}
+
+void RestartConvergeRevert(Tree& tree, const std::string& state, const Plan& plan,
                            const std::map<std::string, std::string>& before) {
   auto store = OpenStore(state);
   ASSERT_NE(store, nullptr);
@@ -357,33 +518,32 @@ void RestartConvergeRevert(V1Tree& tree, const std::string& state, const Plan& p
   EXPECT_EQ(tree.Snapshot(), before);
 }
 
-TEST_F(EnforcerV1Test, KillAfterKthWriteThenRestartRestoresEveryByte) {
-  V1Tree tree;
-  Plan plan = BigPlan(tree, 30);
+TEST_P(EnforcerCgroupTest, KillAfterKthWriteThenRestartRestoresEveryByte) {
+  Tree tree(GetParam());
+  Plan plan = BigPlan(tree, kCrashNeighbours);
   const auto before = tree.Snapshot();
   for (uint64_t k : {1, 2, 3, 7, 40, 99, 150}) {
     SCOPED_TRACE("killed after write " + std::to_string(k));
     TempDir state;
-    ASSERT_TRUE(RunChild(tree, state.path(), plan, k, std::chrono::microseconds(0)))
+    ASSERT_EQ(RunChild(tree, state.path(), k, std::chrono::microseconds(0)), ChildEnd::kKilled)
         << "child was not killed";
     RestartConvergeRevert(tree, state.path(), plan, before);
     ASSERT_EQ(tree.Snapshot(), before);
   }
 }
 
-TEST_F(EnforcerV1Test, KillAtRandomTimesThenRestartRestoresEveryByte) {
-  V1Tree tree;
-  Plan plan = BigPlan(tree, 30);
+TEST_P(EnforcerCgroupTest, KillAtRandomTimesThenRestartRestoresEveryByte) {
+  Tree tree(GetParam());
+  Plan plan = BigPlan(tree, kCrashNeighbours);
   const auto before = tree.Snapshot();
-  // How long a full child run takes here, to spread the kills over it.
-  auto t0 = std::chrono::steady_clock::now();
+  // How long a full child run takes here (from its "applying now"), to spread the kills over it.
+  std::chrono::microseconds full{0};
   {
     TempDir state;
-    ASSERT_FALSE(RunChild(tree, state.path(), plan, 0, std::chrono::microseconds(0)));
+    ASSERT_EQ(RunChild(tree, state.path(), 0, std::chrono::microseconds(0), &full),
+              ChildEnd::kExitedOk);
     RestartConvergeRevert(tree, state.path(), plan, before);
   }
-  const auto full =
-      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0);
   std::mt19937 rng(12345);
   int killed = 0;
   for (int i = 0; i < 8; ++i) {
@@ -391,13 +551,21 @@ TEST_F(EnforcerV1Test, KillAtRandomTimesThenRestartRestoresEveryByte) {
     SCOPED_TRACE("kill after " + std::to_string(delay.count()) + "us of ~" +
                  std::to_string(full.count()) + "us");
     TempDir state;
-    killed += RunChild(tree, state.path(), plan, 0, delay);
+    ChildEnd end = RunChild(tree, state.path(), 0, delay);
+    ASSERT_NE(end, ChildEnd::kOther);
+    killed += end == ChildEnd::kKilled;
     RestartConvergeRevert(tree, state.path(), plan, before);
     ASSERT_EQ(tree.Snapshot(), before);
   }
   EXPECT_GT(killed, 0) << "no run was killed mid-way";
   std::cout << "[ info ] full run " << full.count() << "us, killed " << killed << "/8\n";
 }
+
+INSTANTIATE_TEST_SUITE_P(Version, EnforcerCgroupTest,
+                         ::testing::Values(CgroupVersion::kV1, CgroupVersion::kV2),
+                         [](const auto& info) {
+                           return std::string(cgroup::CgroupVersionName(info.param));
+                         });
 
 }  // namespace
 }  // namespace feedguard::agent
