@@ -34,6 +34,10 @@ void DefineFlags(Flags& f) {
   f.Define("tls-key", "", "controller's serving key (PEM)");
   f.Define("tls-client-ca", "", "CA that signs agent client certificates (PEM)");
   f.DefineBool("insecure", "no TLS and no agent authentication (local demos only)");
+  f.Define("agent-identity", "cert",
+           "cert: the agent's client certificate must name its node (CN system:node:<name> or a "
+           "DNS SAN); shared-cert: any certificate from the CA may speak for the node its hello "
+           "names");
   f.Define("agent-namespace", "feedguard-system", "namespace of the agent pods (never fenced)");
   f.Define("stale-after-ms", "60000", "an agent disconnected this long is reported stale");
   f.Define("status-interval-ms", "1000", "at most one status write per policy per interval");
@@ -61,6 +65,10 @@ int RunController(int argc, char** argv) {
     return 0;
   }
   spdlog::set_level(spdlog::level::from_str(f.Get("log-level")));
+  if (f.Get("agent-identity") != "cert" && f.Get("agent-identity") != "shared-cert") {
+    std::cerr << "feedguard-controller: --agent-identity must be cert or shared-cert\n";
+    return 2;
+  }
   if (!f.GetBool("insecure") &&
       (f.Get("tls-cert").empty() || f.Get("tls-key").empty() || f.Get("tls-client-ca").empty())) {
     std::cerr << "feedguard-controller: --tls-cert, --tls-key and --tls-client-ca are required "
@@ -155,6 +163,7 @@ int RunController(int argc, char** argv) {
     DistributorOptions o;
     o.listen_address = f.Get("listen-grpc");
     o.insecure = f.GetBool("insecure");
+    o.trust_hello_node_name = f.Get("agent-identity") == "shared-cert";
     o.tls = {f.Get("tls-client-ca"), f.Get("tls-cert"), f.Get("tls-key")};
     o.stale_after = std::chrono::milliseconds(std::stoi(f.Get("stale-after-ms")));
     o.observer = reconciler;

@@ -197,7 +197,8 @@ class Distributor::AgentStream final
       FinishLocked(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "hello without node_name"));
       return;
     }
-    if (!d_->options_.insecure && !MayActForNode(identities_, name)) {
+    if (!d_->options_.insecure && !d_->options_.trust_hello_node_name &&
+        !MayActForNode(identities_, name)) {
       std::string names;
       for (const std::string& id : identities_) names += (names.empty() ? "" : ", ") + id;
       spdlog::warn("distributor: refused hello for node {} from {}: certificate names [{}]", name,

@@ -48,6 +48,10 @@ struct DistributorOptions {
   // Explicit opt-out of TLS for local demos: no client authentication, the hello's node name
   // is trusted as sent. Never the default.
   bool insecure = false;
+  // mTLS still required, but any client certificate signed by the CA may speak for the node
+  // its hello names (for a chart-issued certificate shared by every agent). Default: the node
+  // must be named by the certificate (CN "system:node:<name>" or a DNS SAN).
+  bool trust_hello_node_name = false;
   ServerTlsFiles tls;
   // How often grpc re-reads the TLS files (grpc's minimum is 1 s). Replace the key and the
   // certificate atomically (write + rename), or a mismatched pair is skipped until the next read.

@@ -51,11 +51,19 @@ void Reconciler::UpsertPolicy(const nlohmann::json& obj) {
   PolicyEntry& e = policies_[parsed.policy.name];
   bool first = e.policy.name.empty();
   if (first && obj.contains("status") && obj["status"].is_object()) e.last_status = obj["status"];
+  // Our own status writes come back as MODIFIED events with the same generation: they change
+  // nothing any node needs, so they must not trigger a cluster-wide recompute.
+  const bool affects_nodes = first || e.policy.generation != parsed.policy.generation ||
+                             e.policy.deleting != parsed.policy.deleting;
+  if (!first && !affects_nodes && e.policy.finalizers == parsed.policy.finalizers) {
+    e.policy.resource_version = parsed.policy.resource_version;
+    return;
+  }
   e.policy = std::move(parsed.policy);
   e.invalid = std::move(invalid);
   e.status_dirty = true;
   if (!e.policy.deleting && !e.policy.HasFinalizer()) e.finalizer_pending = true;
-  MarkAllNodesDirtyLocked();
+  if (affects_nodes) MarkAllNodesDirtyLocked();
 }
 
 void Reconciler::DeletePolicy(const nlohmann::json& obj) {

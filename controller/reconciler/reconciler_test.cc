@@ -173,6 +173,21 @@ TEST_F(ReconcilerTest, FinalizerLeavesOnlyAfterAgentsAckTheRevert) {
   EXPECT_EQ(writer_->removed, std::vector<std::string>{"vision"});
 }
 
+TEST_F(ReconcilerTest, StatusEchoDoesNotRecomputeNodesButSpecChangeDoes) {
+  r_->UpsertPolicy(PolicyJson(true));
+  r_->UpsertPod(PodJson("train", "gpu-1", {{"role", "trainer"}}));
+  r_->Step();
+  const auto before = r_->stats().node_recomputes;
+  json echo = PolicyJson(true);
+  echo["status"] = {{"observedGeneration", 1}};
+  r_->UpsertPolicy(echo);  // our status write coming back through the watch
+  r_->Step();
+  EXPECT_EQ(r_->stats().node_recomputes, before);
+  r_->UpsertPolicy(PolicyJson(true, false, /*generation=*/2));  // a spec edit
+  r_->Step();
+  EXPECT_EQ(r_->stats().node_recomputes, before + 2);
+}
+
 TEST_F(ReconcilerTest, PodMovingNodesAndDeletion) {
   r_->UpsertPolicy(PolicyJson(true));
   r_->UpsertPod(PodJson("train", "gpu-1", {{"role", "trainer"}}));

@@ -460,6 +460,23 @@ TEST_F(GrpcStreamTest, NodeNameFromDnsSan) {
   EXPECT_TRUE(server->GetAgent("gpu-san").has_value());
 }
 
+TEST_F(GrpcStreamTest, SharedCertificateModeTrustsHelloButStillNeedsTheCa) {
+  // The chart issues one agent certificate (CN feedguard-agent) that names no node.
+  ASSERT_TRUE(pki_->MakeLeaf("ca", "shared", "feedguard-agent", {}, false).ok());
+  auto opts = ServerOptions();
+  opts.trust_hello_node_name = true;
+  auto server = StartServer(opts);
+  ASSERT_TRUE(server);
+  auto stub = RawStub(server->port(), "shared");
+  grpc::Status s = HelloAndFinish(*stub, "gpu-7");
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  EXPECT_TRUE(server->GetAgent("gpu-7").has_value());
+  // No certificate at all is still refused.
+  auto anonymous = RawStub(server->port(), "");
+  EXPECT_EQ(HelloAndFinish(*anonymous, "gpu-8").error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_FALSE(server->GetAgent("gpu-8").has_value());
+}
+
 TEST_F(GrpcStreamTest, ClientWithoutCertificateIsRejected) {
   auto server = StartServer(ServerOptions());
   ASSERT_TRUE(server);
