@@ -1,5 +1,7 @@
 #include "controller/reconciler/reconciler.h"
 
+#include <thread>
+
 #include <spdlog/spdlog.h>
 
 #include "controller/status/policy_status.h"
@@ -207,10 +209,13 @@ void Reconciler::RecomputeNodeLocked(const std::string& node,
 }
 
 bool Reconciler::Step() {
+  bool fences = StepFences();
+  bool writes = StepApiWrites();
+  return fences || writes;
+}
+
+bool Reconciler::StepFences() {
   std::vector<feedguard::v1::NodeFence> to_send;
-  std::vector<std::string> finalizers_to_add, finalizers_to_remove;
-  std::vector<std::string> status_due;
-  const auto now = clock_->MonotonicNow();
   {
     std::lock_guard<std::mutex> l(mu_);
     std::set<std::string> dirty;
@@ -219,6 +224,20 @@ bool Reconciler::Step() {
       if (nodes_.count(node) && nodes_[node].exists) RecomputeNodeLocked(node, &to_send);
     }
     stats_.fences_sent += to_send.size();
+  }
+  for (auto& f : to_send) {
+    Status st = sink_->SetDesired(f);
+    if (!st.ok()) spdlog::warn("SetDesired({}): {}", f.node_name(), st.ToString());
+  }
+  return !to_send.empty();
+}
+
+bool Reconciler::StepApiWrites() {
+  std::vector<std::string> finalizers_to_add, finalizers_to_remove;
+  std::vector<std::string> status_due;
+  const auto now = clock_->MonotonicNow();
+  {
+    std::lock_guard<std::mutex> l(mu_);
     for (auto& [name, e] : policies_) {
       if (e.finalizer_pending) finalizers_to_add.push_back(name);
       if (e.policy.deleting && e.policy.HasFinalizer()) {
@@ -235,10 +254,6 @@ bool Reconciler::Step() {
         status_due.push_back(name);
       }
     }
-  }
-  for (auto& f : to_send) {
-    Status st = sink_->SetDesired(f);
-    if (!st.ok()) spdlog::warn("SetDesired({}): {}", f.node_name(), st.ToString());
   }
   for (const auto& name : finalizers_to_add) {
     Status st = writer_->AddFinalizer(name);
@@ -332,15 +347,23 @@ bool Reconciler::Step() {
       spdlog::warn("writing status of {}: {}", name, ws.ToString());
     }
   }
-  return !to_send.empty() || !status_due.empty() || !finalizers_to_add.empty() ||
-         !finalizers_to_remove.empty();
+  return !status_due.empty() || !finalizers_to_add.empty() || !finalizers_to_remove.empty();
 }
 
 void Reconciler::Run(const kube::StopSignal& stop) {
+  // API writes (status, finalizers, Events) take round trips to the API server; they run on
+  // their own thread so a slow write never delays the next NodeFence.
+  std::thread writes([&] {
+    while (!stop.IsSet()) {
+      StepApiWrites();
+      stop.WaitFor(options_.tick);
+    }
+  });
   while (!stop.IsSet()) {
-    Step();
+    StepFences();
     stop.WaitFor(options_.tick);
   }
+  writes.join();
 }
 
 ReconcilerStats Reconciler::stats() const {

@@ -100,7 +100,10 @@ class Reconciler final : public AgentObserver {
   // One pass: recompute dirty nodes, send, finalizers, due status writes. Returns true if it
   // did anything.
   bool Step();
-  // Steps until `stop`.
+  // The two halves of Step: fences to the sink (fast, in memory) and API writes (round trips).
+  bool StepFences();
+  bool StepApiWrites();
+  // Until `stop`: StepFences on this thread, StepApiWrites on a second one.
   void Run(const kube::StopSignal& stop);
 
   ReconcilerStats stats() const;

@@ -2,7 +2,7 @@
 # run.sh — feedguard's local demo, on one machine, as root (about 2 minutes after the first build).
 #
 #   sudo examples/demo/run.sh [--neighbours N] [--duration S] [--warmup S] [--no-build]
-#                             [--build-dir DIR] [--root-shares N] [--keep-logs]
+#                             [--build-dir DIR] [--root-shares N] [--keep-logs] [--check]
 #
 # What it does:
 #   1. installs what it needs (tests/install_deps.sh: Debian packages; kube-apiserver, etcd and helm
@@ -33,7 +33,9 @@
 #   --root-shares N   cpu.shares of the demo's cgroup root (default 8192): on a real node the
 #                     kubepods tree out-weighs the few system daemons; here every process in the
 #                     host's root cgroup would otherwise weigh as much as the whole "node"
-#   --keep-logs       keep the work dir (logs, pod files) instead of removing it
+#   --keep-logs       keep the logs (copied to /tmp/feedguard-demo-logs-*; kept anyway on failure)
+#   --check           for CI: exit 3 unless the fenced phase beats plain CFS by >= 20% and every
+#                     original cgroup value came back after the policy was deleted
 #   --help            this text
 #
 # Needs: root, cgroup v1 cpu/cpuacct/cpuset mounted under /sys/fs/cgroup (kernel >= 5.15 for
@@ -58,12 +60,14 @@ DO_BUILD=1
 BUILD_DIR="$REPO/build/release"
 ROOT_SHARES=8192
 KEEP_LOGS=0
+CHECK=0
 
 # State, for cleanup.
 WORK=""
 POLICY_APPLIED=0
 CLEANED_UP=0
 STARTED_NEIGHBOURS=0
+REVERTED=0  # 1 once every neighbour's original cgroup bytes are back
 CREATORS=() # pids of our background pod-creating subshells, while they run
 declare -A RESULT_SPS=() RESULT_BUSY=() RESULT_TCORES=() RESULT_NCORES=()
 PHASES=(isolated cfs feedguard)
@@ -104,6 +108,7 @@ parse_args() {
       --build-dir) BUILD_DIR="$(realpath -m "${2:-}")"; shift 2 ;;
       --root-shares) ROOT_SHARES="${2:-}"; shift 2 ;;
       --keep-logs) KEEP_LOGS=1; shift ;;
+      --check) CHECK=1; shift ;;
       -h | --help) usage; exit 0 ;;
       *) usage >&2; die "unknown argument: $1" ;;
     esac
@@ -127,18 +132,39 @@ install_and_build() {
   say "Installing dependencies (tests/install_deps.sh; the first run builds kube-apiserver, etcd and helm)"
   "$REPO/tests/install_deps.sh" 2>&1 | sed 's/^/    /'
   ((PIPESTATUS[0] == 0)) || die "tests/install_deps.sh failed (see above)"
-  say "Building feedguard (cmake --preset release; $BUILD_DIR)"
+  say "Building the demo's binaries in $BUILD_DIR (only the five it runs)"
+  mkdir -p "$BUILD_DIR" || die "cannot create $BUILD_DIR"
   if [[ "$BUILD_DIR" == "$REPO/build/release" ]]; then
-    (cd "$REPO" && cmake --preset release >"$REPO/build/demo-configure.log" 2>&1) ||
-      { tail -n 30 "$REPO/build/demo-configure.log" >&2; die "cmake --preset release failed"; }
+    (cd "$REPO" && cmake --preset release >"$BUILD_DIR/demo-configure.log" 2>&1)
   else
-    cmake -S "$REPO" -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-      >"$BUILD_DIR.configure.log" 2>&1 || die "cmake configure of $BUILD_DIR failed ($BUILD_DIR.configure.log)"
-  fi
+    cmake -S "$REPO" -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$BUILD_DIR/demo-configure.log" 2>&1
+  fi || { tail -n 30 "$BUILD_DIR/demo-configure.log" >&2; die "cmake configure of $BUILD_DIR failed"; }
+  local log="$BUILD_DIR/demo-build.log" rc
   cmake --build "$BUILD_DIR" -j"$(nproc)" --target feedguard-controller feedguard-agent \
-    fg-kubelet-standin fg-wedge-trainer fg-wedge-spinner 2>&1 | tail -n 40 | sed 's/^/    /'
-  ((PIPESTATUS[0] == 0)) || die "building the demo's binaries failed (see above)"
+    fg-kubelet-standin fg-wedge-trainer fg-wedge-spinner 2>&1 | tee "$log" | build_counter
+  rc=${PIPESTATUS[0]}
+  if ((rc != 0)); then
+    grep -B2 -A20 -m3 'FAILED\|error' "$log" | head -n 60 | sed 's/^/    /' >&2
+    die "building the demo's binaries failed (full log: $log)"
+  fi
   info "done in $((SECONDS - t0)) s"
+}
+
+# build_counter — Ninja's "[n/N] ..." lines on stdin, shown as one counter line (the first build
+# takes minutes; a silent one looks hung).
+build_counter() {
+  local line last=""
+  while IFS= read -r line; do
+    [[ "$line" =~ ^\[([0-9]+/[0-9]+)\] ]] || continue
+    if [[ -t 1 ]]; then
+      printf '\r    compiling %s' "${BASH_REMATCH[1]}"
+    elif [[ "${BASH_REMATCH[1]%%/*}" != "$last" ]] && ((${BASH_REMATCH[1]%%/*} % 10 == 0)); then
+      printf '    compiling %s\n' "${BASH_REMATCH[1]}"
+    fi
+    last="${BASH_REMATCH[1]%%/*}"
+  done
+  [[ -t 1 && -n "$last" ]] && printf '\n'
+  return 0
 }
 
 # find_binaries — FG_CONTROLLER / FG_AGENT / FG_STANDIN (read by tests/e2e/lib.sh), FG_TRAINER,
@@ -153,7 +179,16 @@ find_binaries() {
   for b in "$FG_CONTROLLER" "$FG_AGENT" "$FG_STANDIN" "$FG_TRAINER" "$FG_SPINNER"; do
     [[ -x "$b" ]] || die "$b is not built (run without --no-build, or pass --build-dir)"
   done
-  export FG_CONTROLLER FG_AGENT FG_STANDIN
+}
+
+# own_session NAME BINARY — prints the path of a wrapper that execs BINARY in a session of its
+# own (setsid(1) execs in place here: same pid). A Ctrl-C then reaches only this script, which
+# stops the controller, agent and stand-in in order (delete the policy → the agent reverts →
+# stop) instead of having them all die at once with fences in place.
+own_session() {
+  local w="$FG_WORK/bin/$1"
+  mkdir -p "$FG_WORK/bin" || return 1
+  printf '#!/bin/sh\nexec setsid %q "$@"\n' "$(realpath "$2")" >"$w" && chmod +x "$w" && echo "$w"
 }
 
 # ---- step 2 and 3: API server, CRD, RBAC ------------------------------------------------------
@@ -425,10 +460,14 @@ cleanup() {
   local p
   for p in "${CREATORS[@]}"; do kill -TERM "$p" 2>/dev/null && wait "$p" 2>/dev/null; done
   if ((POLICY_APPLIED)) && [[ -n "${FG_KUBECONFIG:-}" ]]; then
-    fg_kubectl delete fencepolicy "$POLICY_NAME" --wait=true --timeout=30s 2>&1 | sed 's/^/    /'
-    if ((STARTED_NEIGHBOURS)) && fg_is_ours "${FG_PID[agent]:-}"; then
+    # The controller's finalizer holds the delete until the agents have reverted.
+    local wait=false
+    fg_is_ours "${FG_PID[controller]:-}" && fg_is_ours "${FG_PID[agent]:-}" && wait=true
+    fg_kubectl delete fencepolicy "$POLICY_NAME" --wait="$wait" --timeout=30s 2>&1 | sed 's/^/    /'
+    if ((STARTED_NEIGHBOURS)) && [[ "$wait" == true ]]; then
       if fg_wait 30 "the agent restores the neighbours' original cgroup values" all_reverted; then
         info "reverted: all $STARTED_NEIGHBOURS neighbours' cgroup files hold their original bytes again"
+        REVERTED=1
       else
         info "WARNING: not every original value came back (the stand-in removes these cgroups anyway)"
       fi
@@ -436,12 +475,21 @@ cleanup() {
   fi
   fg_cleanup 2>/dev/null
   info "stopped the agent, controller and stand-in (cgroup root $FG_CGROUP_ROOT removed); API server down"
-  if ((KEEP_LOGS || rc != 0)) && [[ -d "$WORK/logs" ]]; then
+  if ((KEEP_LOGS || (rc != 0 && rc != 130))) && [[ -d "$WORK/logs" ]]; then
     local keep
     keep="/tmp/feedguard-demo-logs-$(date +%Y%m%d-%H%M%S)"
     cp -r "$WORK/logs" "$keep" 2>/dev/null && info "logs kept in $keep"
   fi
   rm -rf -- "$WORK"
+  if ((CHECK && rc == 0)); then
+    if ((REVERTED)) && awk -v f="${RESULT_SPS[feedguard]:-0}" -v c="${RESULT_SPS[cfs]:-0}" 'BEGIN {exit !(c > 0 && f >= 1.2 * c)}'; then
+      info "check passed: fenced ${RESULT_SPS[feedguard]} vs plain CFS ${RESULT_SPS[cfs]} samples/s; originals restored"
+    else
+      printf '%scheck failed:%s fenced %s vs plain CFS %s samples/s (need >= 1.2x), originals restored: %s\n' \
+        "$RED" "$PLAIN" "${RESULT_SPS[feedguard]:-?}" "${RESULT_SPS[cfs]:-?}" "$REVERTED" >&2
+      rc=3
+    fi
+  fi
   exit "$rc"
 }
 
@@ -465,6 +513,9 @@ main() {
   trap 'on_signal INT' INT
   trap 'on_signal TERM' TERM
   fg_init "$WORK" || die "cannot create $WORK"
+  FG_CONTROLLER="$(own_session feedguard-controller "$FG_CONTROLLER")" || die "cannot write $WORK/bin"
+  FG_AGENT="$(own_session feedguard-agent "$FG_AGENT")" || die "cannot write $WORK/bin"
+  FG_STANDIN="$(own_session fg-kubelet-standin "$FG_STANDIN")" || die "cannot write $WORK/bin"
   local t0=$SECONDS
 
   start_apiserver

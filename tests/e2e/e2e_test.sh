@@ -1,0 +1,277 @@
+#!/usr/bin/env bash
+# e2e_test.sh — the end-to-end tier: real kube-apiserver + etcd (private test bed), real cgroup v1
+# (kubelet stand-in), feedguard-controller and feedguard-agent processes, kubectl.
+#
+#   e2e_test.sh WORKDIR [PHASES]     PHASES: comma list of core,resilience,leader (default all)
+#   env: FG_CONTROLLER FG_AGENT FG_STANDIN (binaries), FG_E2E_KEEP=1 keeps WORKDIR's logs
+#
+# Exit codes: 0 all checks passed, 1 a check or a prerequisite failed (named in the output),
+# 77 skipped (not root: real cgroups need it).
+# shellcheck disable=SC2015,SC2016  # `ok … || bad …` is intended; the sampler script is literal
+set -uo pipefail
+
+WORK="${1:?usage: e2e_test.sh WORKDIR [core,resilience,leader]}"
+PHASES=",${2:-core,resilience,leader},"
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=tests/e2e/lib.sh
+source "$HERE/lib.sh"
+
+if [[ "$(id -u)" != 0 ]]; then
+  echo "SKIP: e2e needs root (it creates real cgroup v1 dirs and moves its own processes into them)"
+  exit 77
+fi
+
+PASSED=0 FAILED=0
+ok() { PASSED=$((PASSED + 1)); echo "ok   - $*"; }
+bad() { FAILED=$((FAILED + 1)); echo "FAIL - $*"; }
+fatal() {
+  echo "FATAL: $*"
+  exit 1
+}
+# check DESC TIMEOUT CMD... — polls CMD (fg_wait) and records ok/FAIL.
+check() {
+  local desc="$1" t="$2"
+  shift 2
+  if fg_wait "$t" "$desc" "$@"; then ok "$desc"; else bad "$desc"; fi
+}
+
+rm -rf "$WORK"
+fg_init "$WORK" || fatal "cannot create $WORK"
+finish() {
+  local rc=$?
+  fg_cleanup
+  local left
+  left="$(find /sys/fs/cgroup/ -maxdepth 2 -name "$FG_CGROUP_ROOT" 2>/dev/null)"
+  if [[ -n "$FG_CGROUP_ROOT" && -n "$left" ]]; then
+    echo "FAIL - cgroup root left behind: $left"
+    rc=1
+  fi
+  if ((rc != 0)) || ((FAILED > 0)); then
+    echo "---- logs (tails) ----"
+    for f in "$FG_WORK"/logs/*.log; do
+      [[ -e "$f" ]] || continue
+      echo "== $f"
+      tail -n 25 "$f"
+    done
+  fi
+  [[ "${FG_E2E_KEEP:-0}" == 1 ]] || rm -rf "$FG_WORK"
+  exit "$rc"
+}
+trap finish EXIT
+trap 'exit 1' INT TERM
+
+fg_check_prereqs || fatal "prerequisites missing (above)"
+
+NODE=e2e-node
+POLICY=e2e-trainers
+TRAINER_LABEL=feedguard.io/role=trainer
+
+# apply_policy FENCE — the one FencePolicy of this test, with neighbours.fence = FENCE.
+apply_policy() {
+  fg_kubectl apply -f - >/dev/null <<EOF
+apiVersion: feedguard.io/v1alpha1
+kind: FencePolicy
+metadata: {name: $POLICY}
+spec:
+  priority: 100
+  mode: Enforce
+  nodeSelector: {matchLabels: {nvidia.com/gpu.present: "true"}}
+  trainers:
+    podSelector: {matchLabels: {feedguard.io/role: trainer}}
+  neighbours:
+    exclude: {namespaces: [kube-system]}
+    fence: $1
+EOF
+}
+idle_of() { fg_pod_file "$1" "$2" cpu cpu.idle; }
+shares_of() { fg_pod_file "$1" "$2" cpu cpu.shares; }
+# status_is ENFORCED PROTECTED FENCED — counts, Ready=True, observedGeneration == generation.
+status_is() {
+  fg_policy_matches "$POLICY" "(.status.nodes.enforced // 0) == $1 and
+    (.status.trainers.protected // 0) == $2 and (.status.neighbours.fenced // 0) == $3 and
+    ([.status.conditions[]? | select(.type == \"Ready\" and .status == \"True\")] | length) == 1 and
+    .status.observedGeneration == .metadata.generation"
+}
+
+# ---- a) the cluster ------------------------------------------------------------------------
+echo "# a) private test bed, CRD, node, namespaces"
+fg_testbed_up || fatal "the private test bed did not start (is it built? tests/testbed/build.sh)"
+fg_install_crd && ok "CRD installed and Established" || fatal "CRD install failed"
+fg_create_node "$NODE" nvidia.com/gpu.present=true && ok "Node $NODE created" || fatal "Node create failed"
+for ns in ml batch feedguard-system; do fg_create_namespace "$ns" || fatal "namespace $ns"; done
+
+# ---- b) pods: real cgroups + processes, and Pod objects with kubelet-like status ------------
+echo "# b) kubelet stand-in + pods"
+fg_standin_start systemd || fatal "kubelet stand-in did not start"
+fg_create_pod ml trainer-1 "$NODE" "$TRAINER_LABEL" 500 0 || fatal "create trainer-1"
+fg_create_pod batch spin-1 "$NODE" app=spin 250 1000 || fatal "create spin-1"
+fg_create_pod batch spin-2 "$NODE" app=spin 0 0 || fatal "create spin-2"
+fg_create_pod batch spin-3 "$NODE" app=spin 200 200 || fatal "create spin-3"
+check "pods Running with containerIDs in the API" 20 bash -c \
+  "[[ \$('$FG_KUBECTL' --kubeconfig '$FG_KUBECONFIG' get pods -A --field-selector spec.nodeName=$NODE \
+     -o json | jq '[.items[] | select(.status.phase == \"Running\" and
+       (.status.containerStatuses[0].containerID | startswith(\"containerd://\")))] | length') == 4 ]]"
+[[ "$(cat "$(idle_of batch spin-1)")" == 0 ]] && ok "neighbour cpu.idle starts at 0" || bad "spin-1 cpu.idle is not 0 before any policy"
+
+# ---- c) controller + agent + policy --------------------------------------------------------
+echo "# c) controller, agent, FencePolicy (Idle)"
+fg_controller_start ctl || fatal "controller did not start"
+fg_controller_wait_leading ctl 30 || fatal "controller never served agents"
+fg_agent_start agent "$NODE" "127.0.0.1:${FG_GRPC_PORT[ctl]}"
+check "agent connected (feedguard_agents_connected 1)" 30 fg_metric_is ctl feedguard_agents_connected 1
+
+if [[ "$PHASES" == *,core,* || "$PHASES" == *,resilience,* || "$PHASES" == *,leader,* ]]; then
+  apply_policy Idle && ok "FencePolicy applied (fence: Idle)" || fatal "kubectl apply FencePolicy failed"
+  for p in spin-1 spin-2 spin-3; do
+    check "neighbour batch/$p cpu.idle = 1" 30 fg_file_is "$(idle_of batch $p)" 1
+  done
+  check "trainer ml/trainer-1 untouched" 5 fg_check_snapshot ml trainer-1
+  check "status: enforced=1 protected=1 fenced=3 Ready=True, observedGeneration current" 30 status_is 1 1 3
+  check "finalizer on the policy" 10 fg_policy_matches "$POLICY" '.metadata.finalizers | length > 0'
+fi
+
+# ---- d) changes: new trainer, new neighbour, policy edit, delete -----------------------------
+if [[ "$PHASES" == *,core,* ]]; then
+  echo "# d) new trainer, new neighbour, policy edit, delete"
+  fg_create_pod ml trainer-2 "$NODE" "$TRAINER_LABEL" 1000 0 || fatal "create trainer-2"
+  check "status counts the new trainer (protected=2, fenced=3)" 30 status_is 1 2 3
+  check "new trainer ml/trainer-2 untouched" 5 fg_check_snapshot ml trainer-2
+  fg_create_pod batch spin-4 "$NODE" app=spin 100 0 || fatal "create spin-4"
+  check "new neighbour batch/spin-4 cpu.idle = 1" 30 fg_file_is "$(idle_of batch spin-4)" 1
+  check "status: fenced=4" 30 status_is 1 2 4
+  for p in trainer-1 trainer-2; do
+    [[ "$(cat "$(idle_of ml $p)")" == 0 ]] && ok "trainer ml/$p cpu.idle still 0" || bad "trainer ml/$p cpu.idle changed"
+  done
+
+  # Policy edit: Weight instead of Idle — shares drop, idle goes back to its original.
+  gen_before="$(fg_policy_json "$POLICY" | jq .metadata.generation)"
+  apply_policy Weight && ok "policy edited (fence: Weight)" || bad "kubectl apply (Weight) failed"
+  for p in spin-1 spin-3 spin-4; do
+    orig_shares="$(grep -F "$(shares_of batch $p)"$'\t' "$FG_WORK/orig/batch_$p" | cut -f2 | base64 -d)"
+    check "batch/$p cpu.shares lowered from $orig_shares" 30 fg_file_is_not "$(shares_of batch $p)" "$orig_shares"
+    check "batch/$p cpu.idle back to 0 under Weight" 30 fg_file_is "$(idle_of batch $p)" 0
+  done
+  check "status observes the new generation (> $gen_before), still enforced" 30 \
+    fg_policy_matches "$POLICY" ".metadata.generation > $gen_before and .status.observedGeneration == .metadata.generation and .status.nodes.enforced == 1"
+
+  # Delete: every file back to its exact original bytes, then the finalizer goes and the object too.
+  fg_kubectl delete fencepolicy "$POLICY" --wait=false >/dev/null && ok "kubectl delete fencepolicy" || bad "kubectl delete failed"
+  for p in batch/spin-1 batch/spin-2 batch/spin-3 batch/spin-4 ml/trainer-1 ml/trainer-2; do
+    check "$p: every file holds its original bytes" 30 fg_check_snapshot "${p%/*}" "${p#*/}"
+  done
+  check "FencePolicy gone (finalizer removed)" 30 fg_policy_gone "$POLICY"
+  fg_delete_pod ml trainer-2 && fg_delete_pod batch spin-4 || bad "deleting pods failed"
+fi
+
+# ---- e) watch resilience: API server restart, etcd compaction ---------------------------------
+# sampler FILE... — background: one line "ms path value" each time a file's value changes.
+start_sampler() {
+  local out="$FG_WORK/sampler.txt"
+  : >"$out"
+  fg_spawn sampler bash -c '
+    out="$1"; shift; declare -A last
+    end=$(( $(date +%s) + 900 ))
+    while (( $(date +%s) < end )); do
+      for f in "$@"; do
+        v="$(cat "$f" 2>/dev/null || echo "<gone>")"
+        if [[ "${last[$f]-unset}" != "$v" ]]; then last[$f]="$v"; echo "$(date +%s%3N) $f $v" >>"$out"; fi
+      done
+      sleep 0.05
+    done' sampler "$out" "$@"
+}
+# sampler_changes — changes recorded after each file's first value.
+sampler_changes() { awk '{seen[$2]++; if (seen[$2] > 1) print}' "$FG_WORK/sampler.txt"; }
+stop_sampler() { fg_stop sampler TERM; }
+
+if [[ "$PHASES" == *,resilience,* || "$PHASES" == *,leader,* ]]; then
+  apply_policy Idle || fatal "re-applying the policy (Idle) failed"
+  check "policy (Idle) enforced again" 30 status_is 1 1 3
+  for p in spin-1 spin-2 spin-3; do check "batch/$p cpu.idle = 1" 30 fg_file_is "$(idle_of batch $p)" 1; done
+fi
+
+if [[ "$PHASES" == *,resilience,* ]]; then
+  echo "# e) API server restart + etcd compaction"
+  files=()
+  for p in spin-1 spin-2 spin-3; do files+=("$(idle_of batch $p)" "$(shares_of batch $p)"); done
+  files+=("$(idle_of ml trainer-1)" "$(shares_of ml trainer-1)")
+  start_sampler "${files[@]}"
+  sent_before="$(fg_metric ctl feedguard_fences_sent_total)"
+  "$FG_TESTBED_SH" restart-apiserver "$FG_TESTBED_DIR" >>"$FG_WORK/logs/testbed-restart.log" 2>&1 &&
+    ok "kube-apiserver restarted" || bad "restart-apiserver failed"
+  # Changes made while watches re-establish, then a compaction so the old RVs are gone (410).
+  "$FG_TESTBED_SH" compact "$FG_TESTBED_DIR" >>"$FG_WORK/logs/testbed-compact.log" 2>&1 &&
+    ok "etcd compacted" || bad "etcd compaction failed"
+  fg_kubectl create configmap e2e-churn -n batch --from-literal=a=1 >/dev/null  # moves the RV on
+  "$FG_TESTBED_SH" compact "$FG_TESTBED_DIR" >>"$FG_WORK/logs/testbed-compact.log" 2>&1 || bad "second compaction failed"
+  # Nothing changed for the fence: watch the files and the controller for a quiet window.
+  quiet_end=$(($(fg_now_ms) + 8000))
+  while (($(fg_now_ms) < quiet_end)); do sleep 0.5; done
+  [[ -z "$(sampler_changes)" ]] && ok "no cgroup file changed across restart + compaction" ||
+    bad "files flapped across restart: $(sampler_changes | head -5)"
+  sent_after="$(fg_metric ctl feedguard_fences_sent_total)"
+  [[ "$sent_after" == "$sent_before" ]] && ok "no NodeFence re-sent for an unchanged cluster ($sent_after)" ||
+    bad "feedguard_fences_sent_total $sent_before -> $sent_after with nothing changed"
+  # A change after the restart is still seen and enforced.
+  fg_create_pod batch spin-5 "$NODE" app=spin 100 0 || bad "create spin-5 after restart"
+  check "after restart: new neighbour batch/spin-5 cpu.idle = 1" 40 fg_file_is "$(idle_of batch spin-5)" 1
+  check "after restart: status fenced=4" 40 status_is 1 1 4
+  fg_delete_pod batch spin-5 || bad "delete spin-5"
+  check "after restart: status fenced=3 once spin-5 is gone" 40 status_is 1 1 3
+  stop_sampler
+  # A policy change after the compaction (the FencePolicy informer must have relisted too).
+  orig_shares="$(grep -F "$(shares_of batch spin-1)"$'\t' "$FG_WORK/orig/batch_spin-1" | cut -f2 | base64 -d)"
+  apply_policy Weight || bad "kubectl apply (Weight) after restart failed"
+  check "after restart: policy edit (Weight) lowers batch/spin-1 cpu.shares" 40 fg_file_is_not "$(shares_of batch spin-1)" "$orig_shares"
+  check "after restart: policy edit (Weight) clears batch/spin-1 cpu.idle" 40 fg_file_is "$(idle_of batch spin-1)" 0
+  apply_policy Idle || bad "kubectl apply (Idle) after restart failed"
+  check "after restart: policy edit (Idle) sets batch/spin-1 cpu.idle = 1 again" 40 fg_file_is "$(idle_of batch spin-1)" 1
+fi
+
+# ---- f) two replicas, leader election, kill -9 the leader -----------------------------------
+if [[ "$PHASES" == *,leader,* ]]; then
+  echo "# f) leader election: two replicas, kill -9 the leader"
+  fg_stop agent TERM
+  fg_stop ctl TERM
+  for p in spin-1 spin-2 spin-3; do
+    [[ "$(cat "$(idle_of batch $p)")" == 1 ]] && ok "batch/$p stays fenced with no controller (fail static)" || bad "batch/$p unfenced when the controller stopped"
+  done
+  files=()
+  for p in spin-1 spin-2 spin-3; do files+=("$(idle_of batch $p)"); done
+  start_sampler "${files[@]}"
+  le=(--leader-elect --lease-namespace feedguard-system)
+  fg_controller_start r1 "${le[@]}" || bad "replica r1 did not start"
+  fg_controller_start r2 "${le[@]}" || bad "replica r2 did not start"
+  one_leader() {
+    local a b
+    a="$(fg_metric r1 feedguard_controller_leader)" b="$(fg_metric r2 feedguard_controller_leader)"
+    [[ "$a$b" == 10 || "$a$b" == 01 ]] || { echo "leader gauges r1=$a r2=$b"; return 1; }
+  }
+  check "exactly one leader (feedguard_controller_leader 1 vs 0)" 40 one_leader
+  if [[ "$(fg_metric r1 feedguard_controller_leader)" == 1 ]]; then leader=r1 follower=r2; else leader=r2 follower=r1; fi
+  fg_controller_wait_leading "$leader" 30 || bad "leader $leader serves no gRPC"
+  check "leader /readyz 200" 30 bash -c "[[ \$(curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:${FG_METRICS_PORT[$leader]}/readyz) == 200 ]]"
+  [[ "$(fg_readyz "$follower")" == 503 ]] && ok "follower /readyz 503" || bad "follower /readyz $(fg_readyz "$follower")"
+  fg_agent_start agent2 "$NODE" "127.0.0.1:${FG_GRPC_PORT[$leader]}"
+  check "agent connected to leader $leader" 30 fg_metric_is "$leader" feedguard_agents_connected 1
+  check "status enforced under $leader" 40 status_is 1 1 3
+
+  kill_ms="$(fg_now_ms)"
+  fg_stop "$leader" KILL
+  check "follower $follower takes over (leader gauge 1) within 25 s" 25 fg_metric_is "$follower" feedguard_controller_leader 1
+  takeover_ms=$(($(fg_now_ms) - kill_ms))
+  echo "# takeover after ${takeover_ms} ms"
+  fg_controller_wait_leading "$follower" 20 || bad "new leader $follower serves no gRPC"
+  fg_stop agent2 TERM
+  fg_agent_start agent3 "$NODE" "127.0.0.1:${FG_GRPC_PORT[$follower]}"
+  check "agent connected to new leader $follower" 30 fg_metric_is "$follower" feedguard_agents_connected 1
+  check "status enforced under new leader" 40 status_is 1 1 3
+  fg_create_pod batch spin-6 "$NODE" app=spin 100 0 || bad "create spin-6 under the new leader"
+  check "new leader enforces a new neighbour (batch/spin-6 cpu.idle = 1)" 40 fg_file_is "$(idle_of batch spin-6)" 1
+  check "new leader writes status (fenced=4)" 40 status_is 1 1 4
+  stop_sampler
+  [[ -z "$(sampler_changes)" ]] && ok "fenced files held their values through the failover (sampled every 50 ms)" ||
+    bad "files changed during failover: $(sampler_changes | head -5)"
+fi
+
+echo "# passed $PASSED, failed $FAILED"
+((FAILED == 0))
