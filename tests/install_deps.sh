@@ -24,6 +24,14 @@ if ((${#missing[@]})); then
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
+# The test bed builds kube-apiserver, etcd and helm from Go modules: Debian's Go (1.19) is too
+# old for them; this machine kind ships Go in /usr/local/go.
+export PATH="$PATH:/usr/local/go/bin"
+if ! command -v go >/dev/null; then
+  echo "install_deps: Go ≥ 1.24 is needed to build kube-apiserver/etcd/helm and none is on PATH" >&2
+  exit 1
+fi
+
 if [[ -x "$here/testbed/build.sh" ]]; then
   "$here/testbed/build.sh"
 fi

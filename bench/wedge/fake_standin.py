@@ -4,7 +4,7 @@
 `fake_standin.py serve --root NAME --driver D --pods-dir DIR [--dirs-base BASE]`: for every
 DIR/<name>.pod.json it makes plain directories (no cgroups) standing for the pod and container
 dirs under BASE, starts each container's command, and writes DIR/<name>.status.json
-{"uid","pids","pod_dirs":{ctrl:path},"container_dirs":[{ctrl:path}]}; when the pod file goes
+{"uid","pids","pod_dirs":{ctrl:path},"container_dirs":{container name:{ctrl:path}}}; when the pod file goes
 away it kills the pod's processes (only the ones it started), removes the dirs and the status
 file. SIGTERM: the same for every pod, then exit. It checks the pod file's fields and refuses
 (exit 3) a malformed one, so the driver's pod files are checked against the contract."""
@@ -70,10 +70,10 @@ def main() -> int:
                 return 3
             base = a.dirs_base / a.root / f"pod{doc['uid']}"
             pod_dirs = {c: str(base / c) for c in CTRLS}
-            cdirs, procs = [], []
+            cdirs, procs = {}, []
             for i, c in enumerate(doc["containers"]):
-                cdirs.append({ctrl: str(base / ctrl / f"c{i}") for ctrl in CTRLS})
-                for d in cdirs[-1].values():
+                cdirs[c["name"]] = {ctrl: str(base / ctrl / f"c{i}") for ctrl in CTRLS}
+                for d in cdirs[c["name"]].values():
                     Path(d).mkdir(parents=True, exist_ok=True)
                 procs.append(subprocess.Popen(c["command"], stdout=subprocess.DEVNULL))
             running[name] = (procs, base)

@@ -203,8 +203,9 @@ class StandinSetup(Setup):
         return Path(d) if d else super().pod_dir(ctrl, p)
 
     def container_dir(self, ctrl: str, p: Pod, i: int) -> Path:
-        cds = self.status.get(p.name, {}).get("container_dirs", [])
-        d = cds[i].get(ctrl) if i < len(cds) else None
+        # status.json: "container_dirs": {"<container name>": {"cpu": …, "cpuacct": …, …}}
+        cds = self.status.get(p.name, {}).get("container_dirs", {})
+        d = cds.get(p.containers[i].name, {}).get(ctrl) if isinstance(cds, dict) else None
         return Path(d) if d else super().container_dir(ctrl, p, i)
 
     def start(self) -> None:
@@ -237,6 +238,8 @@ class StandinSetup(Setup):
             for name in list(waiting):
                 try:
                     st = json.loads((self.pods_dir / f"{name}.status.json").read_text())
+                    if st.get("error"):  # the stand-in could not start the pod
+                        raise RuntimeError(f"stand-in refused {name}: {st['error']}")
                     if st.get("pids"):
                         self.status[name] = st
                         waiting.discard(name)
@@ -419,30 +422,58 @@ def node_fence(kind: str, trainer: Pod, neighbours: list[Pod], version: int, tra
 
 
 class AgentFence:
-    def __init__(self, binary: Path, root: str, state_dir: Path, extra: list[str], log: Path):
-        self.binary, self.root, self.state_dir, self.extra, self.log = (
-            binary, root, state_dir, extra, log)
+    """`feedguard-agent apply` / `revert` (the agent's local commands, the real engine path).
+
+    The agent prints a JSON report on stdout and exits 0; bad input (unknown pod, malformed
+    fence) exits 2 with a message on stderr and writes nothing; a failed write exits 1."""
+
+    def __init__(self, binary: Path, root: str, driver: str, state_dir: Path, extra: list[str],
+                 log: Path):
+        self.binary, self.root, self.driver, self.state_dir, self.extra, self.log = (
+            binary, root, driver, state_dir, extra, log)
+        self.last_apply: dict = {}
+        self.last_revert: dict = {}
 
     def check(self) -> None:
         if not os.access(self.binary, os.X_OK):
             raise SystemExit(f"feedguard-agent not found: {self.binary} (pass --agent, or "
                              "--fence-impl emulate, or leave the fence arms out)")
 
-    def _run(self, args: list[str]) -> None:
+    def _run(self, args: list[str]) -> dict:
+        # No kubelet CPU manager on this node (the stand-in has none): --cpu-manager-state "".
         cmd = [str(self.binary)] + args + ["--cgroup-root", self.root,
-                                           "--state-dir", str(self.state_dir)] + self.extra
-        with open(self.log, "ab") as lf:
-            lf.write(("$ " + " ".join(cmd) + "\n").encode())
-            r = subprocess.run(cmd, stdout=lf, stderr=subprocess.STDOUT, timeout=60)
+                                           "--cgroup-driver", self.driver,
+                                           "--state-dir", str(self.state_dir),
+                                           "--cpu-manager-state", ""] + self.extra
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+        with open(self.log, "a") as lf:
+            lf.write("$ " + " ".join(repr(c) if not c else c for c in cmd) +
+                     f"\n[rc {r.returncode}]\n{r.stdout}{r.stderr}\n")
         if r.returncode != 0:
-            raise RuntimeError(f"{' '.join(cmd)} failed with {r.returncode}; see {self.log}")
+            msg = (r.stderr.strip() or r.stdout.strip())[-400:]
+            raise RuntimeError(f"feedguard-agent {args[0]} exited {r.returncode}: {msg}")
+        try:
+            return json.loads(r.stdout)
+        except ValueError as e:
+            raise RuntimeError(f"feedguard-agent {args[0]}: report is not JSON ({e})")
+
+    @staticmethod
+    def summary(rep: dict) -> dict:
+        return {k: rep.get(k) for k in ("fenceVersion", "enforced", "failed", "filesWritten",
+                                        "filesReverted")} | {
+            "writes": [f"{w.get('file')}={w.get('value')}" for w in rep.get("writes", [])]}
 
     def apply(self, fence_file: Path, doc: dict, setup: Setup) -> None:
         self.state_dir.mkdir(parents=True, exist_ok=True)
-        self._run(["apply", "--fence", str(fence_file)])
+        rep = self._run(["apply", "--fence", str(fence_file)])
+        self.last_apply = self.summary(rep)
+        # A fence with nothing to fence (no neighbours, no trainer cores) rightly writes nothing.
+        must_write = bool(doc.get("neighbours")) or bool(doc["policies"][0].get("trainerCpu"))
+        if rep.get("failed") or (must_write and not rep.get("filesWritten")):
+            raise RuntimeError(f"agent apply enforced nothing: {json.dumps(self.last_apply)}")
 
     def revert(self) -> None:
-        self._run(["revert"])
+        self.last_revert = self.summary(self._run(["revert"]))
 
 
 class EmulatedFence:
@@ -655,6 +686,9 @@ class Bench:
         tag = f"r{rep}-{arm.name}-n{n}-{self.counter}"
         trainer, nbs, go = self.make_pods(arm, n, tag)
         pods = nbs + [trainer]
+        load_before = os.getloadavg()
+        agent_apply: dict | None = None
+        agent_revert: dict | None = None
         fence_applied = False
         sampler = None
         try:
@@ -671,8 +705,8 @@ class Bench:
                 doc.update({"_trainer": trainer, "_neighbours": nbs,
                             "_trainer_cores": a.fence_trainer_cores,
                             "_quota_cores": len(self.cpus) * a.fence_max_cpu_percent / 100.0})
+                fence_applied = True  # revert even after a partial apply
                 self.fence_impl.apply(f, doc, self.setup)
-                fence_applied = True
             st = self.setup
             groups = {"neighbours": [st.pod_dir("cpuacct", p) / "cpuacct.usage" for p in nbs],
                       "trainer": [st.pod_dir("cpuacct", trainer) / "cpuacct.usage"]}
@@ -693,8 +727,11 @@ class Bench:
             if sampler is not None and sampler.is_alive():
                 sampler.stop()
             if fence_applied:
+                agent_apply = getattr(self.fence_impl, "last_apply", None)
                 self.fence_impl.revert()
+                agent_revert = getattr(self.fence_impl, "last_revert", None)
             self.setup.delete(pods, timeout=30)
+        load_after = os.getloadavg()
         t0, t1 = tr["t_start_mono"], tr["t_end_mono"]
         dur = t1 - t0
         nb_cpu = sampler.delta("neighbours", t0, t1) if n else 0.0
@@ -723,13 +760,18 @@ class Bench:
                "neighbour_share_of_available_slack": (
                    nb_cpu / (slack - bg) if n and nb_cpu is not None and bg is not None
                    and slack - bg > 0.05 * capacity else None),
+               "loadavg1_before": load_before[0], "loadavg1_after": load_after[0],
+               "background_cores": (bg / dur if bg is not None else None),
+               "agent_apply": agent_apply, "agent_revert": agent_revert,
                "spinner_reports": len(spin_reports),
                "spinner_cpu_s": sum(r.get("cpu_seconds", 0) for r in spin_reports),
                "trainer": tr}
         print(f"  {tag}: {tr['samples_per_s']:.1f} samples/s busy {tr['accelerator_busy']:.3f} "
               f"trainer {tr_cpu / dur:.2f} cores, neighbours "
               f"{(nb_cpu or 0) / dur:.2f} cores, share of slack "
-              f"{row['neighbour_share_of_slack'] if row['neighbour_share_of_slack'] is not None else '-'}",
+              f"{fmt(row['neighbour_share_of_slack'])}, background {fmt(row['background_cores'], '.2f')}"
+              f" cores, load {load_before[0]:.1f}"
+              + (f", agent wrote {agent_apply.get('filesWritten')}" if agent_apply else ""),
               flush=True)
         return row
 
@@ -791,6 +833,43 @@ def machine_info() -> dict:
             "loadavg": Path("/proc/loadavg").read_text().strip()}
 
 
+def noise_summary(runs: list[dict]) -> dict:
+    """How loaded the (shared) machine was while the runs measured."""
+    def stats(xs: list) -> dict | None:
+        xs = sorted(x for x in xs if x is not None)
+        if not xs:
+            return None
+        return {"min": xs[0], "median": statistics.median(xs), "max": xs[-1]}
+    return {"loadavg1_before": stats([r.get("loadavg1_before") for r in runs]),
+            "background_cores": stats([r.get("background_cores") for r in runs]),
+            "runs_background_over_0_2_cores": sum(1 for r in runs
+                                                  if (r.get("background_cores") or 0) > 0.2),
+            "runs": len(runs)}
+
+
+def target_check(rows: list[dict], ladder: list[int]) -> list[str]:
+    """The brief's targets at the top of the ladder, stated as met / not met with the numbers."""
+    top = max(ladder)
+    by = {(r["arm"], r["neighbours"]): r for r in rows}
+    out = []
+    cfs = by.get(("cfs", top))
+    for arm in ("fence-idle", "fence-weight", "fence-cpuset", "fence-quota"):
+        r = by.get((arm, top))
+        if not r or r["ratio_to_isolated"] is None:
+            continue
+        ok_t = r["ratio_to_isolated"] >= 0.97
+        sh = r["neighbour_share_of_slack"]
+        out.append(f"{arm} @ {top}: ratio to isolated {fmt(r['ratio_to_isolated'])} "
+                   f"({'≥' if ok_t else '<'} 0.97: {'met' if ok_t else 'NOT met'}), ratio to cfs "
+                   f"isolated {fmt(r['ratio_to_cfs_isolated'])}, neighbour share of slack "
+                   f"{fmt(sh)} ({'met' if sh is not None and sh >= 0.90 else 'NOT met'} vs 0.90; "
+                   f"of the slack left by background load: "
+                   f"{fmt(r['neighbour_share_of_available_slack'])})")
+    if cfs and cfs["ratio_to_isolated"] is not None:
+        out.append(f"cfs @ {top}: ratio to isolated {fmt(cfs['ratio_to_isolated'])}")
+    return out
+
+
 def write_md(path: Path, rows: list[dict], meta: dict) -> None:
     L = ["# Wedge benchmark results", "",
          f"Generated by `bench/wedge/run_wedge.py` on {meta['started']} "
@@ -833,6 +912,18 @@ def write_md(path: Path, rows: list[dict], meta: dict) -> None:
           f"- nproc {meta['machine']['nproc']}, kernel {meta['machine']['kernel']}, "
           f"loadavg at start `{meta['machine']['loadavg']}`, at end `{meta['loadavg_end']}`",
           "", "```", meta["machine"]["lscpu"], "```", ""]
+    nz = meta.get("noise")
+    if nz and nz.get("loadavg1_before"):
+        la, bg = nz["loadavg1_before"], nz["background_cores"] or {}
+        L += ["## Noise (shared machine)", "",
+              f"- 1-min load average when each run started: min {la['min']:.1f}, median "
+              f"{la['median']:.1f}, max {la['max']:.1f} ({nz['runs']} runs; 2 CPUs).",
+              f"- Foreign CPU (background cores) in each trainer window: min "
+              f"{fmt(bg.get('min'), '.2f')}, median {fmt(bg.get('median'), '.2f')}, max "
+              f"{fmt(bg.get('max'), '.2f')}; {nz['runs_background_over_0_2_cores']} run(s) over "
+              "0.2 cores. Per run: `loadavg1_before`, `background_cores` in wedge.json `runs`.", ""]
+    if meta.get("targets"):
+        L += ["## Targets (computed)", ""] + [f"- {t}" for t in meta["targets"]] + [""]
     if meta.get("notes"):
         L += ["## Notes", ""] + [f"- {n}" for n in meta["notes"]] + [""]
     path.write_text("\n".join(L))
@@ -846,18 +937,21 @@ def plot(path: Path, rows: list[dict], arms: list[str]) -> str | None:
     except ImportError as e:
         return f"plot skipped: matplotlib unavailable for {sys.executable} ({e})"
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.5))
-    for arm in arms:
+    colours = plt.get_cmap("tab20").colors
+    for i, arm in enumerate(arms):
         rs = [r for r in rows if r["arm"] == arm]
         if not rs:
             continue
+        style = {"marker": "o", "label": arm, "color": colours[(2 * i) % 20 + (i >= 10)],
+                 "ls": "--" if arm.startswith("control") else "-"}
         xs = [r["neighbours"] for r in rs]
-        ax1.plot(xs, [r["ratio_to_isolated"] for r in rs], marker="o", label=arm)
+        ax1.plot(xs, [r["ratio_to_isolated"] for r in rs], **style)
         rs2 = [r for r in rs if r["neighbour_share_of_slack"] is not None]
         ax2.plot([r["neighbours"] for r in rs2], [r["neighbour_share_of_slack"] for r in rs2],
-                 marker="o", label=arm)
+                 **style)
     ax1.axhline(0.97, color="grey", ls="--", lw=0.8)
     ax2.axhline(0.90, color="grey", ls="--", lw=0.8)
-    ax1.set(xlabel="batch neighbours", ylabel="trainer samples/s ÷ isolated",
+    ax1.set(xlabel="batch neighbours", ylabel="trainer samples/s ÷ same arm isolated",
             title="Trainer throughput", ylim=(0, 1.1))
     ax2.set(xlabel="batch neighbours", ylabel="neighbour CPU ÷ trainer's idle CPU",
             title="Neighbours' share of the slack", ylim=(0, 1.05), xlim=ax1.get_xlim())
@@ -884,7 +978,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--fence-impl", choices=["agent", "emulate"], default="agent")
     p.add_argument("--trainer", type=Path, default=build / "bench/wedge/fg-wedge-trainer")
     p.add_argument("--spinner", type=Path, default=build / "bench/wedge/fg-wedge-spinner")
-    p.add_argument("--standin", type=Path, default=build / "tests/fixtures/fg-kubelet-standin")
+    p.add_argument("--standin", type=Path,
+                   default=build / "tests/fixtures/kubelet/fg-kubelet-standin")
     p.add_argument("--agent", type=Path, default=build / "agent/feedguard-agent")
     p.add_argument("--standin-arg", action="append", default=[], help="extra stand-in flag")
     p.add_argument("--agent-arg", action="append", default=[], help="extra agent flag")
@@ -937,7 +1032,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         setup = BuiltinSetup(root, a.driver, alloc_milli=1000 * len(cpus))
     need_fence = any(ARMS[x].fence for x in arms)
-    fence_impl = (AgentFence(a.agent, root, workdir / "agent-state", a.agent_arg,
+    fence_impl = (AgentFence(a.agent, root, a.driver, workdir / "agent-state", a.agent_arg,
                              workdir / "agent.log")
                   if a.fence_impl == "agent" else EmulatedFence(cpus))
     if need_fence:
@@ -987,6 +1082,8 @@ def main(argv: list[str] | None = None) -> int:
     if interrupted:
         meta["notes"].append("interrupted before the end")
     rows = aggregate(runs, arms, ladder)
+    meta["noise"] = noise_summary(runs)
+    meta["targets"] = target_check(rows, ladder)
     a.out_dir.mkdir(parents=True, exist_ok=True)
     note = plot(a.out_dir / f"{a.name}.png", rows, arms)
     if note:

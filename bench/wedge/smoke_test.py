@@ -61,7 +61,12 @@ def main() -> int:
                    "--image-size", "512", "--duration", "1.5", "--warmup", "0.3"], timeout=60)
     check(0 < t2["accelerator_busy"] < 0.5,
           f"pipeline-bound trainer: busy < 0.5 ({t2['accelerator_busy']})")
-    check(t2["cpu_seconds"] > 0.3, f"pipeline-bound trainer burns CPU ({t2['cpu_seconds']})")
+    # CPU per decoded sample does not depend on how loaded this shared machine is (CPU seconds
+    # in the window do): 512 px decode + crop costs ~1.2 ms here (README calibration).
+    per = t2["cpu_seconds"] / max(1e-9, t2["samples_per_s"] * t2["duration_s"])
+    check(t2["cpu_seconds"] > 0 and 0.2e-3 < per < 20e-3,
+          f"pipeline-bound trainer burns CPU per sample ({per * 1e3:.2f} ms, "
+          f"{t2['cpu_seconds']:.3f} s)")
 
     # 3. GPU-bound preset: little CPU, device busy.
     t3 = run_json([a.trainer, "--gpu-bound", "--duration", "2", "--warmup", "0.5"], timeout=60)
@@ -174,6 +179,50 @@ def main() -> int:
     finally:
         st.stop()
     check(st.proc.returncode == 0, f"stand-in double exits 0 (rc {st.proc.returncode})")
+
+    # 9. The driver's agent path against fake agents (shell scripts): the flags it passes, the
+    #    JSON report it parses, and how it surfaces exit 2 (bad input) and "nothing enforced".
+    def fake_agent(name: str, body: str) -> Path:
+        f = tmp / name
+        f.write_text("#!/bin/sh\n" + body + "\n")
+        f.chmod(0o755)
+        return f
+
+    argv_log = tmp / "agent-argv"
+    good = fake_agent("agent-good", f'printf "%s\\n" "$@" > {argv_log}; echo \'{{"fenceVersion": 7, '
+                      '"enforced": 2, "failed": 0, "filesWritten": 3, "filesReverted": 0, '
+                      '"writes": [{"file": "/x/cpu.idle", "value": "1"}]}\'')
+    ag = rw.AgentFence(good, "ROOT", "cgroupfs", tmp / "state", [], tmp / "agent.log")
+    fence = rw.node_fence("IDLE", g, [pod], 7, 0, 50)
+    ag.apply(tmp / "f.json", fence, None)
+    passed = argv_log.read_text().split("\n")
+    check(passed[:2] == ["apply", "--fence"] and "--cgroup-root" in passed
+          and passed[passed.index("--cgroup-root") + 1] == "ROOT"
+          and passed[passed.index("--cpu-manager-state") + 1] == ""
+          and passed[passed.index("--cgroup-driver") + 1] == "cgroupfs",
+          f"agent apply flags ({passed})")
+    check(ag.last_apply["filesWritten"] == 3 and ag.last_apply["writes"] == ["/x/cpu.idle=1"],
+          f"agent apply report parsed ({ag.last_apply})")
+    # No neighbours and no trainer cores: nothing to write is not an error.
+    empty = fake_agent("agent-empty", 'echo \'{"enforced": 1, "failed": 0, "filesWritten": 0}\'')
+    try:
+        rw.AgentFence(empty, "R", "cgroupfs", tmp / "state", [], tmp / "agent.log").apply(
+            tmp / "f.json", rw.node_fence("IDLE", g, [], 8, 0, 50), None)
+        check(True, "agent apply of a fence with no neighbours may write nothing")
+    except RuntimeError as e:
+        check(False, f"agent apply of a fence with no neighbours may write nothing ({e})")
+    for name, body, want in [
+            ("agent-bad", 'echo "feedguard-agent: pod abc has no cgroup" >&2; exit 2',
+             "exited 2: feedguard-agent: pod abc has no cgroup"),
+            ("agent-none", 'echo \'{"enforced": 0, "failed": 0, "filesWritten": 0}\'',
+             "enforced nothing"),
+            ("agent-garbage", "echo not-json", "not JSON")]:
+        try:
+            rw.AgentFence(fake_agent(name, body), "R", "cgroupfs", tmp / "state", [],
+                          tmp / "agent.log").apply(tmp / "f.json", fence, None)
+            check(False, f"{name}: apply raises")
+        except RuntimeError as e:
+            check(want in str(e), f"{name}: apply raises with the agent's message ({e})")
 
     import shutil
     shutil.rmtree(tmp, ignore_errors=True)
