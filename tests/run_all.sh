@@ -32,7 +32,7 @@ if ((fast)); then exit 0; fi
 
 step "ASan+UBSan build"
 cmake --preset asan >/dev/null
-cmake --build --preset asan -j"$jobs"
+cmake --build --preset asan -j"$jobs" --target fg_sanitizer_tests
 step "ASan+UBSan tests"
 ctest --preset asan -j1
 
