@@ -34,6 +34,9 @@ step "ASan+UBSan build"
 cmake --preset asan >/dev/null
 cmake --build --preset asan -j"$jobs" --target fg_sanitizer_tests
 step "ASan+UBSan tests"
+# The asan test preset sets HWLOC_COMPONENTS=-pci: hwloc's dlopen'ed PCI plugin (libpciaccess)
+# leaks ~1 KB per topology load, which LeakSanitizer cannot attribute once the plugin is
+# unloaded. Our own code is still leak-checked; the XML topology tests keep their PCI devices.
 ctest --preset asan -j1
 
 step "TSan build (threaded parts)"
