@@ -302,6 +302,9 @@ int CmdRun(Flags& f) {
           out += RenderGauge("feedguard_overwrites_total",
                              "cgroup values we wrote that someone else rewrote",
                              static_cast<double>(overwrites), "counter");
+          out += RenderGauge("feedguard_neighbour_cpu_seconds_total",
+                             "CPU time received by the pods fenced as neighbours right now",
+                             node->engine->NeighbourCpuSeconds(), "counter");
           out += RenderGauge("feedguard_owned_files", "cgroup files holding a value we wrote",
                              static_cast<double>(node->enforcer->OwnedFiles().size()));
           if (auto r = applier->last()) {

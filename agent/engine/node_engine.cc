@@ -216,6 +216,23 @@ ApplyReport NodeEngine::RevertAll() {
   return r;
 }
 
+double NodeEngine::NeighbourCpuSeconds() const {
+  std::vector<PodIdentity> pods;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (!last_plan_) return 0;
+    for (const auto& n : last_plan_->neighbours) pods.push_back(n.pod);
+  }
+  double seconds = 0;
+  for (const auto& pod : pods) {
+    auto resolved = options_.cgroups->ResolvePod(pod);
+    if (!resolved.ok()) continue;  // gone since the last apply
+    auto usage = options_.cgroups->ReadUsage(resolved->dirs);
+    if (usage.ok()) seconds += static_cast<double>(usage->usage_ns) / 1e9;
+  }
+  return seconds;
+}
+
 v1::NodeReport NodeEngine::ToReport(const ApplyReport& r, const Plan& plan) const {
   v1::NodeReport out;
   out.set_applied_version(r.fence_version);

@@ -48,6 +48,9 @@ class NodeEngine final : public FenceApplier {
   std::optional<ApplyReport> last_apply() const;
   // Unfences the node: restores every original still holding our value.
   ApplyReport RevertAll();
+  // CPU time (seconds) the currently fenced neighbour pods have received in total, read from
+  // their cgroups' usage counters (cpuacct.usage on v1, cpu.stat usage_usec on v2).
+  double NeighbourCpuSeconds() const;
 
  private:
   feedguard::v1::NodeReport ToReport(const ApplyReport& r, const Plan& plan) const;
