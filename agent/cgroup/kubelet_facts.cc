@@ -37,17 +37,7 @@ Result<Runtime> ParseRuntime(std::string_view s) {
                          "\" (want containerd, crio or docker)");
 }
 
-std::string_view QosName(QosClass q) {
-  switch (q) {
-    case QosClass::kGuaranteed:
-      return "Guaranteed";
-    case QosClass::kBurstable:
-      return "Burstable";
-    case QosClass::kBestEffort:
-      return "BestEffort";
-  }
-  return "Unknown";
-}
+std::string_view QosName(QosClass q) { return QosClassName(q); }
 
 Result<QosClass> ParseQos(std::string_view s) {
   if (s == "Guaranteed") return QosClass::kGuaranteed;

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/cpuset.h"
@@ -14,6 +15,19 @@
 namespace feedguard::agent {
 
 enum class QosClass { kGuaranteed, kBurstable, kBestEffort };
+
+// Kubernetes' spelling of a QoS class: "Guaranteed" | "Burstable" | "BestEffort".
+inline std::string_view QosClassName(QosClass q) {
+  switch (q) {
+    case QosClass::kGuaranteed:
+      return "Guaranteed";
+    case QosClass::kBurstable:
+      return "Burstable";
+    case QosClass::kBestEffort:
+      return "BestEffort";
+  }
+  return "Unknown";
+}
 
 enum class NeighbourFence { kIdle, kWeight, kCpuset, kQuota };
 

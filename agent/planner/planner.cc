@@ -502,18 +502,6 @@ Plan MakePlan(const Topology& topology, const PlanInput& input) {
 
 namespace {
 
-const char* QosName(QosClass q) {
-  switch (q) {
-    case QosClass::kGuaranteed:
-      return "Guaranteed";
-    case QosClass::kBurstable:
-      return "Burstable";
-    case QosClass::kBestEffort:
-      return "BestEffort";
-  }
-  return "Burstable";
-}
-
 const char* FenceName(NeighbourFence f) {
   switch (f) {
     case NeighbourFence::kIdle:
@@ -532,7 +520,7 @@ nlohmann::json PodJson(const PodIdentity& p) {
   return {{"uid", p.uid},
           {"namespace", p.ns},
           {"name", p.name},
-          {"qos", QosName(p.qos)},
+          {"qos", std::string(QosClassName(p.qos))},
           {"container_ids", p.container_ids},
           {"cpu_request_milli", p.cpu_request_milli},
           {"cpu_limit_milli", p.cpu_limit_milli}};
