@@ -471,11 +471,11 @@ void Enforcer::ExecutePodLocked(PodWork& w, bool dry_run, Scratch& s) {
     // Checkpoint first: originals of files never written before, and every value the file
     // may hold if we die between here and the last verified write.
     std::vector<CheckpointEntry> upserts;
-    for (const auto& [path, final_value] : w.finals) {
-      const std::string& current = w.current[path];
-      auto existing = checkpoint_->Get(path);
+    // The checkpoint entry to extend: the existing one (whose last value is now also ours), or
+    // a new one recording the file's current bytes as its original.
+    auto entry_for = [&](const std::string& path, const std::string& current) {
       CheckpointEntry e;
-      if (existing) {
+      if (auto existing = checkpoint_->Get(path)) {
         e = *existing;
         AddUnique(e.also_ours, e.written);
       } else {
@@ -484,6 +484,11 @@ void Enforcer::ExecutePodLocked(PodWork& w, bool dry_run, Scratch& s) {
         e.original = current;
       }
       e.pod_uid = w.result.uid;
+      return e;
+    };
+    for (const auto& [path, final_value] : w.finals) {
+      const std::string& current = w.current[path];
+      CheckpointEntry e = entry_for(path, current);
       e.written = final_value;
       AddUnique(e.also_ours, current);
       for (const auto& fw : w.writes) {
@@ -493,17 +498,7 @@ void Enforcer::ExecutePodLocked(PodWork& w, bool dry_run, Scratch& s) {
     }
     for (const auto& [path, candidates] : w.side_effects) {
       const std::string& current = w.current[path];
-      auto existing = checkpoint_->Get(path);
-      CheckpointEntry e;
-      if (existing) {
-        e = *existing;
-        AddUnique(e.also_ours, e.written);
-      } else {
-        e.path = path;
-        e.knob = Basename(path);
-        e.original = current;
-      }
-      e.pod_uid = w.result.uid;
+      CheckpointEntry e = entry_for(path, current);
       e.written = candidates.front();
       AddUnique(e.also_ours, current);
       for (size_t i = 1; i < candidates.size(); ++i) AddUnique(e.also_ours, candidates[i]);
