@@ -87,6 +87,12 @@ void AddUnique(std::vector<std::string>& list, const std::string& v) {
   if (std::find(list.begin(), list.end(), v) == list.end()) list.push_back(v);
 }
 
+const std::string& ValueOr(const std::map<std::string, std::string>& m, const std::string& key) {
+  static const std::string kEmpty;
+  auto it = m.find(key);
+  return it == m.end() ? kEmpty : it->second;
+}
+
 }  // namespace
 
 bool KnobValuesEquivalent(const std::string& file, const std::string& a, const std::string& b) {
@@ -457,60 +463,83 @@ Enforcer::PodWork Enforcer::PreparePodLocked(const Target& t, Scratch& s) {
   return w;
 }
 
-void Enforcer::ExecutePodLocked(PodWork& w, bool dry_run, Scratch& s) {
+void Enforcer::CheckpointUpsertsLocked(const PodWork& w,
+                                       std::map<std::string, CheckpointEntry>& pending) const {
+  if (w.failed || w.writes.empty()) return;
+  // The entry to extend: one already pending in this batch, the stored one (whose last value is
+  // now also ours), or a new one recording the file's current bytes as its original.
+  auto entry_for = [&](const std::string& path, const std::string& current) {
+    CheckpointEntry e;
+    if (auto it = pending.find(path); it != pending.end()) {
+      e = it->second;
+      AddUnique(e.also_ours, e.written);
+    } else if (auto existing = checkpoint_->Get(path)) {
+      e = *existing;
+      AddUnique(e.also_ours, e.written);
+    } else {
+      e.path = path;
+      e.knob = Basename(path);
+      e.original = current;
+    }
+    e.pod_uid = w.result.uid;
+    return e;
+  };
+  for (const auto& [path, final_value] : w.finals) {
+    const std::string& current = ValueOr(w.current, path);
+    CheckpointEntry e = entry_for(path, current);
+    e.written = final_value;
+    AddUnique(e.also_ours, current);
+    for (const auto& fw : w.writes) {
+      if (fw.path == path && fw.value != final_value) AddUnique(e.also_ours, fw.value);
+    }
+    pending[path] = std::move(e);
+  }
+  for (const auto& [path, candidates] : w.side_effects) {
+    const std::string& current = ValueOr(w.current, path);
+    CheckpointEntry e = entry_for(path, current);
+    e.written = candidates.front();
+    AddUnique(e.also_ours, current);
+    for (size_t i = 1; i < candidates.size(); ++i) AddUnique(e.also_ours, candidates[i]);
+    pending[path] = std::move(e);
+  }
+}
+
+void Enforcer::ExecuteLocked(std::vector<PodWork>& work, bool dry_run, Scratch& s) {
   ApplyReport& r = *s.report;
-  if (w.failed) return;
   if (dry_run) {
-    for (const auto& fw : w.writes) r.writes.push_back(fw);
-    w.result.files_written = w.finals.size();
-    w.result.reason = reason::kDryRun;
-    w.result.message = "would write " + std::to_string(w.finals.size()) + " file(s)";
+    for (auto& w : work) {
+      if (w.failed) continue;
+      for (const auto& fw : w.writes) r.writes.push_back(fw);
+      w.result.files_written = w.finals.size();
+      w.result.reason = reason::kDryRun;
+      w.result.message = "would write " + std::to_string(w.finals.size()) + " file(s)";
+    }
     return;
   }
-  if (!w.writes.empty()) {
-    // Checkpoint first: originals of files never written before, and every value the file
-    // may hold if we die between here and the last verified write.
+  // Checkpoint first, once for the whole batch (one temp file + two fsyncs however many pods):
+  // originals of files never written before, and every value a file may hold if we die between
+  // here and the last verified write.
+  std::map<std::string, CheckpointEntry> pending;
+  for (const auto& w : work) CheckpointUpsertsLocked(w, pending);
+  if (!pending.empty()) {
     std::vector<CheckpointEntry> upserts;
-    // The checkpoint entry to extend: the existing one (whose last value is now also ours), or
-    // a new one recording the file's current bytes as its original.
-    auto entry_for = [&](const std::string& path, const std::string& current) {
-      CheckpointEntry e;
-      if (auto existing = checkpoint_->Get(path)) {
-        e = *existing;
-        AddUnique(e.also_ours, e.written);
-      } else {
-        e.path = path;
-        e.knob = Basename(path);
-        e.original = current;
-      }
-      e.pod_uid = w.result.uid;
-      return e;
-    };
-    for (const auto& [path, final_value] : w.finals) {
-      const std::string& current = w.current[path];
-      CheckpointEntry e = entry_for(path, current);
-      e.written = final_value;
-      AddUnique(e.also_ours, current);
-      for (const auto& fw : w.writes) {
-        if (fw.path == path && fw.value != final_value) AddUnique(e.also_ours, fw.value);
-      }
-      upserts.push_back(std::move(e));
-    }
-    for (const auto& [path, candidates] : w.side_effects) {
-      const std::string& current = w.current[path];
-      CheckpointEntry e = entry_for(path, current);
-      e.written = candidates.front();
-      AddUnique(e.also_ours, current);
-      for (size_t i = 1; i < candidates.size(); ++i) AddUnique(e.also_ours, candidates[i]);
-      upserts.push_back(std::move(e));
-    }
+    upserts.reserve(pending.size());
+    for (auto& [path, e] : pending) upserts.push_back(std::move(e));
     Status st = checkpoint_->Commit(upserts, {});
     if (!st.ok()) {
       if (r.checkpoint_status.ok()) r.checkpoint_status = st;
-      w.Fail(reason::kCheckpointFailed, st.ToString());
+      for (auto& w : work) {
+        if (!w.writes.empty()) w.Fail(reason::kCheckpointFailed, st.ToString());
+      }
       return;
     }
   }
+  for (auto& w : work) WritePodLocked(w, s);
+}
+
+void Enforcer::WritePodLocked(PodWork& w, Scratch& s) {
+  ApplyReport& r = *s.report;
+  if (w.failed) return;
   std::set<std::string> written;
   for (const auto& fw : w.writes) {
     Status st = WriteVerifyLocked(fw.path, fw.value);
@@ -725,9 +754,9 @@ ApplyReport Enforcer::Apply(const Plan& plan) {
     if (!s.keep.count(e.path) && !s.keep_pods.count(e.pod_uid)) stale.push_back(e);
   }
   RevertLocked(stale, plan.dry_run, r);
-  // 3. Write.
+  // 3. Checkpoint (one commit), then write.
+  ExecuteLocked(work, plan.dry_run, s);
   for (auto& w : work) {
-    ExecutePodLocked(w, plan.dry_run, s);
     w.result.overwrites = pod_overwrites_[w.result.uid];
     if (w.result.enforced) {
       ++r.enforced;
@@ -801,13 +830,14 @@ VerifyReport Enforcer::Verify(const std::vector<std::string>& paths) {
     }
   }
   if (pods.empty()) return vr;
+  std::vector<PodWork> work;
   for (const Target& t : TargetsOf(*last_plan_)) {
     if (!pods.count(t.pod.uid)) continue;
     pods.erase(t.pod.uid);  // first entry wins, as in Apply
-    PodWork w = PreparePodLocked(t, s);
-    ExecutePodLocked(w, /*dry_run=*/false, s);
-    vr.reapplied += w.result.files_written;
+    work.push_back(PreparePodLocked(t, s));
   }
+  ExecuteLocked(work, /*dry_run=*/false, s);
+  for (const auto& w : work) vr.reapplied += w.result.files_written;
   std::vector<CheckpointEntry> settled;
   for (const auto& [path, value] : s.verified) {
     auto e = checkpoint_->Get(path);

@@ -180,8 +180,14 @@ class Enforcer {
   bool RecordOverwriteLocked(const std::string& path, const std::string& uid);
   // Resolves the pod and computes its writes; writes nothing.
   PodWork PreparePodLocked(const Target& t, Scratch& s);
-  // Checkpoints, writes and verifies (dry-run: only reports).
-  void ExecutePodLocked(PodWork& w, bool dry_run, Scratch& s);
+  // Checkpoints every pod's files in one commit, then writes and verifies pod by pod
+  // (dry-run: only reports).
+  void ExecuteLocked(std::vector<PodWork>& work, bool dry_run, Scratch& s);
+  // Adds the checkpoint entries `w` needs before its writes to `pending` (path → entry).
+  void CheckpointUpsertsLocked(const PodWork& w,
+                               std::map<std::string, CheckpointEntry>& pending) const;
+  // Writes and verifies one pod's files (already checkpointed).
+  void WritePodLocked(PodWork& w, Scratch& s);
   void RevertLocked(const std::vector<CheckpointEntry>& entries, bool dry_run, ApplyReport& r);
   Status WriteVerifyLocked(const std::string& path, const std::string& value);
 

@@ -194,6 +194,38 @@ TEST_F(EnforcerV1Test, IdleNeighbourIsWrittenVerifiedCheckpointedAndIdempotent) 
   EXPECT_EQ(store->saves(), saves);
 }
 
+TEST_F(EnforcerV1Test, ManyPodsAreCheckpointedInOneCommitBeforeAnyWrite) {
+  // Each commit is a temp file, an fsync, a rename and a directory fsync: on a busy disk that is
+  // the cost of an Apply, so it must not grow with the number of pods.
+  auto store = OpenStore(node_.state_dir());
+  Enforcer enf(node_.cgroups(), store, {});
+  Plan plan;
+  plan.fence_version = 9;
+  std::vector<std::string> idle_files;
+  for (int i = 0; i < 16; ++i) {
+    char uid[32];
+    std::snprintf(uid, sizeof uid, "%08d-cccc", i);
+    auto pod = node_.AddPod(uid, QosClass::kBurstable, {"c1"});
+    auto n = Neighbour(pod);
+    n.idle = true;
+    plan.neighbours.push_back(n);
+    idle_files.push_back(node_.CpuFile(pod, "cpu.idle"));
+  }
+  const uint64_t saves = store->saves();
+  auto r = enf.Apply(plan);
+  EXPECT_EQ(r.enforced, 16u);
+  EXPECT_EQ(r.failed, 0u);
+  for (const auto& f : idle_files) EXPECT_EQ(Slurp(f), "1") << f;
+  // One commit before the writes, one to settle, one for the applied version.
+  EXPECT_LE(store->saves() - saves, 3u);
+  EXPECT_EQ(store->size(), 32u);  // cpu.idle + cpu.shares per pod
+  auto back = enf.RevertAll();
+  // Plain files here: cpu.shares still reads its original, so only cpu.idle needs restoring.
+  EXPECT_EQ(back.files_reverted, 16u);
+  EXPECT_EQ(store->size(), 0u);
+  for (const auto& f : idle_files) EXPECT_EQ(Slurp(f), "0\n") << f;
+}
+
 TEST_F(EnforcerV1Test, WeightAndQuotaUseV1FilesAndRevertToExactBytes) {
   auto pod = node_.AddPod("22222222-bbbb", QosClass::kBurstable, {"c1"});
   const auto before = node_.Snapshot();
