@@ -303,7 +303,7 @@ int CmdRun(Flags& f) {
                              "cgroup values we wrote that someone else rewrote",
                              static_cast<double>(overwrites), "counter");
           out += RenderGauge("feedguard_neighbour_cpu_seconds_total",
-                             "CPU time received by the pods fenced as neighbours right now",
+                             "CPU time pods received while fenced as neighbours",
                              node->engine->NeighbourCpuSeconds(), "counter");
           out += RenderGauge("feedguard_owned_files", "cgroup files holding a value we wrote",
                              static_cast<double>(node->enforcer->OwnedFiles().size()));

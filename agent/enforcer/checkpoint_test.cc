@@ -1,4 +1,5 @@
 #include "agent/enforcer/checkpoint.h"
+#include "agent/enforcer/fake_node.h"
 
 #include <fcntl.h>
 #include <sys/wait.h>
@@ -30,12 +31,7 @@ class TempDir {
   std::string path_;
 };
 
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using testutil::Slurp;
 
 void WriteFile(const std::string& path, const std::string& data) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);

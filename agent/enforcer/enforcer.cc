@@ -194,6 +194,11 @@ std::vector<Enforcer::Target> Enforcer::TargetsOf(const Plan& plan) {
 
 bool Enforcer::IsProtected(const PodIdentity& pod) const {
   if (!options_.self_pod_uid.empty() && pod.uid == options_.self_pod_uid) return true;
+  const auto& classes = options_.protected_priority_classes;
+  if (!pod.priority_class.empty() &&
+      std::find(classes.begin(), classes.end(), pod.priority_class) != classes.end()) {
+    return true;
+  }
   return std::find(options_.protected_namespaces.begin(), options_.protected_namespaces.end(),
                    pod.ns) != options_.protected_namespaces.end();
 }
@@ -264,8 +269,10 @@ Enforcer::PodWork Enforcer::PreparePodLocked(const Target& t, Scratch& s) {
   if (t.cpus) w.result.cpus = t.cpus->ToString();
 
   if (IsProtected(t.pod)) {
-    w.Fail(reason::kProtectedPod, "pod " + t.pod.ns + "/" + t.pod.name +
-                                      " is protected (agent's own pod or a system namespace)");
+    w.Fail(reason::kProtectedPod,
+           "pod " + t.pod.ns + "/" + t.pod.name +
+               " is protected (the agent's own pod, a system-critical priority class or a "
+               "system namespace)");
     return w;
   }
   auto resolved = cgroups_->ResolvePod(t.pod);

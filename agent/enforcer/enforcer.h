@@ -13,9 +13,8 @@
 // Other") and it is left alone.
 //
 // Rails no plan can override: only files inside the dir of the pod they are for are written,
-// never kubelet's kubepods / QoS-tier dirs; protected pods (the agent's own pod, kube-system
-// pods — narrowed to system-*-critical ones once PodIdentity carries the priority class) are
-// never written.
+// never kubelet's kubepods / QoS-tier dirs; protected pods (the agent's own pod, pods of a
+// system-*-critical priority class, and by default every kube-system pod) are never written.
 //
 // Idempotent: a second Apply of the same plan writes nothing. Dry-run plans compute and report
 // the writes (and reverts) that would happen and touch nothing, the checkpoint included.
@@ -76,8 +75,13 @@ inline constexpr char kRevertFailed[] = "RevertFailed";
 struct EnforcerOptions {
   // The agent's own pod (downward API); never written.
   std::string self_pod_uid;
-  // Pods in these namespaces are never written. Defaults to kube-system wholesale because
-  // PodIdentity does not carry the priority class yet (the rail is "system-*-critical").
+  // Pods with these priority classes are never written, whatever a fence says (DESIGN's rail:
+  // system-critical pods are never fenced).
+  std::vector<std::string> protected_priority_classes = {"system-node-critical",
+                                                         "system-cluster-critical"};
+  // Pods in these namespaces are never written either: a conservative extra on top of the
+  // rail (kube-system also runs pods without a critical class, e.g. CNI helpers, that a node
+  // cannot lose). The controller excludes kube-system by policy default as well.
   std::vector<std::string> protected_namespaces = {"kube-system"};
   TimeSourcePtr time_source;  // null: the real clock
   // Overwrite rate limit per file.

@@ -9,9 +9,9 @@
 #include <fstream>
 #include <sstream>
 
-#include "agent/cgroup/fake_tree.h"
 #include "agent/cgroup/fs_cgroups.h"
 #include "agent/cgroup/kubelet_facts.h"
+#include "agent/enforcer/fake_node.h"
 
 namespace feedguard::agent {
 namespace {
@@ -20,107 +20,9 @@ namespace fs = std::filesystem;
 using cgroup::CgroupVersion;
 using cgroup::KubeletDriver;
 
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-void Put(const std::string& path, const std::string& data) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << data;
-}
-
-// A fake cgroup tree (plain files) in a temp dir, pods created kubelet-style.
-class FakeNode {
- public:
-  FakeNode(CgroupVersion version, KubeletDriver driver, bool cpu_idle = true)
-      : version_(version), driver_(driver) {
-    std::string tmpl = (fs::temp_directory_path() / "fg-enforcer-XXXXXX").string();
-    root_ = ::mkdtemp(tmpl.data());
-    options_.cpu_idle = cpu_idle;
-    options_.cpus = "0-7";
-    options_.mems = "0-1";
-    auto layout = cgroup::MakeFakeLayout(root_, version, driver, "", options_);
-    EXPECT_TRUE(layout.ok()) << layout.status().ToString();
-    layout_ = *layout;
-    cgroups_ = cgroup::NewFsCgroups(layout_);
-  }
-  ~FakeNode() {
-    std::error_code ec;
-    fs::remove_all(root_, ec);
-  }
-
-  PodIdentity AddPod(const std::string& uid, QosClass qos, std::vector<std::string> ids,
-                     const std::string& ns = "default") {
-    PodIdentity p;
-    p.uid = uid;
-    p.ns = ns;
-    p.name = "pod-" + uid;
-    p.qos = qos;
-    const std::string rel = cgroup::PodRelPath(driver_, "", qos, uid);
-    MakeDirs(rel);
-    for (const auto& id : ids) {
-      p.container_ids.push_back("containerd://" + id);
-      auto leaf = cgroup::ContainerLeafNames(driver_, {cgroup::Runtime::kContainerd, id});
-      MakeDirs(rel + "/" + leaf[0]);
-    }
-    return p;
-  }
-
-  void MakeDirs(const std::string& rel) {
-    if (version_ == CgroupVersion::kV2) {
-      ASSERT_TRUE(
-          cgroup::MakeFakeCgroupDir(layout_.cpu_mount + "/" + rel, version_, "", options_).ok());
-      return;
-    }
-    ASSERT_TRUE(
-        cgroup::MakeFakeCgroupDir(layout_.cpu_mount + "/" + rel, version_, "cpu", options_).ok());
-    ASSERT_TRUE(
-        cgroup::MakeFakeCgroupDir(layout_.cpuacct_mount + "/" + rel, version_, "cpuacct", options_)
-            .ok());
-    ASSERT_TRUE(
-        cgroup::MakeFakeCgroupDir(layout_.cpuset_mount + "/" + rel, version_, "cpuset", options_)
-            .ok());
-  }
-
-  std::string CpuFile(const PodIdentity& p, const std::string& file, const std::string& sub = "") {
-    return layout_.cpu_mount + "/" + cgroup::PodRelPath(driver_, "", p.qos, p.uid) + sub + "/" +
-           file;
-  }
-  std::string CpusetFile(const PodIdentity& p, const std::string& file,
-                         const std::string& sub = "") {
-    return layout_.cpuset_mount + "/" + cgroup::PodRelPath(driver_, "", p.qos, p.uid) + sub + "/" +
-           file;
-  }
-  std::string ContainerSub(const std::string& id) {
-    return "/" + cgroup::ContainerLeafNames(driver_, {cgroup::Runtime::kContainerd, id})[0];
-  }
-
-  // Every regular file under the tree (not the state dir), path → bytes.
-  std::map<std::string, std::string> Snapshot() const {
-    std::map<std::string, std::string> out;
-    for (const auto& mount : {layout_.cpu_mount, layout_.cpuacct_mount, layout_.cpuset_mount}) {
-      for (const auto& e : fs::recursive_directory_iterator(mount)) {
-        if (e.is_regular_file()) out[e.path().string()] = Slurp(e.path().string());
-      }
-    }
-    return out;
-  }
-
-  std::string state_dir() const { return root_ + "/state"; }
-  const cgroup::CgroupsPtr& cgroups() const { return cgroups_; }
-  const cgroup::CgroupLayout& layout() const { return layout_; }
-
- private:
-  CgroupVersion version_;
-  KubeletDriver driver_;
-  std::string root_;
-  cgroup::FakeCgroupOptions options_;
-  cgroup::CgroupLayout layout_;
-  cgroup::CgroupsPtr cgroups_;
-};
+using testutil::FakeNode;
+using testutil::Put;
+using testutil::Slurp;
 
 CheckpointStorePtr OpenStore(const std::string& dir) {
   auto s = CheckpointStore::Open(dir);
@@ -436,6 +338,8 @@ TEST_F(EnforcerV1Test, ProtectedPodsAreNeverWrittenAndLoseEarlierFences) {
   auto sys = node_.AddPod("99999999-0001", QosClass::kBurstable, {}, "kube-system");
   auto self = node_.AddPod("99999999-0002", QosClass::kBurstable, {}, "feedguard");
   auto other = node_.AddPod("99999999-0003", QosClass::kBurstable, {}, "batch");
+  auto critical = node_.AddPod("99999999-0004", QosClass::kBurstable, {}, "monitoring");
+  critical.priority_class = "system-node-critical";  // outside kube-system: the class decides
   const auto before = node_.Snapshot();
   {
     // An earlier agent (without the self uid configured) fenced `self`.
@@ -452,7 +356,7 @@ TEST_F(EnforcerV1Test, ProtectedPodsAreNeverWrittenAndLoseEarlierFences) {
   o.self_pod_uid = self.uid;
   Enforcer enf(node_.cgroups(), store, o);
   Plan plan;
-  for (const auto& p : {sys, self, other}) {
+  for (const auto& p : {sys, self, other, critical}) {
     auto n = Neighbour(p);
     n.idle = true;
     plan.neighbours.push_back(n);
@@ -461,6 +365,8 @@ TEST_F(EnforcerV1Test, ProtectedPodsAreNeverWrittenAndLoseEarlierFences) {
   EXPECT_EQ(r.pods[0].reason, reason::kProtectedPod);
   EXPECT_EQ(r.pods[1].reason, reason::kProtectedPod);
   EXPECT_TRUE(r.pods[2].enforced);
+  EXPECT_EQ(r.pods[3].reason, reason::kProtectedPod);
+  EXPECT_EQ(Slurp(node_.CpuFile(critical, "cpu.idle")), "0\n");
   EXPECT_EQ(Slurp(node_.CpuFile(sys, "cpu.idle")), "0\n");
   EXPECT_EQ(Slurp(node_.CpuFile(self, "cpu.idle")), "0\n");  // reverted
   EXPECT_EQ(Slurp(node_.CpuFile(other, "cpu.idle")), "1");

@@ -9,6 +9,7 @@
 #include "agent/cgroup/fake_tree.h"
 #include "agent/cgroup/fs_cgroups.h"
 #include "agent/cgroup/kubelet_facts.h"
+#include "agent/enforcer/fake_node.h"
 
 namespace feedguard::agent {
 namespace {
@@ -17,17 +18,8 @@ namespace fs = std::filesystem;
 using cgroup::CgroupVersion;
 using cgroup::KubeletDriver;
 
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-void Put(const std::string& path, const std::string& data) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << data;
-}
+using testutil::Put;
+using testutil::Slurp;
 
 // One fenced neighbour (cpu.idle=1, cpuset 4-7 on pod + container) in a fake v1 tree.
 class WatcherTest : public ::testing::Test {

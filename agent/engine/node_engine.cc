@@ -176,7 +176,9 @@ Result<v1::NodeReport> NodeEngine::Apply(const v1::NodeFence& fence) {
   v1::NodeReport report = ToReport(r, plan);
   AddObservations(&report);
   std::lock_guard<std::mutex> l(mu_);
+  SampleNeighbourUsageLocked();  // the outgoing fence's neighbours, up to now
   last_plan_ = plan;
+  SampleNeighbourUsageLocked();  // baselines for pods this fence adds
   last_apply_ = r;
   last_report_ = report;
   return report;
@@ -211,26 +213,36 @@ std::optional<ApplyReport> NodeEngine::last_apply() const {
 ApplyReport NodeEngine::RevertAll() {
   ApplyReport r = options_.enforcer->RevertAll();
   std::lock_guard<std::mutex> l(mu_);
+  SampleNeighbourUsageLocked();
   last_plan_.reset();
+  neighbour_usage_ns_.clear();
   last_report_.reset();
   return r;
 }
 
-double NodeEngine::NeighbourCpuSeconds() const {
-  std::vector<PodIdentity> pods;
-  {
-    std::lock_guard<std::mutex> l(mu_);
-    if (!last_plan_) return 0;
-    for (const auto& n : last_plan_->neighbours) pods.push_back(n.pod);
+double NodeEngine::NeighbourCpuSeconds() {
+  std::lock_guard<std::mutex> l(mu_);
+  SampleNeighbourUsageLocked();
+  return static_cast<double>(neighbour_cpu_ns_) / 1e9;
+}
+
+void NodeEngine::SampleNeighbourUsageLocked() {
+  std::map<std::string, uint64_t> next;
+  if (last_plan_ && !last_plan_->dry_run) {  // a dry run fences nobody
+    for (const auto& n : last_plan_->neighbours) {
+      auto resolved = options_.cgroups->ResolvePod(n.pod);
+      if (!resolved.ok()) continue;  // gone since the last apply
+      auto usage = options_.cgroups->ReadUsage(resolved->dirs);
+      if (!usage.ok()) continue;
+      auto it = neighbour_usage_ns_.find(n.pod.uid);
+      // A usage counter only grows; a smaller value is a recreated cgroup: a new baseline.
+      if (it != neighbour_usage_ns_.end() && usage->usage_ns >= it->second) {
+        neighbour_cpu_ns_ += usage->usage_ns - it->second;
+      }
+      next[n.pod.uid] = usage->usage_ns;
+    }
   }
-  double seconds = 0;
-  for (const auto& pod : pods) {
-    auto resolved = options_.cgroups->ResolvePod(pod);
-    if (!resolved.ok()) continue;  // gone since the last apply
-    auto usage = options_.cgroups->ReadUsage(resolved->dirs);
-    if (usage.ok()) seconds += static_cast<double>(usage->usage_ns) / 1e9;
-  }
-  return seconds;
+  neighbour_usage_ns_ = std::move(next);
 }
 
 v1::NodeReport NodeEngine::ToReport(const ApplyReport& r, const Plan& plan) const {

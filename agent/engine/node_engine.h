@@ -3,6 +3,8 @@
 // `feedguard-agent plan|apply|revert` commands.
 #pragma once
 
+#include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -48,19 +50,26 @@ class NodeEngine final : public FenceApplier {
   std::optional<ApplyReport> last_apply() const;
   // Unfences the node: restores every original still holding our value.
   ApplyReport RevertAll();
-  // CPU time (seconds) the currently fenced neighbour pods have received in total, read from
-  // their cgroups' usage counters (cpuacct.usage on v1, cpu.stat usage_usec on v2).
-  double NeighbourCpuSeconds() const;
+  // CPU time (seconds) pods received while fenced as neighbours, since this engine started: a
+  // counter (never decreases). Each Apply and each call samples the fenced pods' usage counters
+  // (cpuacct.usage on v1, cpu.stat usage_usec on v2) and adds what they grew by since the last
+  // sample; a pod counts from the Apply that fenced it to the last sample before it was unfenced.
+  double NeighbourCpuSeconds();
 
  private:
   feedguard::v1::NodeReport ToReport(const ApplyReport& r, const Plan& plan) const;
   void AddObservations(feedguard::v1::NodeReport* report) const;
+  // Adds the growth of every fenced neighbour's usage since the previous sample to
+  // neighbour_cpu_ns_ and restarts the baselines from the neighbours of last_plan_.
+  void SampleNeighbourUsageLocked();
 
   NodeEngineOptions options_;
   mutable std::mutex mu_;
   std::optional<Plan> last_plan_;                         // guarded by mu_
   std::optional<ApplyReport> last_apply_;                 // guarded by mu_
   std::optional<feedguard::v1::NodeReport> last_report_;  // guarded by mu_
+  std::map<std::string, uint64_t> neighbour_usage_ns_;    // uid → last sample; guarded by mu_
+  uint64_t neighbour_cpu_ns_ = 0;                         // guarded by mu_
 };
 using NodeEnginePtr = std::shared_ptr<NodeEngine>;
 

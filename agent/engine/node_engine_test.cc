@@ -1,0 +1,138 @@
+#include "agent/engine/node_engine.h"
+
+#include <gtest/gtest.h>
+
+#include "agent/enforcer/fake_node.h"
+#include "agent/topology/topology.h"
+
+namespace feedguard::agent {
+namespace {
+
+using cgroup::CgroupVersion;
+using cgroup::KubeletDriver;
+using testutil::FakeNode;
+using testutil::Put;
+using testutil::Slurp;
+namespace v1 = feedguard::v1;
+
+v1::PodRef Ref(const PodIdentity& p) {
+  v1::PodRef r;
+  r.set_uid(p.uid);
+  r.set_namespace_(p.ns);
+  r.set_name(p.name);
+  r.set_qos_class(p.qos == QosClass::kGuaranteed   ? v1::GUARANTEED
+                  : p.qos == QosClass::kBestEffort ? v1::BEST_EFFORT
+                                                   : v1::BURSTABLE);
+  for (const auto& id : p.container_ids) r.add_containers()->set_container_id(id);
+  return r;
+}
+
+// One trainer and two Burstable neighbours on a fake v1 node (cgroupfs layout), a 1-socket
+// SMT-2 topology, and an engine wired as the agent wires it (no kubelet, no NVIDIA driver).
+class NodeEngineTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto topo =
+        LoadTopologyFromXmlFile(std::string(FEEDGUARD_TOPOLOGY_FIXTURES) + "/ws-1s-1gpu.xml");
+    ASSERT_TRUE(topo.ok()) << topo.status().ToString();
+    auto store = CheckpointStore::Open(node_.state_dir());
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    NodeEngineOptions o;
+    o.topology = std::move(*topo);
+    o.cgroups = node_.cgroups();
+    o.enforcer = std::make_shared<Enforcer>(node_.cgroups(), CheckpointStorePtr(std::move(*store)),
+                                            EnforcerOptions{});
+    engine_ = std::make_shared<NodeEngine>(std::move(o));
+
+    trainer_ = node_.AddPod("aaaaaaaa-0001", QosClass::kBurstable, {"t1"}, "ml");
+    n1_ = node_.AddPod("bbbbbbbb-0001", QosClass::kBurstable, {"n1"}, "batch");
+    n2_ = node_.AddPod("bbbbbbbb-0002", QosClass::kBurstable, {"n2"}, "batch");
+  }
+
+  v1::NodeFence Fence(uint64_t version, std::vector<PodIdentity> neighbours,
+                      bool dry_run = false) const {
+    v1::NodeFence f;
+    f.set_node_name("node-a");
+    f.set_version(version);
+    auto* p = f.add_policies();
+    p->set_name("p");
+    p->set_mode(dry_run ? v1::DRY_RUN : v1::ENFORCE);
+    p->set_neighbour_fence(v1::IDLE);
+    auto* t = f.add_trainers();
+    *t->mutable_pod() = Ref(trainer_);
+    t->set_policy("p");
+    for (const auto& n : neighbours) {
+      auto* nb = f.add_neighbours();
+      *nb->mutable_pod() = Ref(n);
+      nb->set_policy("p");
+    }
+    return f;
+  }
+
+  void SetUsage(const PodIdentity& p, uint64_t ns) {
+    Put(node_.CpuacctFile(p, "cpuacct.usage"), std::to_string(ns) + "\n");
+  }
+
+  FakeNode node_{CgroupVersion::kV1, KubeletDriver::kCgroupfs};
+  NodeEnginePtr engine_;
+  PodIdentity trainer_, n1_, n2_;
+};
+
+TEST_F(NodeEngineTest, AppliesIdleFenceAndReportsEveryPod) {
+  auto report = engine_->Apply(Fence(3, {n1_, n2_}));
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_EQ(report->applied_version(), 3u);
+  ASSERT_EQ(report->pods_size(), 3);
+  int neighbours = 0;
+  for (const auto& p : report->pods()) {
+    if (p.role() != v1::PodReport::NEIGHBOUR) continue;
+    ++neighbours;
+    EXPECT_TRUE(p.enforced()) << p.uid() << ": " << p.reason() << " " << p.message();
+  }
+  EXPECT_EQ(neighbours, 2);
+  EXPECT_EQ(Slurp(node_.CpuFile(n1_, "cpu.idle")), "1");
+  EXPECT_EQ(Slurp(node_.CpuFile(n2_, "cpu.idle")), "1");
+  EXPECT_EQ(Slurp(node_.CpuFile(trainer_, "cpu.idle")), "0\n");  // trainers are never idled
+
+  engine_->RevertAll();
+  EXPECT_EQ(Slurp(node_.CpuFile(n1_, "cpu.idle")), "0\n");
+  EXPECT_EQ(Slurp(node_.CpuFile(n2_, "cpu.idle")), "0\n");
+}
+
+TEST_F(NodeEngineTest, NeighbourCpuSecondsCountsOnlyWhileFencedAndNeverDecreases) {
+  SetUsage(n1_, 5'000'000'000);  // CPU before the fence: not counted
+  SetUsage(n2_, 1'000'000'000);
+  SetUsage(trainer_, 9'000'000'000);
+  EXPECT_EQ(engine_->NeighbourCpuSeconds(), 0.0);  // nothing fenced yet
+
+  ASSERT_TRUE(engine_->Apply(Fence(1, {n1_, n2_})).ok());
+  EXPECT_DOUBLE_EQ(engine_->NeighbourCpuSeconds(), 0.0);
+  SetUsage(n1_, 7'000'000'000);
+  SetUsage(n2_, 1'500'000'000);
+  SetUsage(trainer_, 19'000'000'000);  // the trainer's CPU is never neighbour CPU
+  EXPECT_DOUBLE_EQ(engine_->NeighbourCpuSeconds(), 2.5);
+
+  // n2 leaves the fence: what it got up to the Apply counts, nothing after.
+  SetUsage(n2_, 2'000'000'000);
+  ASSERT_TRUE(engine_->Apply(Fence(2, {n1_})).ok());
+  EXPECT_DOUBLE_EQ(engine_->NeighbourCpuSeconds(), 3.0);
+  SetUsage(n2_, 9'000'000'000);
+  SetUsage(n1_, 7'250'000'000);
+  EXPECT_DOUBLE_EQ(engine_->NeighbourCpuSeconds(), 3.25);
+
+  // n1's cgroup recreated (usage restarts at a smaller value): a new baseline, no decrease.
+  SetUsage(n1_, 100'000'000);
+  EXPECT_DOUBLE_EQ(engine_->NeighbourCpuSeconds(), 3.25);
+  SetUsage(n1_, 600'000'000);
+  EXPECT_DOUBLE_EQ(engine_->NeighbourCpuSeconds(), 3.75);
+
+  // A dry run fences nobody, so it counts nobody; unfencing keeps the total.
+  ASSERT_TRUE(engine_->Apply(Fence(3, {n1_, n2_}, /*dry_run=*/true)).ok());
+  SetUsage(n1_, 5'600'000'000);
+  EXPECT_DOUBLE_EQ(engine_->NeighbourCpuSeconds(), 3.75);
+  engine_->RevertAll();
+  EXPECT_DOUBLE_EQ(engine_->NeighbourCpuSeconds(), 3.75);
+}
+
+}  // namespace
+}  // namespace feedguard::agent
