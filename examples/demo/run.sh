@@ -201,23 +201,27 @@ start_apiserver() {
   export KUBECONFIG="$FG_KUBECONFIG"
 }
 
-# install_chart_parts — the chart's CRD and the controller's RBAC + ServiceAccounts, rendered by
-# helm from charts/feedguard. The chart has no switch to leave out the controller Deployment and
-# agent DaemonSet (which cannot run here: no kubelet, no images), so the pieces are picked with
-# `helm show crds` and `helm template --show-only`.
+# install_chart_parts — `helm install` of charts/feedguard with controller.enabled=false and
+# agent.enabled=false: the CRD (from the chart's crds/), the controller's RBAC and the
+# ServiceAccounts. The controller and agent run here as local processes instead (no kubelet, no
+# images); the controller uses the chart's ServiceAccount, so the chart's RBAC is what it gets.
 install_chart_parts() {
-  local chart="$REPO/charts/feedguard"
-  say "Installing the chart's CRD and RBAC with helm ($chart)"
+  local chart="$REPO/charts/feedguard" out
+  say "Installing the chart's CRD and RBAC with helm ($chart, controller.enabled=false, agent.enabled=false)"
   [[ -x "$HELM" ]] || die "helm not found at $HELM (tests/testbed/build.sh builds it)"
   fg_create_namespace "$SYSTEM_NS" || die "kubectl create namespace $SYSTEM_NS failed"
-  "$HELM" show crds "$chart" | fg_kubectl apply -f - | sed 's/^/    /'
-  ((PIPESTATUS[0] == 0 && PIPESTATUS[1] == 0)) || die "installing the chart's CRD failed"
+  # helm's cache/config/data under the demo's temp dir: nothing left in root's home.
+  if ! out="$(HELM_CACHE_HOME="$FG_WORK/helm/cache" HELM_CONFIG_HOME="$FG_WORK/helm/config" \
+    HELM_DATA_HOME="$FG_WORK/helm/data" "$HELM" install "$HELM_RELEASE" "$chart" --kubeconfig "$KUBECONFIG" --namespace "$SYSTEM_NS" \
+    --set controller.enabled=false --set agent.enabled=false --wait=false 2>&1)"; then
+    printf '%s\n' "$out" | sed 's/^/    /' >&2
+    die "helm install of the chart's CRD and RBAC failed"
+  fi
+  printf '%s\n' "$out" | sed -n '1,/^NOTES:/p' | grep -v '^NOTES:' | sed 's/^/    /'
   fg_kubectl wait --for=condition=Established --timeout=60s crd/fencepolicies.feedguard.io >/dev/null ||
     die "the FencePolicy CRD did not become Established"
-  "$HELM" template "$HELM_RELEASE" "$chart" --namespace "$SYSTEM_NS" \
-    --show-only templates/serviceaccounts.yaml --show-only templates/rbac.yaml |
-    fg_kubectl apply -f - | sed 's/^/    /'
-  ((PIPESTATUS[0] == 0 && PIPESTATUS[1] == 0)) || die "installing the chart's RBAC failed"
+  info "installed: $(fg_kubectl get crd/fencepolicies.feedguard.io -o name)," \
+    "$(fg_kubectl get clusterrole,clusterrolebinding -l app.kubernetes.io/instance="$HELM_RELEASE" -o name | tr '\n' ' ')"
 }
 
 # controller_kubeconfig — a kubeconfig holding a token of the chart's controller ServiceAccount,

@@ -200,6 +200,25 @@ for m in ["feedguard_agents_connected", "feedguard_nodes{state=~\"enforced|faile
     assert m in exprs, m
 EOF
 
+# Switches: controller.enabled=false / agent.enabled=false leave their workloads (and, with both
+# off, the TLS material) out; the CRD, RBAC and ServiceAccounts stay (what the local demo installs).
+kinds_of() { grep -E '^kind: ' | sort | uniq -c | awk '{printf "%s=%s ", $3, $1}'; }
+rbac_only="$(helm template "$REL" "$CHART" -n "$NS" --set controller.enabled=false --set agent.enabled=false \
+  --set metrics.serviceMonitor.enabled=true | kinds_of)"
+if [[ "$rbac_only" == "ClusterRole=1 ClusterRoleBinding=1 Role=1 RoleBinding=1 ServiceAccount=2 " ]]; then
+  pass "controller.enabled=false agent.enabled=false renders RBAC and ServiceAccounts only"
+else
+  bad "controller.enabled=false agent.enabled=false renders: $rbac_only"
+fi
+no_agent="$(helm template "$REL" "$CHART" -n "$NS" --set agent.enabled=false \
+  --set metrics.serviceMonitor.enabled=true | kinds_of)"
+if grep -qw "DaemonSet=" <<<"$no_agent" || ! grep -qw "Deployment=1" <<<"$no_agent" ||
+  ! grep -qw "Secret=2" <<<"$no_agent" || ! grep -qw "ServiceMonitor=1" <<<"$no_agent"; then
+  bad "agent.enabled=false renders: $no_agent"
+else
+  pass "agent.enabled=false: no DaemonSet, controller, TLS and its ServiceMonitor kept"
+fi
+
 # ---- helm install into the real API server ------------------------------------------------
 if out="$(helm install "$REL" "$CHART" -n "$NS" --set metrics.dashboard.enabled=true --wait=false 2>&1)"; then
   INSTALLED=1
