@@ -428,9 +428,14 @@ class AgentFence:
     fence) exits 2 with a message on stderr and writes nothing; a failed write exits 1."""
 
     def __init__(self, binary: Path, root: str, driver: str, state_dir: Path, extra: list[str],
-                 log: Path):
+                 log: Path, cgroup: Path | None = None):
         self.binary, self.root, self.driver, self.state_dir, self.extra, self.log = (
             binary, root, driver, state_dir, extra, log)
+        # The cpu cgroup the agent's commands run in (made by the driver, beside the benchmark
+        # root and weighted like it). A node's agent is a pod with its own CPU request; left in
+        # the host's root cgroup (1024 shares) against a benchmark root of --root-shares with
+        # 16 busy spinners, `apply` got ~1.5 % of a CPU and sometimes took over 60 s.
+        self.cgroup = cgroup
         self.last_apply: dict = {}
         self.last_revert: dict = {}
 
@@ -445,22 +450,34 @@ class AgentFence:
                                            "--cgroup-driver", self.driver,
                                            "--state-dir", str(self.state_dir),
                                            "--cpu-manager-state", ""] + self.extra
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+        procs = self.cgroup / "cgroup.procs" if self.cgroup else None
+
+        def enter_cgroup() -> None:
+            if procs is not None:
+                with open(procs, "w") as f:
+                    f.write(str(os.getpid()))
+
+        t0 = time.monotonic()
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=60,
+                           preexec_fn=enter_cgroup)
+        wall = time.monotonic() - t0
         with open(self.log, "a") as lf:
             lf.write("$ " + " ".join(repr(c) if not c else c for c in cmd) +
-                     f"\n[rc {r.returncode}]\n{r.stdout}{r.stderr}\n")
+                     f"\n[rc {r.returncode}, {wall:.2f} s]\n{r.stdout}{r.stderr}\n")
         if r.returncode != 0:
             msg = (r.stderr.strip() or r.stdout.strip())[-400:]
             raise RuntimeError(f"feedguard-agent {args[0]} exited {r.returncode}: {msg}")
         try:
-            return json.loads(r.stdout)
+            rep = json.loads(r.stdout)
         except ValueError as e:
             raise RuntimeError(f"feedguard-agent {args[0]}: report is not JSON ({e})")
+        rep["_wall_s"] = round(wall, 3)
+        return rep
 
     @staticmethod
     def summary(rep: dict) -> dict:
         return {k: rep.get(k) for k in ("fenceVersion", "enforced", "failed", "filesWritten",
-                                        "filesReverted")} | {
+                                        "filesReverted", "_wall_s")} | {
             "writes": [f"{w.get('file')}={w.get('value')}" for w in rep.get("writes", [])]}
 
     def apply(self, fence_file: Path, doc: dict, setup: Setup) -> None:
@@ -990,7 +1007,7 @@ def main(argv: list[str] | None = None) -> int:
     # Trainer calibration (see README.md).
     p.add_argument("--workers", type=int, default=3)
     p.add_argument("--batch", type=int, default=32)
-    p.add_argument("--step-ms", type=float, default=22.0)
+    p.add_argument("--step-ms", type=float, default=26.0)
     p.add_argument("--image-size", type=int, default=512)
     p.add_argument("--crop", type=int, default=224)
     p.add_argument("--fits-workers", type=int, default=2)
@@ -1032,11 +1049,15 @@ def main(argv: list[str] | None = None) -> int:
     else:
         setup = BuiltinSetup(root, a.driver, alloc_milli=1000 * len(cpus))
     need_fence = any(ARMS[x].fence for x in arms)
+    agent_cg = CG / "cpu" / f"{root}-agent"
     fence_impl = (AgentFence(a.agent, root, a.driver, workdir / "agent-state", a.agent_arg,
-                             workdir / "agent.log")
+                             workdir / "agent.log", agent_cg)
                   if a.fence_impl == "agent" else EmulatedFence(cpus))
     if need_fence:
         fence_impl.check()
+        if isinstance(fence_impl, AgentFence):
+            agent_cg.mkdir(exist_ok=True)
+            write(agent_cg / "cpu.shares", str(a.root_shares or 1024))
     meta = {"started": time.strftime("%Y-%m-%d %H:%M:%S %z"), "quick": a.quick,
             "command": " ".join([Path(sys.argv[0]).name] + (argv if argv is not None
                                                             else sys.argv[1:])),
@@ -1073,6 +1094,11 @@ def main(argv: list[str] | None = None) -> int:
         interrupted = True
     finally:
         setup.stop()
+        if agent_cg.exists():
+            try:
+                agent_cg.rmdir()  # empty: every agent command has exited
+            except OSError as e:
+                print(f"could not remove {agent_cg}: {e}", file=sys.stderr)
         if not a.keep_workdir:
             shutil.rmtree(workdir, ignore_errors=True)
     meta["loadavg_end"] = Path("/proc/loadavg").read_text().strip()
