@@ -4,6 +4,7 @@
 # binary's --help as the image's user, and its size is printed.
 #
 #   sudo tests/images/build_images.sh [--only controller|agent] [--tag TAG] [--local-base]
+#                                     [--cpu-shares N]
 #
 # The Dockerfiles start FROM debian:bookworm (build stage) and debian:bookworm-slim (runtime).
 # Where Docker Hub cannot be reached (this project's build machines resolve no registry but
@@ -13,6 +14,8 @@
 # tagged docker.io/library/debian:bookworm and :bookworm-slim in local storage, so the Dockerfiles
 # build unchanged with --pull=never. (The local "slim" is the same minbase rootfs: larger than
 # Docker Hub's slim image by the docs and locales slim strips.)
+#
+# --cpu-shares N is passed to `buildah bud` (e.g. 2: the build only uses CPU nothing else wants).
 #
 # Output: localhost/feedguard-controller:TAG, localhost/feedguard-agent:TAG (TAG default dev).
 # Needs: root, buildah, debootstrap (Debian packages buildah, debootstrap).
@@ -25,6 +28,7 @@ MIRROR="${FEEDGUARD_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 TAG=dev
 ONLY=""
 LOCAL_BASE=0
+BUD_ARGS=()
 
 die() { echo "build_images: $*" >&2; exit 1; }
 while (($#)); do
@@ -32,6 +36,7 @@ while (($#)); do
     --only) ONLY="${2:-}"; shift 2 ;;
     --tag) TAG="${2:-}"; shift 2 ;;
     --local-base) LOCAL_BASE=1; shift ;;
+    --cpu-shares) BUD_ARGS+=(--cpu-shares "${2:-}"); shift 2 ;;
     -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown argument: $1" ;;
   esac
@@ -85,7 +90,7 @@ fi
 build() {
   local name="$1" check="$2" image="localhost/feedguard-$1:$TAG" t0=$SECONDS
   echo "==> buildah bud -f $name/Dockerfile -t $image"
-  buildah bud --pull=never --layers -f "$REPO/$name/Dockerfile" -t "$image" "$REPO"
+  buildah bud --pull=never --layers "${BUD_ARGS[@]}" -f "$REPO/$name/Dockerfile" -t "$image" "$REPO"
   echo "==> $image built in $((SECONDS - t0)) s"
   # The binary runs as the image's user with only the runtime libraries the image carries.
   local ctr out
