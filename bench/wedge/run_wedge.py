@@ -779,6 +779,11 @@ class Bench:
                    and slack - bg > 0.05 * capacity else None),
                "loadavg1_before": load_before[0], "loadavg1_after": load_after[0],
                "background_cores": (bg / dur if bg is not None else None),
+               # The trainer's own report: time its runnable feeders (main loop + workers)
+               # waited for a CPU in the window, per second of CPU they got.
+               "trainer_wait_per_cpu_s": (tr["run_delay_seconds"] / tr_cpu
+                                          if tr.get("run_delay_seconds") is not None
+                                          and tr_cpu > 0 else None),
                "agent_apply": agent_apply, "agent_revert": agent_revert,
                "spinner_reports": len(spin_reports),
                "spinner_cpu_s": sum(r.get("cpu_seconds", 0) for r in spin_reports),
@@ -787,7 +792,8 @@ class Bench:
               f"trainer {tr_cpu / dur:.2f} cores, neighbours "
               f"{(nb_cpu or 0) / dur:.2f} cores, share of slack "
               f"{fmt(row['neighbour_share_of_slack'])}, background {fmt(row['background_cores'], '.2f')}"
-              f" cores, load {load_before[0]:.1f}"
+              f" cores, trainer waited {fmt(row['trainer_wait_per_cpu_s'], '.3f')} s/CPU-s"
+              f", load {load_before[0]:.1f}"
               + (f", agent wrote {agent_apply.get('filesWritten')}" if agent_apply else ""),
               flush=True)
         return row
@@ -826,6 +832,7 @@ def aggregate(runs: list[dict], arms: list[str], ladder: list[int]) -> list[dict
                 "trainer_cpu_cores": med([r["trainer_cpu_s"] / r["duration_s"] for r in rs]),
                 "neighbour_cpu_cores": med([(r["neighbour_cpu_s"] or 0) / r["duration_s"]
                                             for r in rs]),
+                "trainer_wait_per_cpu_s": med([r.get("trainer_wait_per_cpu_s") for r in rs]),
                 "background_cpu_cores": med([r["background_cpu_s"] / r["duration_s"]
                                              if r["background_cpu_s"] is not None else None
                                              for r in rs]),
@@ -893,8 +900,9 @@ def write_md(path: Path, rows: list[dict], meta: dict) -> None:
          f"({'QUICK smoke mode — not a result' if meta['quick'] else 'full mode'}).", "",
          "| arm | neighbours | runs | samples/s median | min | max | ratio to isolated | "
          "ratio to cfs isolated | accelerator busy | neighbour share of slack | "
-         "share of slack left by background | trainer cores | neighbour cores | background cores |",
-         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+         "share of slack left by background | trainer cores | neighbour cores | background cores | "
+         "trainer wait (s per CPU-s) |",
+         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         L.append(f"| {r['arm']} | {r['neighbours']} | {r['runs']} | "
                  f"{fmt(r['samples_per_s_median'], '.1f')} | {fmt(r['samples_per_s_min'], '.1f')} | "
@@ -903,7 +911,8 @@ def write_md(path: Path, rows: list[dict], meta: dict) -> None:
                  f"{fmt(r['neighbour_share_of_slack'])} | "
                  f"{fmt(r['neighbour_share_of_available_slack'])} | "
                  f"{fmt(r['trainer_cpu_cores'], '.2f')} | "
-                 f"{fmt(r['neighbour_cpu_cores'], '.2f')} | {fmt(r['background_cpu_cores'], '.2f')} |")
+                 f"{fmt(r['neighbour_cpu_cores'], '.2f')} | {fmt(r['background_cpu_cores'], '.2f')} | "
+                 f"{fmt(r.get('trainer_wait_per_cpu_s'))} |")
     a = meta["args"]
     L += ["", "## How it was run", "",
           f"- Command: `{meta['command']}`",
@@ -924,7 +933,10 @@ def write_md(path: Path, rows: list[dict], meta: dict) -> None:
           "(CPUs × window − trainer CPU). background cores = machine busy CPU (/proc/stat) − "
           "trainer − neighbours: other load on this shared machine; \"share of slack left by "
           "background\" = neighbour CPU / (slack − background CPU), the same ratio with the other "
-          "load's CPU taken out (SCHED_IDLE neighbours yield to it as they would to the trainer).",
+          "load's CPU taken out (SCHED_IDLE neighbours yield to it as they would to the trainer). "
+          "trainer wait = the trainer's `run_delay_seconds` (run_delay of /proc/<pid>/schedstat, "
+          "main loop + workers, in its window) per second of its CPU: how long its runnable "
+          "feeders waited for a CPU.",
           "", "## Machine", "",
           f"- nproc {meta['machine']['nproc']}, kernel {meta['machine']['kernel']}, "
           f"loadavg at start `{meta['machine']['loadavg']}`, at end `{meta['loadavg_end']}`",

@@ -44,7 +44,7 @@ def main() -> int:
                   "128", "--crop", "112", "--duration", "2", "--warmup", "0.5", "--out",
                   str(out)], timeout=60)
     for k in ("samples_per_s", "accelerator_busy", "batches", "duration_s", "cpu_seconds",
-              "t_start_mono", "t_end_mono"):
+              "run_delay_seconds", "t_start_mono", "t_end_mono"):
         check(k in t, f"trainer reports {k}")
     check(t["samples_per_s"] > 0, f"samples_per_s > 0 ({t['samples_per_s']})")
     check(0 < t["accelerator_busy"] <= 1.0, f"busy in (0,1] ({t['accelerator_busy']})")
@@ -54,6 +54,9 @@ def main() -> int:
     # 4 samples / 40 ms step = at most 100 samples/s.
     check(t["samples_per_s"] <= 100 * 1.001, f"samples_per_s ≤ batch/step ({t['samples_per_s']})")
     check(t["cpu_seconds"] > 0, f"cpu_seconds > 0 ({t['cpu_seconds']})")
+    # Waiting for a CPU cannot take longer than the window times the trainer's processes.
+    check(0 <= t["run_delay_seconds"] < t["duration_s"] * 3,
+          f"0 ≤ run_delay_seconds < window × processes ({t['run_delay_seconds']})")
     check(json.loads(out.read_text()) == t, "--out file holds the same JSON line as stdout")
 
     # 2. Pipeline-bound config (1 ms step, big images, one worker): the device must mostly wait.

@@ -16,7 +16,8 @@
 //
 // After --warmup seconds it measures for --duration seconds and prints one JSON line:
 //   {"samples_per_s", "accelerator_busy" (fraction of wall time the device computed),
-//    "batches", "duration_s", "cpu_seconds" (main + workers, in the window), ...}
+//    "batches", "duration_s", "cpu_seconds" (main + workers, in the window),
+//    "run_delay_seconds" (their time runnable but waiting for a CPU, in the window), ...}
 // and also writes it to --out when given (atomically), so a driver can collect it even when the
 // process runs under a kubelet stand-in that owns its stdout.
 #include <poll.h>
@@ -270,11 +271,18 @@ struct Window {
   double t0 = 0, t1 = 0;  // planned measurement window (monotonic seconds)
   bool started = false, ended = false;
   double cpu0 = 0, cpu1 = 0, tc0 = 0, tc1 = 0;  // CPU of main+workers at the actual sample times
+  double wait0 = 0, wait1 = 0;                  // their run-queue wait at the same times
 };
 
 double CpuOf(const std::vector<pid_t>& workers) {
   double sum = ProcessCpuSeconds(0).value_or(0.0);
   for (pid_t p : workers) sum += ProcessCpuSeconds(p).value_or(0.0);
+  return sum;
+}
+
+double RunDelayOf(const std::vector<pid_t>& workers) {
+  double sum = ProcessRunDelaySeconds(0).value_or(0.0);
+  for (pid_t p : workers) sum += ProcessRunDelaySeconds(p).value_or(0.0);
   return sum;
 }
 
@@ -345,11 +353,13 @@ int Run(const Options& o) {
       w.started = true;
       w.tc0 = MonoNow();
       w.cpu0 = CpuOf(workers.pids());
+      w.wait0 = RunDelayOf(workers.pids());
     }
     if (!w.ended && now >= w.t1) {
       w.ended = true;
       w.tc1 = MonoNow();
       w.cpu1 = CpuOf(workers.pids());
+      w.wait1 = RunDelayOf(workers.pids());
     }
   };
   auto overlap = [&](double a, double b) {
@@ -421,6 +431,7 @@ int Run(const Options& o) {
   add("cpu_seconds", JsonNum(cpu));
   add("cpu_cores", JsonNum(cpu / std::max(1e-9, w.tc1 - w.tc0)));
   add("cpu_seconds_total", JsonNum(cpu_total));
+  add("run_delay_seconds", JsonNum(w.wait1 - w.wait0));
   add("t_start_mono", JsonNum(w.t0));
   add("t_end_mono", JsonNum(w.t1));
   add("workers", std::to_string(o.workers));

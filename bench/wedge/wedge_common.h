@@ -78,6 +78,21 @@ inline std::optional<double> ProcessCpuSeconds(pid_t pid) {
   return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
 }
 
+// Time (s) the process's main thread has spent runnable but waiting for a CPU: the second field
+// of /proc/<pid>/schedstat (run_delay, ns; always kept by the kernel's sched_info). pid 0 = self.
+// Single-threaded processes only (the trainer's main loop and its forked workers are).
+inline std::optional<double> ProcessRunDelaySeconds(pid_t pid) {
+  const std::string path =
+      pid == 0 ? std::string("/proc/self/schedstat") : "/proc/" + std::to_string(pid) + "/schedstat";
+  FILE* f = std::fopen(path.c_str(), "r");
+  if (f == nullptr) return std::nullopt;
+  unsigned long long on_cpu = 0, run_delay = 0;
+  const int n = std::fscanf(f, "%llu %llu", &on_cpu, &run_delay);
+  std::fclose(f);
+  if (n != 2) return std::nullopt;
+  return static_cast<double>(run_delay) * 1e-9;
+}
+
 inline double RusageSeconds(int who) {
   rusage ru{};
   ::getrusage(who, &ru);
