@@ -82,8 +82,8 @@ inline std::optional<double> ProcessCpuSeconds(pid_t pid) {
 // of /proc/<pid>/schedstat (run_delay, ns; always kept by the kernel's sched_info). pid 0 = self.
 // Single-threaded processes only (the trainer's main loop and its forked workers are).
 inline std::optional<double> ProcessRunDelaySeconds(pid_t pid) {
-  const std::string path =
-      pid == 0 ? std::string("/proc/self/schedstat") : "/proc/" + std::to_string(pid) + "/schedstat";
+  const std::string path = pid == 0 ? std::string("/proc/self/schedstat")
+                                    : "/proc/" + std::to_string(pid) + "/schedstat";
   FILE* f = std::fopen(path.c_str(), "r");
   if (f == nullptr) return std::nullopt;
   unsigned long long on_cpu = 0, run_delay = 0;
