@@ -42,6 +42,20 @@ std::string Histogram::Render(const std::string& name, const std::string& help) 
   return out;
 }
 
+double CounterSum::Update(const std::map<std::string, double>& current) {
+  std::lock_guard<std::mutex> l(mu_);
+  for (const auto& [source, value] : current) {
+    auto it = last_.find(source);
+    if (it == last_.end() || value < it->second) {
+      total_ += value;  // new source, or its counter restarted from zero
+    } else {
+      total_ += value - it->second;
+    }
+    last_[source] = value;
+  }
+  return total_;
+}
+
 std::string RenderGauge(const std::string& name, const std::string& help, double value,
                         const std::string& type) {
   return "# HELP " + name + " " + help + "\n# TYPE " + name + " " + type + "\n" + name + " " +

@@ -35,6 +35,21 @@ class Histogram {
   uint64_t count_ = 0;            // guarded by mu_
 };
 
+// One counter summing the counters of several sources (e.g. every agent's overwrites_total),
+// which never decreases: each source adds its growth since its previous value; a source whose
+// value fell (it restarted) adds its new value; a source that goes away keeps what it added.
+// Thread-safe.
+class CounterSum {
+ public:
+  // Folds in the current value of each source (key → its own counter) and returns the total.
+  double Update(const std::map<std::string, double>& current);
+
+ private:
+  std::mutex mu_;
+  std::map<std::string, double> last_;  // guarded by mu_
+  double total_ = 0;                    // guarded by mu_
+};
+
 // Builds one metric family in text format.
 std::string RenderGauge(const std::string& name, const std::string& help, double value,
                         const std::string& type = "gauge");

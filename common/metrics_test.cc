@@ -22,6 +22,17 @@ TEST(HistogramTest, CumulativeBuckets) {
   EXPECT_NE(out.find("# TYPE fence_apply_seconds histogram"), std::string::npos);
 }
 
+TEST(CounterSumTest, NeverDecreasesAcrossRestartsAndDepartures) {
+  CounterSum sum;
+  EXPECT_EQ(sum.Update({}), 0);
+  EXPECT_EQ(sum.Update({{"a", 3}, {"b", 1}}), 4);
+  EXPECT_EQ(sum.Update({{"a", 5}, {"b", 1}}), 6);
+  EXPECT_EQ(sum.Update({{"a", 5}}), 6);            // b disconnected: what it added stays
+  EXPECT_EQ(sum.Update({{"a", 5}, {"b", 1}}), 6);  // b back with the same count: not twice
+  EXPECT_EQ(sum.Update({{"a", 2}, {"b", 1}}), 8);  // a restarted and counted 2 since
+  EXPECT_EQ(sum.Update({{"a", 2}, {"b", 4}, {"c", 1}}), 12);
+}
+
 TEST(MetricsServerTest, ServesMetricsHealthAndReadiness) {
   std::atomic<bool> ready{false};
   auto s = MetricsServer::Start(

@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <sstream>
 #include <utility>
 #include <vector>
 
@@ -115,6 +116,18 @@ Result<CgroupLayout> MakeFakeLayout(const std::string& root, CgroupVersion versi
   l.caps.burst = options.burst;
   l.caps.psi = version == CgroupVersion::kV2 && options.psi;
   return l;
+}
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void Put(const std::string& path, const std::string& data) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << data;
 }
 
 }  // namespace feedguard::agent::cgroup

@@ -20,6 +20,11 @@ struct FakeCgroupOptions {
   std::string mems = "0";
 };
 
+// Whole file as bytes ("" if it cannot be read); replaces a file's bytes (creates it if
+// missing). For tests that look at cgroup files, fake or real.
+std::string Slurp(const std::string& path);
+void Put(const std::string& path, const std::string& data);
+
 // Creates `dir` (and missing parents, each populated too) with the files a fresh cgroup has.
 // v1: `controller` is "cpu", "cpuacct" or "cpuset" (the mount the dir is under); v2: ignored.
 Status MakeFakeCgroupDir(const std::string& dir, CgroupVersion version, std::string_view controller,

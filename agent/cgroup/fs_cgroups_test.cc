@@ -13,12 +13,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string Slurp(const std::string& p) {
-  std::ifstream in(p);
-  return {std::istreambuf_iterator<char>(in), {}};
-}
-void Put(const std::string& p, const std::string& v) { std::ofstream(p) << v; }
-
 class FsCgroupsTest : public ::testing::TestWithParam<std::tuple<CgroupVersion, KubeletDriver>> {
  protected:
   void SetUp() override {

@@ -15,18 +15,6 @@ namespace feedguard::agent::testutil {
 namespace fs = std::filesystem;
 using cgroup::CgroupVersion;
 
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-void Put(const std::string& path, const std::string& data) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << data;
-}
-
 FakeNode::FakeNode(CgroupVersion version, cgroup::KubeletDriver driver, bool cpu_idle)
     : version_(version), driver_(driver) {
   std::string tmpl = (fs::temp_directory_path() / "fg-fakenode-XXXXXX").string();

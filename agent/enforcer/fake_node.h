@@ -15,10 +15,8 @@
 
 namespace feedguard::agent::testutil {
 
-// Whole file as bytes ("" if it cannot be read).
-std::string Slurp(const std::string& path);
-// Replaces the file's bytes (creates it if missing).
-void Put(const std::string& path, const std::string& data);
+using cgroup::Put;
+using cgroup::Slurp;
 
 class FakeNode {
  public:

@@ -4,6 +4,7 @@
 
 #include <csignal>
 #include <iostream>
+#include <map>
 #include <thread>
 
 #include <spdlog/spdlog.h>
@@ -180,6 +181,7 @@ int RunController(int argc, char** argv) {
     leading = true;
   };
 
+  CounterSum overwrites_sum;  // outlives `metrics`, whose collector uses it
   auto metrics = MetricsServer::Start(
       f.Get("metrics-addr"),
       [&]() {
@@ -199,7 +201,8 @@ int RunController(int argc, char** argv) {
         out += RenderGauge("feedguard_status_writes_total", "FencePolicy status writes",
                            static_cast<double>(s.status_writes), "counter");
         if (distributor) {
-          double enforced = 0, failed = 0, stale = 0, overwrites = 0;
+          double enforced = 0, failed = 0, stale = 0;
+          std::map<std::string, double> overwrites_by_node;
           for (const auto& a : distributor->ListAgents()) {
             if (a.stale || !a.connected)
               stale++;
@@ -207,14 +210,16 @@ int RunController(int argc, char** argv) {
               failed++;
             else if (a.acked_version >= a.desired_version)
               enforced++;
-            if (a.last_report) overwrites += static_cast<double>(a.last_report->overwrites_total());
+            if (a.last_report) {
+              overwrites_by_node[a.node] = static_cast<double>(a.last_report->overwrites_total());
+            }
           }
           out += RenderLabelled("feedguard_nodes", "nodes by enforcement state", "gauge",
                                 {{"enforced", enforced}, {"failed", failed}, {"stale", stale}},
                                 "state");
           out += RenderGauge("feedguard_overwrites_total",
                              "cgroup values rewritten by others, summed over agents' reports",
-                             overwrites, "counter");
+                             overwrites_sum.Update(overwrites_by_node), "counter");
         }
         return out;
       },

@@ -29,6 +29,7 @@
 #include <thread>
 
 #include "agent/cgroup/detect.h"
+#include "agent/cgroup/fake_tree.h"
 #include "agent/cgroup/fs_cgroups.h"
 #include "agent/cgroup/kernel_facts.h"
 #include "agent/cgroup/kubelet_facts.h"
@@ -56,12 +57,7 @@ std::string Cgroup2Root() {
   return env != nullptr ? env : "";
 }
 
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using cgroup::Slurp;
 
 bool WriteKnob(const std::string& path, const std::string& v) {
   int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
