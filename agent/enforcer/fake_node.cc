@@ -4,8 +4,6 @@
 
 #include <gtest/gtest.h>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "agent/cgroup/fs_cgroups.h"
 #include "agent/cgroup/kubelet_facts.h"

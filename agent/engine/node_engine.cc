@@ -1,7 +1,9 @@
 #include "agent/engine/node_engine.h"
 
 #include <fstream>
+#include <set>
 #include <sstream>
+#include <vector>
 
 #include <google/protobuf/util/json_util.h>
 #include <yaml-cpp/yaml.h>
@@ -176,9 +178,8 @@ Result<v1::NodeReport> NodeEngine::Apply(const v1::NodeFence& fence) {
   v1::NodeReport report = ToReport(r, plan);
   AddObservations(&report);
   std::lock_guard<std::mutex> l(mu_);
-  SampleNeighbourUsageLocked();  // the outgoing fence's neighbours, up to now
+  SampleNeighbourUsageLocked(&plan);
   last_plan_ = plan;
-  SampleNeighbourUsageLocked();  // baselines for pods this fence adds
   last_apply_ = r;
   last_report_ = report;
   return report;
@@ -213,34 +214,47 @@ std::optional<ApplyReport> NodeEngine::last_apply() const {
 ApplyReport NodeEngine::RevertAll() {
   ApplyReport r = options_.enforcer->RevertAll();
   std::lock_guard<std::mutex> l(mu_);
-  SampleNeighbourUsageLocked();
+  SampleNeighbourUsageLocked(nullptr);
   last_plan_.reset();
-  neighbour_usage_ns_.clear();
   last_report_.reset();
   return r;
 }
 
 double NodeEngine::NeighbourCpuSeconds() {
   std::lock_guard<std::mutex> l(mu_);
-  SampleNeighbourUsageLocked();
+  SampleNeighbourUsageLocked(last_plan_ ? &*last_plan_ : nullptr);
   return static_cast<double>(neighbour_cpu_ns_) / 1e9;
 }
 
-void NodeEngine::SampleNeighbourUsageLocked() {
-  std::map<std::string, uint64_t> next;
-  if (last_plan_ && !last_plan_->dry_run) {  // a dry run fences nobody
-    for (const auto& n : last_plan_->neighbours) {
-      auto resolved = options_.cgroups->ResolvePod(n.pod);
-      if (!resolved.ok()) continue;  // gone since the last apply
-      auto usage = options_.cgroups->ReadUsage(resolved->dirs);
-      if (!usage.ok()) continue;
-      auto it = neighbour_usage_ns_.find(n.pod.uid);
-      // A usage counter only grows; a smaller value is a recreated cgroup: a new baseline.
-      if (it != neighbour_usage_ns_.end() && usage->usage_ns >= it->second) {
-        neighbour_cpu_ns_ += usage->usage_ns - it->second;
-      }
-      next[n.pod.uid] = usage->usage_ns;
+void NodeEngine::SampleNeighbourUsageLocked(const Plan* next_plan) {
+  // Each pod read once: the fenced ones (last_plan_) add their growth; the pods of `next_plan`
+  // become the new baselines. A dry run fences nobody.
+  auto fenced = [](const Plan* p) { return p != nullptr && !p->dry_run; };
+  std::set<std::string> keep;
+  if (fenced(next_plan)) {
+    for (const auto& n : next_plan->neighbours) keep.insert(n.pod.uid);
+  }
+  std::vector<const PodIdentity*> pods;
+  std::set<std::string> seen;
+  const Plan* current = last_plan_ ? &*last_plan_ : nullptr;
+  for (const Plan* p : {current, next_plan}) {
+    if (!fenced(p)) continue;
+    for (const auto& n : p->neighbours) {
+      if (seen.insert(n.pod.uid).second) pods.push_back(&n.pod);
     }
+  }
+  std::map<std::string, uint64_t> next;
+  for (const PodIdentity* pod : pods) {
+    auto resolved = options_.cgroups->ResolvePod(*pod);
+    if (!resolved.ok()) continue;  // gone since the last apply
+    auto usage = options_.cgroups->ReadUsage(resolved->dirs);
+    if (!usage.ok()) continue;
+    auto it = neighbour_usage_ns_.find(pod->uid);
+    // A usage counter only grows; a smaller value is a recreated cgroup: a new baseline.
+    if (it != neighbour_usage_ns_.end() && usage->usage_ns >= it->second) {
+      neighbour_cpu_ns_ += usage->usage_ns - it->second;
+    }
+    if (keep.count(pod->uid)) next[pod->uid] = usage->usage_ns;
   }
   neighbour_usage_ns_ = std::move(next);
 }

@@ -59,9 +59,9 @@ class NodeEngine final : public FenceApplier {
  private:
   feedguard::v1::NodeReport ToReport(const ApplyReport& r, const Plan& plan) const;
   void AddObservations(feedguard::v1::NodeReport* report) const;
-  // Adds the growth of every fenced neighbour's usage since the previous sample to
-  // neighbour_cpu_ns_ and restarts the baselines from the neighbours of last_plan_.
-  void SampleNeighbourUsageLocked();
+  // Adds the growth of every fenced neighbour's (last_plan_'s) usage since the previous sample
+  // to neighbour_cpu_ns_ and makes the neighbours of `next_plan` (null: none) the baselines.
+  void SampleNeighbourUsageLocked(const Plan* next_plan);
 
   NodeEngineOptions options_;
   mutable std::mutex mu_;

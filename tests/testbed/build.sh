@@ -18,7 +18,6 @@ source "$(dirname "${BASH_SOURCE[0]}")/versions.env"
 K8S_VERSION="$FEEDGUARD_K8S_VERSION"
 ETCD_VERSION="$FEEDGUARD_ETCD_VERSION"
 HELM_VERSION="$FEEDGUARD_HELM_VERSION"
-CACHE="${FEEDGUARD_CACHE:-$HOME/.cache/feedguard}"
 
 log() { printf '[testbed/build %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }

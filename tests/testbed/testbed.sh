@@ -19,10 +19,6 @@ set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=versions.env
 source "$HERE/versions.env"
-CACHE="${FEEDGUARD_CACHE:-$HOME/.cache/feedguard}"
-KUBE_APISERVER="${FEEDGUARD_KUBE_APISERVER:-$CACHE/bin/kube-apiserver-$FEEDGUARD_K8S_VERSION/kube-apiserver}"
-ETCD="${FEEDGUARD_ETCD:-$CACHE/bin/etcd-$FEEDGUARD_ETCD_VERSION/etcd}"
-HELM="${FEEDGUARD_HELM:-$CACHE/bin/helm-$FEEDGUARD_HELM_VERSION/helm}"
 READY_TIMEOUT_S="${FEEDGUARD_TESTBED_READY_TIMEOUT_S:-120}"
 
 log() { printf '[testbed %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }

@@ -6,8 +6,8 @@
 # drifting apart (an unknown flag makes the binary exit at start: a crash-looping pod).
 #
 # Usage: chart_flags_test.sh CONTROLLER_BINARY AGENT_BINARY
-# Environment: FEEDGUARD_HELM (default: ~/.cache/feedguard/bin/helm-*/helm, built by
-#        tests/testbed/build.sh helm).
+# Environment: FEEDGUARD_HELM (default: the helm build pinned in tests/testbed/versions.env, made
+#        by tests/testbed/build.sh helm).
 set -uo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -16,11 +16,10 @@ CONTROLLER="${1:?usage: chart_flags_test.sh CONTROLLER_BINARY AGENT_BINARY}"
 AGENT="${2:?usage: chart_flags_test.sh CONTROLLER_BINARY AGENT_BINARY}"
 
 fail() { echo "FATAL: $*" >&2; exit 1; }
-HELM_BIN="${FEEDGUARD_HELM:-}"
-if [[ -z "$HELM_BIN" || ! -x "$HELM_BIN" ]]; then
-  HELM_BIN="$(ls -1d "${FEEDGUARD_CACHE:-$HOME/.cache/feedguard}"/bin/helm-*/helm 2>/dev/null | sort -V | tail -n1)"
-fi
-[[ -n "$HELM_BIN" && -x "$HELM_BIN" ]] || fail "helm is not built. Run: tests/testbed/build.sh helm (or set FEEDGUARD_HELM)"
+# shellcheck source=../../testbed/versions.env
+source "$HERE/../../testbed/versions.env"
+HELM_BIN="$HELM"  # FEEDGUARD_HELM, else the pinned build in the cache
+[[ -x "$HELM_BIN" ]] || fail "helm is not built. Run: tests/testbed/build.sh helm (or set FEEDGUARD_HELM)"
 [[ -x "$CONTROLLER" ]] || fail "$CONTROLLER is not built (cmake --build ... --target feedguard-controller)"
 [[ -x "$AGENT" ]] || fail "$AGENT is not built (cmake --build ... --target feedguard-agent)"
 

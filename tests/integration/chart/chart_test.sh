@@ -10,8 +10,8 @@
 #
 # Usage: chart_test.sh TESTBED_DIR   (a dir set up by tests/testbed/testbed.sh up; CTest passes
 #        ${CMAKE_BINARY_DIR}/testbed through the `apiserver` fixture)
-# Environment: FEEDGUARD_HELM (helm binary; default: the test bed's env HELM, then
-#        ~/.cache/feedguard/bin/helm-*/helm), KUBECTL.
+# Environment: FEEDGUARD_HELM (helm binary; default: the test bed's env HELM, i.e. the build
+#        pinned in tests/testbed/versions.env), KUBECTL.
 set -uo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -27,11 +27,8 @@ export KUBECONFIG
 KUBECTL="${KUBECTL:-$(command -v kubectl)}" || fail "kubectl is not installed"
 command -v jq >/dev/null || fail "jq is not installed"
 command -v openssl >/dev/null || fail "openssl is not installed"
-HELM_BIN="${FEEDGUARD_HELM:-${HELM:-}}"
-if [[ -z "$HELM_BIN" || ! -x "$HELM_BIN" ]]; then
-  HELM_BIN="$(ls -1d "${FEEDGUARD_CACHE:-$HOME/.cache/feedguard}"/bin/helm-*/helm 2>/dev/null | sort -V | tail -n1)"
-fi
-[[ -n "$HELM_BIN" && -x "$HELM_BIN" ]] || fail "helm is not built. Run: tests/testbed/build.sh helm (or set FEEDGUARD_HELM)"
+HELM_BIN="${FEEDGUARD_HELM:-$HELM}"  # else the test bed's (the pinned build in the cache)
+[[ -x "$HELM_BIN" ]] || fail "helm is not built. Run: tests/testbed/build.sh helm (or set FEEDGUARD_HELM)"
 
 WORK="$(mktemp -d)"
 SUFFIX="$(od -An -N3 -tx1 /dev/urandom | tr -d ' \n')"
