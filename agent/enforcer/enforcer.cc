@@ -120,6 +120,7 @@ struct Enforcer::PodWork {
   PodResult result;
   bool failed = false;
   bool contested = false;
+  bool dry_run = false;                        // the entry's policy is DryRun: report only
   std::vector<cgroup::FileWrite> writes;       // in order, intermediates included
   std::map<std::string, std::string> finals;   // path → last value written to it
   std::map<std::string, std::string> current;  // path → bytes before any write of this Apply
@@ -174,6 +175,8 @@ std::vector<Enforcer::Target> Enforcer::TargetsOf(const Plan& plan) {
     x.pod = t.pod;
     x.policy = t.policy;
     x.role = PodRole::kTrainer;
+    x.weight = t.weight;
+    x.dry_run = t.dry_run;
     if (!t.cpus.empty()) x.cpus = t.cpus;
     if (!t.mems.empty()) x.mems = t.mems;
     out.push_back(std::move(x));
@@ -187,6 +190,7 @@ std::vector<Enforcer::Target> Enforcer::TargetsOf(const Plan& plan) {
     x.weight = n.weight;
     x.quota = n.quota;
     x.cpus = n.cpus;
+    x.dry_run = n.dry_run;
     out.push_back(std::move(x));
   }
   return out;
@@ -261,6 +265,7 @@ Status Enforcer::WriteVerifyLocked(const std::string& path, const std::string& v
 
 Enforcer::PodWork Enforcer::PreparePodLocked(const Target& t, Scratch& s) {
   PodWork w;
+  w.dry_run = t.dry_run;
   w.result.uid = t.pod.uid;
   w.result.ns = t.pod.ns;
   w.result.name = t.pod.name;
@@ -513,21 +518,26 @@ void Enforcer::CheckpointUpsertsLocked(const PodWork& w,
 
 void Enforcer::ExecuteLocked(std::vector<PodWork>& work, bool dry_run, Scratch& s) {
   ApplyReport& r = *s.report;
-  if (dry_run) {
-    for (auto& w : work) {
-      if (w.failed) continue;
-      for (const auto& fw : w.writes) r.writes.push_back(fw);
-      w.result.files_written = w.finals.size();
-      w.result.reason = reason::kDryRun;
-      w.result.message = "would write " + std::to_string(w.finals.size()) + " file(s)";
-    }
-    return;
+  // Dry-run entries (the whole plan, or one DryRun policy's pods in an enforced plan) are
+  // reported, never checkpointed or written.
+  auto report_only = [&](const PodWork& w) { return dry_run || w.dry_run; };
+  for (auto& w : work) {
+    if (w.failed || !report_only(w)) continue;
+    // ApplyReport.writes lists what would be written only when nothing is: in an enforced
+    // plan it is the writes performed.
+    if (dry_run) r.writes.insert(r.writes.end(), w.writes.begin(), w.writes.end());
+    w.result.files_written = w.finals.size();
+    w.result.reason = reason::kDryRun;
+    w.result.message = "would write " + std::to_string(w.finals.size()) + " file(s)";
   }
+  if (dry_run) return;
   // Checkpoint first, once for the whole batch (one temp file + two fsyncs however many pods):
   // originals of files never written before, and every value a file may hold if we die between
   // here and the last verified write.
   std::map<std::string, CheckpointEntry> pending;
-  for (const auto& w : work) CheckpointUpsertsLocked(w, pending);
+  for (const auto& w : work) {
+    if (!w.dry_run) CheckpointUpsertsLocked(w, pending);
+  }
   if (!pending.empty()) {
     std::vector<CheckpointEntry> upserts;
     upserts.reserve(pending.size());
@@ -536,12 +546,14 @@ void Enforcer::ExecuteLocked(std::vector<PodWork>& work, bool dry_run, Scratch& 
     if (!st.ok()) {
       if (r.checkpoint_status.ok()) r.checkpoint_status = st;
       for (auto& w : work) {
-        if (!w.writes.empty()) w.Fail(reason::kCheckpointFailed, st.ToString());
+        if (!w.dry_run && !w.writes.empty()) w.Fail(reason::kCheckpointFailed, st.ToString());
       }
       return;
     }
   }
-  for (auto& w : work) WritePodLocked(w, s);
+  for (auto& w : work) {
+    if (!w.dry_run) WritePodLocked(w, s);
+  }
 }
 
 void Enforcer::WritePodLocked(PodWork& w, Scratch& s) {

@@ -168,6 +168,9 @@ class Enforcer {
     std::optional<CpuQuota> quota;
     std::optional<CpuSet> cpus;
     std::optional<CpuSet> mems;
+    // The entry's policy is DryRun: reported as "would write", never written (even when the
+    // rest of the plan is enforced).
+    bool dry_run = false;
   };
   struct FileState {
     std::deque<std::chrono::steady_clock::time_point> overwrites;

@@ -220,6 +220,84 @@ TEST_F(EnforcerV1Test, TrainerCpusetOnPodAndContainersThenRevert) {
   EXPECT_EQ(store->size(), 0u);
 }
 
+TEST_F(EnforcerV1Test, TrainerWeightIsWrittenOnThePodDirAndRestored) {
+  auto pod = node_.AddPod("33333333-dddd", QosClass::kBurstable, {"main"});
+  const auto before = node_.Snapshot();
+  auto store = OpenStore(node_.state_dir());
+  Enforcer enf(node_.cgroups(), store, {});
+  Plan plan;
+  TrainerPlacement t;
+  t.pod = pod;
+  t.policy = "vision";
+  t.weight = 10000;  // not pinned: weight only
+  plan.trainers.push_back(t);
+  auto r = enf.Apply(plan);
+  ASSERT_TRUE(r.pods[0].enforced) << r.pods[0].reason << " " << r.pods[0].message;
+  EXPECT_EQ(Slurp(node_.CpuFile(pod, "cpu.shares")), "262144");
+  EXPECT_EQ(Slurp(node_.CpuFile(pod, "cpu.shares", node_.ContainerSub("main"))), "1024\n");
+  EXPECT_EQ(store->size(), 1u);
+  // The pod stops being a trainer: kubelet's bytes come back.
+  auto rv = enf.Apply(Plan{});
+  EXPECT_EQ(rv.files_reverted, 1u);
+  EXPECT_EQ(node_.Snapshot(), before);
+}
+
+// A node can carry an enforced policy and a DryRun one: the DryRun policy's pods are reported
+// as "would write" and nothing of theirs is written or checkpointed.
+TEST_F(EnforcerV1Test, DryRunEntriesOfAnEnforcedPlanAreNotWritten) {
+  auto fenced = node_.AddPod("55555555-0001", QosClass::kBurstable, {});
+  auto watched = node_.AddPod("55555555-0002", QosClass::kBurstable, {});
+  auto trainer = node_.AddPod("55555555-0003", QosClass::kBurstable, {"t"});
+  const std::string watched_idle = node_.CpuFile(watched, "cpu.idle");
+  const std::string trainer_shares = node_.CpuFile(trainer, "cpu.shares");
+  const std::string watched_before = Slurp(watched_idle);
+  const std::string trainer_before = Slurp(trainer_shares);
+  const std::string trainer_cpus =
+      node_.CpusetFile(trainer, "cpuset.cpus", node_.ContainerSub("t"));
+  const std::string trainer_cpus_before = Slurp(trainer_cpus);
+  auto store = OpenStore(node_.state_dir());
+  Enforcer enf(node_.cgroups(), store, {});
+  Plan plan;  // plan.dry_run stays false: one policy is enforced
+  auto n = Neighbour(fenced);
+  n.idle = true;
+  plan.neighbours.push_back(n);
+  auto d = Neighbour(watched);
+  d.policy = "try-it";
+  d.idle = true;
+  d.dry_run = true;
+  plan.neighbours.push_back(d);
+  TrainerPlacement t;
+  t.pod = trainer;
+  t.policy = "try-it";
+  t.weight = 10000;
+  t.cpus = CpuSet::Range(2, 3);
+  t.dry_run = true;
+  plan.trainers.push_back(t);
+  auto r = enf.Apply(plan);
+  EXPECT_FALSE(r.dry_run);
+  EXPECT_EQ(Slurp(node_.CpuFile(fenced, "cpu.idle")), "1");
+  EXPECT_EQ(Slurp(watched_idle), watched_before);
+  EXPECT_EQ(Slurp(trainer_shares), trainer_before);
+  EXPECT_EQ(Slurp(trainer_cpus), trainer_cpus_before);
+  // Only the enforced neighbour's files: cpu.idle and (v1 side effect) cpu.shares.
+  EXPECT_EQ(store->size(), 2u);
+  for (const auto& e : store->Entries()) EXPECT_EQ(e.pod_uid, fenced.uid) << e.path;
+  EXPECT_EQ(r.enforced, 1u);
+  EXPECT_EQ(r.failed, 0u);
+  EXPECT_EQ(r.files_written, 1u);
+  ASSERT_EQ(r.writes.size(), 1u);  // the writes performed, not the would-be ones
+  EXPECT_EQ(r.writes[0].path, node_.CpuFile(fenced, "cpu.idle"));
+  int dry = 0;
+  for (const auto& p : r.pods) {
+    if (p.uid == fenced.uid) continue;
+    ++dry;
+    EXPECT_FALSE(p.enforced) << p.name;
+    EXPECT_EQ(p.reason, reason::kDryRun) << p.name;
+    EXPECT_GT(p.files_written, 0u) << p.name;  // would write
+  }
+  EXPECT_EQ(dry, 2);
+}
+
 TEST_F(EnforcerV1Test, SwitchingIdleToWeightRevertsIdleBeforeWritingShares) {
   auto pod = node_.AddPod("44444444-dddd", QosClass::kBurstable, {});
   auto store = OpenStore(node_.state_dir());

@@ -1,5 +1,7 @@
 #include "agent/engine/node_engine.h"
 
+#include "agent/cgroup/kernel_facts.h"
+
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -69,6 +71,12 @@ Result<v1::NodeFence> ParseNodeFence(const std::string& text, const std::string&
     policies[p.name()] = &p;
     if (p.trainer_cpu().cores() < 0 || p.trainer_cpu().cores_per_gpu() < 0) {
       return InvalidArgument(origin + ": policy " + p.name() + ": cores must be ≥ 0");
+    }
+    if (p.trainer_cpu().weight() < 0 ||
+        static_cast<uint64_t>(p.trainer_cpu().weight()) > cgroup::v2::kWeightMax) {
+      return InvalidArgument(
+          origin + ": policy " + p.name() + ": trainerCpu.weight must be 0 (unset) or " +
+          std::to_string(cgroup::v2::kWeightMin) + ".." + std::to_string(cgroup::v2::kWeightMax));
     }
     if (p.neighbour_max_cpu_percent() < 0 || p.neighbour_max_cpu_percent() > 100) {
       return InvalidArgument(origin + ": policy " + p.name() +

@@ -99,6 +99,33 @@ TEST_F(NodeEngineTest, AppliesIdleFenceAndReportsEveryPod) {
   EXPECT_EQ(Slurp(node_.CpuFile(n2_, "cpu.idle")), "0\n");
 }
 
+TEST_F(NodeEngineTest, TrainerWeightFromThePolicyIsWrittenAndReverted) {
+  auto fence = Fence(4, {n1_});
+  fence.mutable_policies(0)->mutable_trainer_cpu()->set_weight(10000);
+  const std::string shares = node_.CpuFile(trainer_, "cpu.shares");
+  const std::string before = Slurp(shares);
+  auto report = engine_->Apply(fence);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_EQ(Slurp(shares), "262144");  // v2 weight 10000 ↔ v1 shares 262144
+  EXPECT_EQ(Slurp(node_.CpuFile(n1_, "cpu.idle")), "1");
+  engine_->RevertAll();
+  EXPECT_EQ(Slurp(shares), before);
+}
+
+TEST(ParseNodeFenceTest, TrainerWeightOutsideTheKernelRangeIsRejected) {
+  const std::string head = R"({"nodeName":"n","version":"1","policies":[{"name":"p",)";
+  EXPECT_TRUE(ParseNodeFence(head + R"("trainerCpu":{"weight":10000}}]})", "t").ok());
+  EXPECT_TRUE(ParseNodeFence(head + R"("trainerCpu":{}}]})", "t").ok());
+  for (const char* bad :
+       {R"("trainerCpu":{"weight":10001}}]})", R"("trainerCpu":{"weight":-5}}]})"}) {
+    auto r = ParseNodeFence(head + bad, "t");
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.status().message().find("trainerCpu.weight must be 0 (unset) or 1..10000"),
+              std::string::npos)
+        << r.status().ToString();
+  }
+}
+
 TEST_F(NodeEngineTest, NeighbourCpuSecondsCountsOnlyWhileFencedAndNeverDecreases) {
   SetUsage(n1_, 5'000'000'000);  // CPU before the fence: not counted
   SetUsage(n2_, 1'000'000'000);

@@ -66,6 +66,8 @@ struct TrainerPlacement {
   CpuSet cpus;
   CpuSet mems;
   bool gpu_local = false;  // every chosen core is on a NUMA node local to the pod's GPUs
+  // The pod cgroup's CPU weight while protected (v2 scale 1..10000); unset = kubelet's is kept.
+  std::optional<uint64_t> weight;
   // The pod's policy is DryRun: planned and reported, but the enforcer writes nothing for it.
   bool dry_run = false;
 };

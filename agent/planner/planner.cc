@@ -196,6 +196,9 @@ class Planner {
       w.placement.pod = ToPodIdentity(tr.pod());
       w.placement.policy = pol->name();
       w.placement.dry_run = DryRun(*pol);
+      if (pol->trainer_cpu().weight() > 0) {
+        w.placement.weight = static_cast<uint64_t>(pol->trainer_cpu().weight());
+      }
       work.push_back(std::move(w));
     }
     std::sort(work.begin(), work.end(), [](const TrainerWork& a, const TrainerWork& b) {
@@ -535,13 +538,12 @@ nlohmann::json PlanToJson(const Plan& plan) {
   j["off_limits"] = plan.off_limits.ToString();
   j["trainers"] = nlohmann::json::array();
   for (const auto& t : plan.trainers) {
-    j["trainers"].push_back({{"pod", PodJson(t.pod)},
-                             {"policy", t.policy},
-                             {"gpu_ids", t.gpu_ids},
-                             {"cpus", t.cpus.ToString()},
-                             {"mems", t.mems.ToString()},
-                             {"gpu_local", t.gpu_local},
-                             {"dry_run", t.dry_run}});
+    nlohmann::json a = {{"pod", PodJson(t.pod)},     {"policy", t.policy},
+                        {"gpu_ids", t.gpu_ids},      {"cpus", t.cpus.ToString()},
+                        {"mems", t.mems.ToString()}, {"gpu_local", t.gpu_local},
+                        {"dry_run", t.dry_run}};
+    if (t.weight) a["weight"] = *t.weight;
+    j["trainers"].push_back(std::move(a));
   }
   j["neighbours"] = nlohmann::json::array();
   for (const auto& n : plan.neighbours) {

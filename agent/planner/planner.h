@@ -25,6 +25,8 @@
 //   pod that owns CPU-manager CPUs is not pinned by us ("CpuManagerOwnsPod"). When trainers do not
 //   fit, the last by (priority desc, namespace, name) get "NotEnoughCores" and stay unpinned
 //   (their neighbours are still fenced).
+// Trainer weight. A policy's trainer_cpu.weight (> 0) is copied to each of its trainers, pinned
+//   or not (a CPU-manager pod too): the pod cgroup's weight while it is protected.
 // DryRun. Enforced trainers are placed before dry-run ones, so a dry-run policy never takes cores
 //   from an enforced one; neighbour cpusets/quotas count only enforced trainers' cores. Entries
 //   carry dry_run; plan.dry_run is true when every policy in the fence is DryRun.

@@ -34,6 +34,7 @@ struct PolicySpec {
   pb::NeighbourFenceKind fence = pb::IDLE;
   pb::Mode mode = pb::ENFORCE;
   int max_cpu_percent = 0;
+  int weight = 0;
 };
 
 class Input {
@@ -47,6 +48,7 @@ class Input {
     p->mutable_trainer_cpu()->set_cores_per_gpu(s.cores_per_gpu);
     p->mutable_trainer_cpu()->set_placement(s.placement);
     p->mutable_trainer_cpu()->set_numa(s.numa);
+    p->mutable_trainer_cpu()->set_weight(s.weight);
     p->set_neighbour_fence(s.fence);
     p->set_neighbour_max_cpu_percent(s.max_cpu_percent);
     return *this;
@@ -273,6 +275,23 @@ TEST(PlannerTest, NoCoresAskedMeansNotPinnedAndNoDiagnostic) {
   const Plan plan = in.Make("server-2s-8gpu");
   EXPECT_TRUE(T(plan, "a").cpus.empty());
   EXPECT_TRUE(plan.diagnostics.empty()) << Diags(plan);
+}
+
+TEST(PlannerTest, TrainerWeightComesFromItsPolicyPinnedOrNot) {
+  Input in;
+  in.Policy({.name = "boost", .weight = 10000})
+      .Policy({.name = "pinned", .cores = 2, .weight = 400})
+      .Policy({.name = "plain"})
+      .Trainer("a", "boost", {kServerGpus[0]})
+      .Trainer("b", "pinned", {kServerGpus[1]})
+      .Trainer("c", "plain", {kServerGpus[2]});
+  const Plan plan = in.Make("server-2s-8gpu");
+  EXPECT_EQ(T(plan, "a").weight, std::optional<uint64_t>(10000));
+  EXPECT_TRUE(T(plan, "a").cpus.empty());
+  EXPECT_EQ(T(plan, "b").weight, std::optional<uint64_t>(400));
+  EXPECT_FALSE(T(plan, "b").cpus.empty());
+  EXPECT_FALSE(T(plan, "c").weight.has_value());
+  EXPECT_EQ(PlanToJson(plan)["trainers"][0].value("weight", 0), 10000);
 }
 
 TEST(PlannerTest, RailsReservedCpusAndOneWholeCoreForOthers) {

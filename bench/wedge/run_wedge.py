@@ -14,6 +14,8 @@ Arms
   fence-idle|weight|cpuset|quota
                         as cfs, plus a NodeFence applied by `feedguard-agent apply` (or emulated,
                         --fence-impl emulate) and reverted after the run
+  fence-idle-boost      fence-idle plus the policy's trainers.cpu.weight = 10000 (the trainer pod's
+                        weight raised while protected; not in the default arm list)
   control-gpubound-cfs, control-gpubound-fence-idle
                         a GPU-bound trainer (little CPU): the fence must not hurt it
   control-fits-cfs, control-fits-fence-idle
@@ -401,7 +403,7 @@ class BuiltinSetup(Setup):
 
 
 def node_fence(kind: str, trainer: Pod, neighbours: list[Pod], version: int, trainer_cores: int,
-               max_cpu_percent: int) -> dict:
+               max_cpu_percent: int, trainer_weight: int = 0) -> dict:
     def podref(p: Pod) -> dict:
         return {"uid": p.uid, "namespace": p.namespace, "name": p.name,
                 "qosClass": {"Guaranteed": "GUARANTEED", "Burstable": "BURSTABLE",
@@ -410,10 +412,12 @@ def node_fence(kind: str, trainer: Pod, neighbours: list[Pod], version: int, tra
                                for c in p.containers],
                 "cpuRequestMilli": str(p.request_milli), "cpuLimitMilli": str(p.limit_milli)}
 
+    trainer_cpu: dict = ({"cores": trainer_cores, "placement": "WHOLE_CORES", "numa": "IGNORE"}
+                         if trainer_cores > 0 else {})
+    if trainer_weight > 0:
+        trainer_cpu["weight"] = trainer_weight  # FencePolicy trainers.cpu.weight
     policy = {"name": "wedge", "generation": "1", "priority": 100, "mode": "ENFORCE",
-              "trainerCpu": ({"cores": trainer_cores, "placement": "WHOLE_CORES", "numa": "IGNORE"}
-                             if trainer_cores > 0 else {}),
-              "neighbourFence": kind}
+              "trainerCpu": trainer_cpu, "neighbourFence": kind}
     if kind == "QUOTA":
         policy["neighbourMaxCpuPercent"] = max_cpu_percent
     return {"nodeName": platform.node(), "version": str(version), "policies": [policy],
@@ -513,6 +517,10 @@ class EmulatedFence:
         kind = doc["policies"][0]["neighbourFence"]
         tr = doc["_trainer"]
         nbs = doc["_neighbours"]
+        if doc["policies"][0]["trainerCpu"].get("weight"):
+            w = doc["policies"][0]["trainerCpu"]["weight"]
+            # kubelet's linear map, v2 weight → v1 shares (the agent's cgroup layer does the same).
+            self._set(setup.pod_dir("cpu", tr) / "cpu.shares", str(2 + (w - 1) * 262142 // 9999))
         if kind == "IDLE":
             for n in nbs:
                 self._set(setup.pod_dir("cpu", n) / "cpu.idle", "1")
@@ -553,6 +561,7 @@ class Arm:
     fence: str | None = None  # IDLE | WEIGHT | CPUSET | QUOTA
     neighbour_limit: bool = False
     static_cpuset: bool = False
+    trainer_weight: int = 0  # FencePolicy trainers.cpu.weight (v2 scale), 0 = unset
 
 
 ARMS = {a.name: a for a in [
@@ -560,6 +569,7 @@ ARMS = {a.name: a for a in [
     Arm("cfs-quota", neighbour_limit=True),
     Arm("cfs-cpuset", profile="pinned", static_cpuset=True),
     Arm("fence-idle", fence="IDLE"),
+    Arm("fence-idle-boost", fence="IDLE", trainer_weight=10000),
     Arm("fence-weight", fence="WEIGHT"),
     Arm("fence-cpuset", fence="CPUSET"),
     Arm("fence-quota", fence="QUOTA"),
@@ -716,7 +726,7 @@ class Bench:
             if arm.fence:
                 doc = node_fence(arm.fence, trainer, nbs, self.version + self.counter,
                                  a.fence_trainer_cores if arm.fence == "CPUSET" else 0,
-                                 a.fence_max_cpu_percent)
+                                 a.fence_max_cpu_percent, arm.trainer_weight)
                 f = self.workdir / tag / "nodefence.json"
                 f.write_text(json.dumps(doc, indent=1))
                 doc.update({"_trainer": trainer, "_neighbours": nbs,

@@ -139,6 +139,46 @@ def main() -> int:
           and doc["neighbours"][0]["pod"]["containers"][0]["containerId"] == "containerd://"
           + "a" * 64 and doc["neighbours"][0]["pod"]["cpuRequestMilli"] == "100",
           "NodeFence JSON shape")
+    check(doc["policies"][0]["trainerCpu"] == {}, "no trainer weight unless asked")
+    boosted = rw.node_fence("IDLE", g, [pod], 8, 0, 50, 10000)
+    check(boosted["policies"][0]["trainerCpu"] == {"weight": 10000}, "trainer weight in NodeFence")
+    check(rw.ARMS["fence-idle-boost"].trainer_weight == 10000
+          and rw.ARMS["fence-idle-boost"].fence == "IDLE", "fence-idle-boost arm")
+
+    # sched_trace.py analyse: a synthetic 2-CPU trace with known waits.
+    spec = importlib.util.spec_from_file_location("sched_trace", Path(a.driver).parent / "sched_trace.py")
+    st = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(st)
+
+    def sw(cpu, ts, prev, ppid, state, nxt, npid):
+        return (f" {prev}-{ppid} [{cpu:03d}] d..2. {ts:.6f}: sched_switch: prev_comm={prev} "
+                f"prev_pid={ppid} prev_prio=120 prev_state={state} ==> next_comm={nxt} "
+                f"next_pid={npid} next_prio=120")
+
+    def wk(cpu, ts, comm, pid, target):
+        return (f" x-1 [{cpu:03d}] d..2. {ts:.6f}: sched_wakeup: comm={comm} pid={pid} "
+                f"prio=120 target_cpu={target:03d}")
+    T, N = "fg-wedge-traine", "fg-wedge-spinne"
+    lines = [
+        sw(0, 1.000, "swapper/0", 0, "R", T, 10),   # trainer 10 runs on CPU 0
+        sw(1, 1.000, "swapper/1", 0, "R", N, 20),   # a neighbour runs on CPU 1
+        wk(0, 1.001, T, 11, 0),                     # trainer 11 woken onto CPU 0 (trainer there)
+        sw(0, 1.004, T, 10, "S", T, 11),            # ...runs after 3 ms
+        wk(1, 1.005, T, 10, 1),                     # trainer 10 woken onto CPU 1 (neighbour)
+        sw(1, 1.0051, N, 20, "R", T, 10),           # ...preempts it after 0.1 ms
+        sw(0, 1.010, T, 11, "R", N, 21),            # trainer 11 preempted by a neighbour
+        sw(0, 1.016, N, 21, "R", T, 11),            # ...back after 6 ms
+        sw(0, 1.020, T, 11, "S", "swapper/0", 0),
+        sw(1, 1.020, T, 10, "S", "swapper/1", 0),
+    ]
+    res = st.analyse_lines(lines, T, N)
+    by = res["wait_by_cause_s"]
+    check(abs(by.get("woken/trainer", 0) - 0.003) < 1e-9
+          and abs(by.get("woken/neighbour", 0) - 0.0001) < 1e-9
+          and abs(by.get("preempted/neighbour", 0) - 0.006) < 1e-9
+          and abs(res["trainer_wait_s"] - 0.0091) < 1e-9
+          and abs(res["trainer_cpu_s"] - (0.004 + 0.0149 + 0.006 + 0.004)) < 1e-9,
+          f"sched_trace attributes waits ({res['wait_by_cause_s']}, cpu {res['trainer_cpu_s']})")
     runs = [{"arm": "cfs", "neighbours": n, "samples_per_s": v, "accelerator_busy": 0.9,
              "neighbour_share_of_slack": None if n == 0 else 0.5, "trainer_cpu_s": 10,
              "neighbour_cpu_s": 1, "duration_s": 10, "background_cpu_s": 0}

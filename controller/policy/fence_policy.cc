@@ -148,6 +148,7 @@ ParsedPolicy ParseFencePolicy(const nlohmann::json& object) {
             {"RequireGPULocal", NumaMode::kRequireGpuLocal},
             {"Ignore", NumaMode::kIgnore}},
            &errors);
+  ReadInt(cpu, "weight", "spec.trainers.cpu.weight", &p.trainers.weight, &errors);
 
   const auto& nb = Child(spec, "neighbours");
   ReadSelector(nb, "podSelector", "spec.neighbours.podSelector", &p.neighbours.pod_selector,
@@ -188,6 +189,9 @@ std::vector<FieldError> ValidateFencePolicy(const FencePolicy& p) {
   if (p.trainers.cores < 0) e.push_back({"spec.trainers.cpu.cores", "must be at least 1"});
   if (p.trainers.cores_per_gpu < 0) {
     e.push_back({"spec.trainers.cpu.coresPerGPU", "must be at least 1"});
+  }
+  if (p.trainers.weight < 0 || p.trainers.weight > 10000) {
+    e.push_back({"spec.trainers.cpu.weight", "must be between 1 and 10000"});
   }
   if (p.trainers.pod_selector.empty()) {
     // An empty trainer selector would make every pod on the node a trainer: nothing would be

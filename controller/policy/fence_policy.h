@@ -33,6 +33,7 @@ struct TrainerSpec {
   int32_t cores = 0;          // 0 = unset
   CpuPlacement placement = CpuPlacement::kWholeCores;
   NumaMode numa = NumaMode::kPreferGpuLocal;
+  int32_t weight = 0;  // cgroup v2 cpu.weight scale 1..10000; 0 = unset (kubelet's weight kept)
 };
 
 struct NeighbourSpec {

@@ -15,7 +15,8 @@ nlohmann::json Valid() {
       "priority": 100, "mode": "DryRun",
       "nodeSelector": {"matchLabels": {"nvidia.com/gpu.present": "true"}},
       "trainers": {"podSelector": {"matchLabels": {"feedguard.io/role": "trainer"}},
-                   "cpu": {"coresPerGPU": 6, "placement": "Threads", "numa": "RequireGPULocal"}},
+                   "cpu": {"coresPerGPU": 6, "placement": "Threads", "numa": "RequireGPULocal",
+                           "weight": 10000}},
       "neighbours": {"exclude": {"namespaces": ["kube-system"],
                                  "priorityClasses": ["system-node-critical"]},
                      "fence": "Quota", "maxCPU": "75%"}
@@ -35,6 +36,7 @@ TEST(FencePolicyTest, ParsesEveryField) {
   EXPECT_EQ(p.trainers.cores_per_gpu, 6);
   EXPECT_EQ(p.trainers.placement, CpuPlacement::kThreads);
   EXPECT_EQ(p.trainers.numa, NumaMode::kRequireGpuLocal);
+  EXPECT_EQ(p.trainers.weight, 10000);
   EXPECT_EQ(p.neighbours.fence, NeighbourFenceMode::kQuota);
   EXPECT_EQ(p.neighbours.max_cpu_percent, 75);
   EXPECT_EQ(p.neighbours.exclude_namespaces, std::vector<std::string>{"kube-system"});
@@ -53,6 +55,7 @@ TEST(FencePolicyTest, DefaultsWhenFieldsAreAbsent) {
   EXPECT_EQ(parsed.policy.trainers.placement, CpuPlacement::kWholeCores);
   EXPECT_EQ(parsed.policy.trainers.numa, NumaMode::kPreferGpuLocal);
   EXPECT_EQ(parsed.policy.neighbours.max_cpu_percent, 0);
+  EXPECT_EQ(parsed.policy.trainers.weight, 0);  // kubelet's weight is kept
 }
 
 TEST(FencePolicyTest, TypeErrorsNameTheField) {
@@ -92,6 +95,14 @@ TEST(FencePolicyTest, SemanticValidation) {
   all = JoinFieldErrors(ValidateFencePolicy(q));
   EXPECT_NE(all.find("spec.neighbours.fence: Cpuset keeps neighbours off"), std::string::npos)
       << all;
+
+  for (int bad : {-1, 10001}) {
+    auto w = ParseFencePolicy(Valid()).policy;
+    w.trainers.weight = bad;
+    all = JoinFieldErrors(ValidateFencePolicy(w));
+    EXPECT_NE(all.find("spec.trainers.cpu.weight: must be between 1 and 10000"), std::string::npos)
+        << bad << ": " << all;
+  }
 }
 
 TEST(LabelSelectorTest, Expressions) {

@@ -54,6 +54,7 @@ void FillOptions(const FencePolicy& p, v1::PolicyOptions* o) {
   auto* cpu = o->mutable_trainer_cpu();
   cpu->set_cores(p.trainers.cores);
   cpu->set_cores_per_gpu(p.trainers.cores_per_gpu);
+  cpu->set_weight(p.trainers.weight);
   cpu->set_placement(p.trainers.placement == CpuPlacement::kThreads ? v1::THREADS
                                                                     : v1::WHOLE_CORES);
   switch (p.trainers.numa) {

@@ -51,6 +51,7 @@ class ResolverTest : public ::testing::Test {
 
 TEST_F(ResolverTest, TrainersAndNeighbours) {
   policies_ = {Policy("vision", 10, "trainer")};
+  policies_[0].trainers.weight = 750;
   pods_ = {Pod("ml", "train-0", {{"role", "trainer"}}), Pod("batch", "spin-0"),
            Pod("batch", "spin-1"), Pod("kube-system", "dns")};
   auto r = Resolve();
@@ -62,6 +63,7 @@ TEST_F(ResolverTest, TrainersAndNeighbours) {
   EXPECT_EQ(r.fence.neighbours(0).pod().name(), "spin-0");
   ASSERT_EQ(r.fence.policies_size(), 1);
   EXPECT_EQ(r.fence.policies(0).trainer_cpu().cores_per_gpu(), 2);
+  EXPECT_EQ(r.fence.policies(0).trainer_cpu().weight(), 750);
   EXPECT_EQ(r.fence.policies(0).neighbour_fence(), feedguard::v1::IDLE);
   EXPECT_TRUE(r.policies["vision"].node_matched);
   EXPECT_EQ(r.policies["vision"].trainers, 1);
