@@ -25,10 +25,36 @@ if ((${#missing[@]})); then
 fi
 
 # The test bed builds kube-apiserver, etcd and helm from Go modules: Debian's Go (1.19) is too
-# old for them; this machine kind ships Go in /usr/local/go.
+# old for them. Use a Go ≥ 1.24 on PATH or in /usr/local/go; otherwise fetch the official
+# toolchain from the Go module proxy (the golang.org/toolchain module, the zip `go` itself
+# downloads for GOTOOLCHAIN) into the cache, keyed by version.
+GO_TOOLCHAIN_VERSION=1.24.6
 export PATH="$PATH:/usr/local/go/bin"
-if ! command -v go >/dev/null; then
-  echo "install_deps: Go ≥ 1.24 is needed to build kube-apiserver/etcd/helm and none is on PATH" >&2
+go_ok() { command -v go >/dev/null && go version | grep -Eq 'go1\.(2[4-9]|[3-9][0-9])'; }
+if ! go_ok; then
+  go_root="${FEEDGUARD_CACHE:-$HOME/.cache/feedguard}/go-$GO_TOOLCHAIN_VERSION"
+  mod="golang.org/toolchain@v0.0.1-go$GO_TOOLCHAIN_VERSION.linux-amd64"
+  if [[ ! -x "$go_root/$mod/bin/go" ]]; then
+    proxy="${GOPROXY:-https://proxy.golang.org}"; proxy="${proxy%%,*}"
+    mkdir -p "$go_root"
+    curl -fsSL --retry 3 -o "$go_root/toolchain.zip" \
+      "$proxy/golang.org/toolchain/@v/v0.0.1-go$GO_TOOLCHAIN_VERSION.linux-amd64.zip"
+    python3 - "$go_root" <<'PY'
+import os, sys, zipfile
+root = sys.argv[1]
+with zipfile.ZipFile(os.path.join(root, "toolchain.zip")) as z:
+    for info in z.infolist():
+        z.extract(info, root)
+        mode = (info.external_attr >> 16) & 0o777
+        if mode:
+            os.chmod(os.path.join(root, info.filename), mode)
+PY
+    rm -f "$go_root/toolchain.zip"
+  fi
+  export PATH="$go_root/$mod/bin:$PATH" GOTOOLCHAIN=local
+fi
+if ! go_ok; then
+  echo "install_deps: Go ≥ 1.24 is needed to build kube-apiserver/etcd/helm and none could be installed" >&2
   exit 1
 fi
 

@@ -37,6 +37,13 @@ NeighbourAction Neighbour(const PodIdentity& p) {
   return n;
 }
 
+TrainerPlacement Trainer(const PodIdentity& p, const std::string& policy = "vision") {
+  TrainerPlacement t;
+  t.pod = p;
+  t.policy = policy;
+  return t;
+}
+
 TEST(KnobValuesEquivalentTest, Normalises) {
   EXPECT_TRUE(KnobValuesEquivalent("/x/cpu.shares", "1024\n", "1024"));
   EXPECT_FALSE(KnobValuesEquivalent("/x/cpu.shares", "1024\n", "102"));
@@ -183,9 +190,7 @@ TEST_F(EnforcerV1Test, TrainerCpusetOnPodAndContainersThenRevert) {
   auto store = OpenStore(node_.state_dir());
   Enforcer enf(node_.cgroups(), store, {});
   Plan plan;
-  TrainerPlacement t;
-  t.pod = pod;
-  t.policy = "vision";
+  auto t = Trainer(pod);
   t.cpus = CpuSet::Range(2, 5);
   t.mems = CpuSet{0};
   plan.trainers.push_back(t);
@@ -226,9 +231,7 @@ TEST_F(EnforcerV1Test, TrainerWeightIsWrittenOnThePodDirAndRestored) {
   auto store = OpenStore(node_.state_dir());
   Enforcer enf(node_.cgroups(), store, {});
   Plan plan;
-  TrainerPlacement t;
-  t.pod = pod;
-  t.policy = "vision";
+  auto t = Trainer(pod);
   t.weight = 10000;  // not pinned: weight only
   plan.trainers.push_back(t);
   auto r = enf.Apply(plan);
@@ -266,9 +269,7 @@ TEST_F(EnforcerV1Test, DryRunEntriesOfAnEnforcedPlanAreNotWritten) {
   d.idle = true;
   d.dry_run = true;
   plan.neighbours.push_back(d);
-  TrainerPlacement t;
-  t.pod = trainer;
-  t.policy = "try-it";
+  auto t = Trainer(trainer, "try-it");
   t.weight = 10000;
   t.cpus = CpuSet::Range(2, 3);
   t.dry_run = true;
