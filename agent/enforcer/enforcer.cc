@@ -605,8 +605,7 @@ void Enforcer::WritePodLocked(PodWork& w, Scratch& s) {
   w.result.enforced = true;
 }
 
-void Enforcer::RevertLocked(const std::vector<CheckpointEntry>& entries, bool dry_run,
-                            ApplyReport& r) {
+void Enforcer::RevertLocked(const std::vector<CheckpointEntry>& entries, ApplyReport& r) {
   std::vector<std::string> removals;
   struct Restore {
     CheckpointEntry entry;
@@ -688,14 +687,6 @@ void Enforcer::RevertLocked(const std::vector<CheckpointEntry>& entries, bool dr
     }
   }
 
-  if (dry_run) {
-    for (const auto& fw : plan) r.writes.push_back(fw);
-    for (const auto& x : restores) {
-      r.reverts.push_back({x.entry.path, x.entry.pod_uid, x.entry.knob, reason::kRestored,
-                           "dry run: would restore"});
-    }
-    return;
-  }
   if (!intermediates.empty()) {
     std::vector<CheckpointEntry> upserts;
     for (const auto& x : restores) {
@@ -750,6 +741,37 @@ ApplyReport Enforcer::Apply(const Plan& plan) {
   Scratch s;
   s.report = &r;
 
+  // 0. A pod whose policy is DryRun (every pod of a dry-run plan) holds no fence: what an
+  //    earlier Enforce wrote for it is restored now, as if its policy were gone. Switching a
+  //    policy to DryRun withdraws its fences, and the pod's "would write" below is then judged
+  //    against kubelet's values, not ours.
+  std::set<std::string> report_only;  // pod uids; the first entry of a pod decides, as below
+  {
+    std::set<std::string> first;
+    for (const Target& t : TargetsOf(plan)) {
+      if (first.insert(t.pod.uid).second && (plan.dry_run || t.dry_run)) {
+        report_only.insert(t.pod.uid);
+      }
+    }
+  }
+  std::set<std::string> withdrawn_paths;
+  {
+    std::vector<CheckpointEntry> withdrawn;
+    for (const auto& e : checkpoint_->Entries()) {
+      if (plan.dry_run || report_only.count(e.pod_uid)) withdrawn.push_back(e);
+    }
+    for (const auto& e : withdrawn) withdrawn_paths.insert(e.path);
+    ApplyReport wr;
+    RevertLocked(withdrawn, wr);
+    r.reverts = std::move(wr.reverts);
+    r.files_reverted = wr.files_reverted;
+    r.overwritten_by_other = wr.overwritten_by_other;
+    r.checkpoint_status = wr.checkpoint_status;
+    // A dry-run report's `writes` are the fence writes it would make; the restores it made
+    // are in `reverts`.
+    if (!plan.dry_run) r.writes = std::move(wr.writes);
+  }
+
   // 1. Work out every pod's writes (nothing written yet).
   std::vector<PodWork> work;
   std::set<std::string> seen;
@@ -770,9 +792,10 @@ ApplyReport Enforcer::Apply(const Plan& plan) {
   // 2. Revert what the plan no longer wants first (e.g. cpu.idle before cpu.shares on v1).
   std::vector<CheckpointEntry> stale;
   for (const auto& e : checkpoint_->Entries()) {
+    if (withdrawn_paths.count(e.path)) continue;  // step 0 already tried it
     if (!s.keep.count(e.path) && !s.keep_pods.count(e.pod_uid)) stale.push_back(e);
   }
-  RevertLocked(stale, plan.dry_run, r);
+  RevertLocked(stale, r);
   // 3. Checkpoint (one commit), then write.
   ExecuteLocked(work, plan.dry_run, s);
   for (auto& w : work) {
@@ -785,6 +808,7 @@ ApplyReport Enforcer::Apply(const Plan& plan) {
     r.pods.push_back(std::move(w.result));
   }
   if (plan.dry_run) {
+    last_plan_.reset();  // nothing is enforced: Verify has nothing to re-apply
     ready_ = true;
     return r;
   }
@@ -809,7 +833,7 @@ ApplyReport Enforcer::Apply(const Plan& plan) {
 ApplyReport Enforcer::RevertAll() {
   std::lock_guard<std::mutex> l(mu_);
   ApplyReport r;
-  RevertLocked(checkpoint_->Entries(), /*dry_run=*/false, r);
+  RevertLocked(checkpoint_->Entries(), r);
   last_plan_.reset();
   return r;
 }

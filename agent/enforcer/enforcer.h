@@ -121,7 +121,8 @@ struct ApplyReport {
   bool dry_run = false;
   std::vector<PodResult> pods;
   std::vector<RevertResult> reverts;
-  // Every write performed (dry-run: that would be performed), in order.
+  // Every write performed, in order. Dry-run: the fence writes that would be performed (the
+  // restores a dry run does make — it withdraws earlier fences — are listed in `reverts`).
   std::vector<cgroup::FileWrite> writes;
   size_t enforced = 0;
   size_t failed = 0;
@@ -143,6 +144,9 @@ class Enforcer {
  public:
   Enforcer(cgroup::CgroupsPtr cgroups, CheckpointStorePtr checkpoint, EnforcerOptions options);
 
+  // Makes the node hold `plan`: restores what the plan no longer wants (pods gone, knobs
+  // dropped, and every pod whose policy is DryRun — a dry run withdraws earlier fences), then
+  // checkpoints and writes the rest. DryRun pods are reported with what they would write.
   ApplyReport Apply(const Plan& plan);
   // Reverts every file in the checkpoint and forgets the plan (unfence the whole node).
   ApplyReport RevertAll();
@@ -195,7 +199,9 @@ class Enforcer {
                                std::map<std::string, CheckpointEntry>& pending) const;
   // Writes and verifies one pod's files (already checkpointed).
   void WritePodLocked(PodWork& w, Scratch& s);
-  void RevertLocked(const std::vector<CheckpointEntry>& entries, bool dry_run, ApplyReport& r);
+  // Restores the originals of `entries` (those still holding our values) and drops them from
+  // the checkpoint; files someone else rewrote are left alone and dropped too.
+  void RevertLocked(const std::vector<CheckpointEntry>& entries, ApplyReport& r);
   Status WriteVerifyLocked(const std::string& path, const std::string& value);
 
   const cgroup::CgroupsPtr cgroups_;

@@ -372,6 +372,112 @@ TEST_F(EnforcerV1Test, DryRunWritesNothingAndReportsWhatItWould) {
   EXPECT_EQ(node_.Snapshot(), before);
 }
 
+// Switching one policy from Enforce to DryRun withdraws that policy's fences (kubelet's bytes
+// come back, as if the policy were deleted) while the other policy's fences stay; the DryRun
+// pods then report what an Enforce would write, judged from kubelet's values.
+TEST_F(EnforcerV1Test, SwitchingAPolicyToDryRunWithdrawsItsFences) {
+  auto kept = node_.AddPod("88888888-0001", QosClass::kBurstable, {});
+  auto nb = node_.AddPod("88888888-0002", QosClass::kBurstable, {});
+  auto trainer = node_.AddPod("88888888-0003", QosClass::kBurstable, {"t"});
+  const auto before = node_.Snapshot();
+  const std::string nb_idle = node_.CpuFile(nb, "cpu.idle");
+  const std::string trainer_shares = node_.CpuFile(trainer, "cpu.shares");
+  const std::string nb_idle_before = Slurp(nb_idle);
+  const std::string trainer_shares_before = Slurp(trainer_shares);
+  auto store = OpenStore(node_.state_dir());
+  Enforcer enf(node_.cgroups(), store, {});
+  Plan plan;
+  auto k = Neighbour(kept);
+  k.idle = true;
+  plan.neighbours.push_back(k);
+  auto n = Neighbour(nb);
+  n.policy = "vision";
+  n.idle = true;
+  plan.neighbours.push_back(n);
+  auto t = Trainer(trainer, "vision");
+  t.weight = 10000;
+  plan.trainers.push_back(t);
+  auto r1 = enf.Apply(plan);
+  ASSERT_EQ(r1.enforced, 3u);
+  ASSERT_EQ(Slurp(nb_idle), "1");
+  ASSERT_EQ(Slurp(trainer_shares), "262144");
+
+  plan.neighbours[1].dry_run = true;  // policy "vision" is now DryRun
+  plan.trainers[0].dry_run = true;
+  auto r2 = enf.Apply(plan);
+  EXPECT_FALSE(r2.dry_run);
+  EXPECT_EQ(Slurp(nb_idle), nb_idle_before);
+  EXPECT_EQ(Slurp(trainer_shares), trainer_shares_before);
+  EXPECT_EQ(Slurp(node_.CpuFile(kept, "cpu.idle")), "1");  // the enforced policy's fence stays
+  // Only the enforced neighbour's files are still ours.
+  for (const auto& e : store->Entries()) EXPECT_EQ(e.pod_uid, kept.uid) << e.path;
+  // nb's cpu.idle and the trainer's cpu.shares are restored; nb's cpu.shares (the v1 side
+  // effect of cpu.idle) reads kubelet's value again once cpu.idle is cleared.
+  EXPECT_EQ(r2.files_reverted, 2u);
+  ASSERT_EQ(r2.reverts.size(), 3u);
+  for (const auto& rr : r2.reverts) {
+    EXPECT_TRUE(rr.outcome == reason::kRestored || rr.outcome == reason::kAlreadyOriginal)
+        << rr.path << ": " << rr.outcome;
+    EXPECT_NE(rr.pod_uid, kept.uid) << rr.path;
+  }
+  EXPECT_EQ(r2.enforced, 1u);
+  EXPECT_EQ(r2.failed, 0u);
+  for (const auto& p : r2.pods) {
+    if (p.uid == kept.uid) continue;
+    EXPECT_EQ(p.reason, reason::kDryRun) << p.name;
+    EXPECT_EQ(p.files_written, 1u) << p.name;  // would write cpu.idle / cpu.shares again
+  }
+
+  // Back to Enforce: the same fences again, from the same originals.
+  plan.neighbours[1].dry_run = false;
+  plan.trainers[0].dry_run = false;
+  ASSERT_EQ(enf.Apply(plan).enforced, 3u);
+  EXPECT_EQ(Slurp(nb_idle), "1");
+  // And every policy gone: the node is as kubelet left it.
+  enf.Apply(Plan{});
+  EXPECT_EQ(node_.Snapshot(), before);
+}
+
+// A plan whose every policy is DryRun withdraws every fence an earlier Enforce wrote; its
+// `writes` are the would-be fence writes, and Verify has nothing to put back.
+TEST_F(EnforcerV1Test, DryRunPlanAfterEnforceRestoresEveryFile) {
+  auto a = node_.AddPod("99999999-0001", QosClass::kBurstable, {"x"});
+  auto b = node_.AddPod("99999999-0002", QosClass::kBurstable, {});
+  const auto before = node_.Snapshot();
+  auto store = OpenStore(node_.state_dir());
+  Enforcer enf(node_.cgroups(), store, {});
+  Plan plan;
+  auto na = Neighbour(a);
+  na.idle = true;
+  na.cpus = CpuSet::Range(4, 7);
+  plan.neighbours.push_back(na);
+  auto nb = Neighbour(b);
+  nb.weight = 1;
+  plan.neighbours.push_back(nb);
+  ASSERT_EQ(enf.Apply(plan).enforced, 2u);
+  ASSERT_NE(node_.Snapshot(), before);
+
+  plan.dry_run = true;
+  for (auto& x : plan.neighbours) x.dry_run = true;
+  auto r = enf.Apply(plan);
+  EXPECT_TRUE(r.dry_run);
+  EXPECT_EQ(node_.Snapshot(), before);
+  EXPECT_EQ(store->size(), 0u);
+  EXPECT_GE(r.files_reverted, 4u);  // cpu.idle (+ v1 cpu.shares), 2 cpuset.cpus, cpu.shares
+  EXPECT_EQ(r.enforced, 0u);
+  EXPECT_EQ(r.failed, 0u);
+  // What an Enforce would write from kubelet's values: cpu.idle, pod + container cpuset.cpus,
+  // and b's cpu.shares.
+  EXPECT_EQ(r.writes.size(), 4u);
+  for (const auto& p : r.pods) EXPECT_EQ(p.reason, reason::kDryRun) << p.name;
+  const uint64_t writes = enf.writes_made();
+  auto vr = enf.Verify();
+  EXPECT_EQ(vr.checked, 0u);
+  EXPECT_EQ(vr.reapplied, 0u);
+  EXPECT_EQ(enf.writes_made(), writes);
+  EXPECT_EQ(node_.Snapshot(), before);
+}
+
 TEST_F(EnforcerV1Test, ReportsReasonsPerPod) {
   auto ok = node_.AddPod("77777777-0001", QosClass::kBurstable, {});
   PodIdentity missing = ok;

@@ -236,11 +236,13 @@ double NodeEngine::NeighbourCpuSeconds() {
 
 void NodeEngine::SampleNeighbourUsageLocked(const Plan* next_plan) {
   // Each pod read once: the fenced ones (last_plan_) add their growth; the pods of `next_plan`
-  // become the new baselines. A dry run fences nobody.
+  // become the new baselines. A dry run fences nobody, nor does a DryRun policy's entry.
   auto fenced = [](const Plan* p) { return p != nullptr && !p->dry_run; };
   std::set<std::string> keep;
   if (fenced(next_plan)) {
-    for (const auto& n : next_plan->neighbours) keep.insert(n.pod.uid);
+    for (const auto& n : next_plan->neighbours) {
+      if (!n.dry_run) keep.insert(n.pod.uid);
+    }
   }
   std::vector<const PodIdentity*> pods;
   std::set<std::string> seen;
@@ -248,7 +250,7 @@ void NodeEngine::SampleNeighbourUsageLocked(const Plan* next_plan) {
   for (const Plan* p : {current, next_plan}) {
     if (!fenced(p)) continue;
     for (const auto& n : p->neighbours) {
-      if (seen.insert(n.pod.uid).second) pods.push_back(&n.pod);
+      if (!n.dry_run && seen.insert(n.pod.uid).second) pods.push_back(&n.pod);
     }
   }
   std::map<std::string, uint64_t> next;
@@ -280,6 +282,7 @@ v1::NodeReport NodeEngine::ToReport(const ApplyReport& r, const Plan& plan) cons
     pr->set_role(p.role == PodRole::kTrainer ? v1::PodReport::TRAINER : v1::PodReport::NEIGHBOUR);
     pr->set_enforced(p.enforced);
     pr->set_reason(p.reason);
+    pr->set_planned(p.reason == reason::kDryRun);
     pr->set_message(p.message);
     pr->set_cpus(p.cpus);
     pr->set_overwrites(p.overwrites);

@@ -112,6 +112,33 @@ TEST_F(NodeEngineTest, TrainerWeightFromThePolicyIsWrittenAndReverted) {
   EXPECT_EQ(Slurp(shares), before);
 }
 
+// The policy switched from Enforce to DryRun: the agent restores kubelet's bytes and reports
+// every pod as planned (what Enforce would do), which the controller's status counts, not as
+// failures.
+TEST_F(NodeEngineTest, DryRunAfterEnforceRestoresAndReportsPlannedPods) {
+  const std::string idle = node_.CpuFile(n1_, "cpu.idle");
+  const std::string before = Slurp(idle);
+  ASSERT_TRUE(engine_->Apply(Fence(5, {n1_, n2_})).ok());
+  ASSERT_EQ(Slurp(idle), "1");
+  auto report = engine_->Apply(Fence(6, {n1_, n2_}, /*dry_run=*/true));
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_TRUE(report->dry_run());
+  EXPECT_EQ(Slurp(idle), before);
+  EXPECT_EQ(Slurp(node_.CpuFile(n2_, "cpu.idle")), before);
+  ASSERT_EQ(report->pods_size(), 3);
+  for (const auto& p : report->pods()) {
+    EXPECT_FALSE(p.enforced()) << p.uid();
+    EXPECT_TRUE(p.planned()) << p.uid() << ": " << p.reason();
+    EXPECT_EQ(p.reason(), "DryRun") << p.uid();
+  }
+  // Enforce again: the same fence from the same originals.
+  ASSERT_TRUE(engine_->Apply(Fence(7, {n1_, n2_})).ok());
+  EXPECT_EQ(Slurp(idle), "1");
+  auto enforced = engine_->Apply(Fence(8, {n1_, n2_}));
+  ASSERT_TRUE(enforced.ok()) << enforced.status().ToString();
+  for (const auto& p : enforced->pods()) EXPECT_FALSE(p.planned()) << p.uid();
+}
+
 TEST(ParseNodeFenceTest, TrainerWeightOutsideTheKernelRangeIsRejected) {
   const std::string head = R"({"nodeName":"n","version":"1","policies":[{"name":"p",)";
   EXPECT_TRUE(ParseNodeFence(head + R"("trainerCpu":{"weight":10000}}]})", "t").ok());

@@ -1,6 +1,9 @@
 #include "controller/status/policy_status.h"
 
+#include <algorithm>
 #include <ctime>
+#include <map>
+#include <tuple>
 
 namespace feedguard::controller {
 namespace {
@@ -45,6 +48,47 @@ std::string PreviousSince(const nlohmann::json& previous, const Failure& f,
     }
   }
   return now;
+}
+
+// At most `max` bytes of `s`, cut on a UTF-8 character boundary (a status object with a split
+// character is not valid JSON).
+std::string TruncateUtf8(const std::string& s, size_t max) {
+  if (s.size() <= max) return s;
+  size_t cut = max;
+  while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;
+  return s.substr(0, cut);
+}
+
+// Merges the failures of each node into one entry: the node's most frequent reason (ties: the
+// first by name) and a message naming every failed pod, "k failures: a; b; …".
+std::vector<Failure> OnePerNode(std::vector<Failure> all) {
+  std::sort(all.begin(), all.end(), [](const Failure& a, const Failure& b) {
+    return std::tie(a.node, a.reason, a.message) < std::tie(b.node, b.reason, b.message);
+  });
+  std::vector<Failure> out;
+  for (size_t i = 0; i < all.size();) {
+    size_t j = i;
+    while (j < all.size() && all[j].node == all[i].node) ++j;
+    if (j - i == 1) {
+      out.push_back(std::move(all[i]));
+      i = j;
+      continue;
+    }
+    std::map<std::string, int> count;
+    for (size_t k = i; k < j; ++k) ++count[all[k].reason];
+    std::string reason = count.begin()->first;
+    for (const auto& [r, c] : count) {
+      if (c > count[reason]) reason = r;
+    }
+    std::string message = std::to_string(j - i) + " failures: ";
+    for (size_t k = i; k < j; ++k) {
+      if (k > i) message += "; ";
+      message += all[k].reason == reason ? all[k].message : all[k].reason + " " + all[k].message;
+    }
+    out.push_back({all[i].node, reason, std::move(message)});
+    i = j;
+  }
+  return out;
 }
 
 }  // namespace
@@ -99,6 +143,10 @@ nlohmann::json ComputePolicyStatus(const PolicyStatusInput& in) {
       if (a.report) {
         for (const auto& pod : a.report->pods()) {
           if (pod.policy() != p.name) continue;
+          if (pod.planned()) {  // DryRun: what Enforce would protect / fence, not a failure
+            ++(pod.role() == v1::PodReport::TRAINER ? protected_trainers : fenced);
+            continue;
+          }
           if (pod.role() == v1::PodReport::TRAINER) {
             if (pod.enforced()) {
               ++protected_trainers;
@@ -126,16 +174,15 @@ nlohmann::json ComputePolicyStatus(const PolicyStatusInput& in) {
   st["trainers"] = {{"protected", protected_trainers}, {"starved", starved}};
   st["neighbours"] = {{"fenced", fenced}};
 
-  // Bounded failure list, sorted for a stable object (no status churn from map order).
-  std::sort(failures.begin(), failures.end(), [](const Failure& a, const Failure& b) {
-    return std::tie(a.node, a.reason, a.message) < std::tie(b.node, b.reason, b.message);
-  });
+  // One entry per node (the list is a map keyed by node: the API server rejects a status with
+  // two entries for one node), sorted for a stable object (no status churn from map order).
+  failures = OnePerNode(std::move(failures));
   nlohmann::json fl = nlohmann::json::array();
   for (size_t i = 0; i < failures.size() && i < kMaxFailures; ++i) {
     const Failure& f = failures[i];
     fl.push_back({{"node", f.node},
                   {"reason", f.reason},
-                  {"message", f.message.substr(0, 512)},
+                  {"message", TruncateUtf8(f.message, 512)},
                   {"since", PreviousSince(in.previous_status, f, now)}});
   }
   st["failures"] = fl;

@@ -95,6 +95,69 @@ TEST_F(PolicyStatusTest, FailuresStaleAndStarved) {
   EXPECT_EQ(st["failures"][2]["reason"], "FenceRejected");
 }
 
+// A DryRun policy's pods come back planned (reason DryRun, not enforced): counted as what
+// Enforce would protect and fence, and the policy is Ready, not Degraded.
+TEST_F(PolicyStatusTest, DryRunPodsArePlannedNotFailures) {
+  policy_.mode = PolicyMode::kDryRun;
+  Node("a", 1, true, 3, 3);
+  auto* r = Report("a");
+  AddPod(r, "t", v1::PodReport::TRAINER, false, "DryRun");
+  AddPod(r, "n1", v1::PodReport::NEIGHBOUR, false, "DryRun");
+  AddPod(r, "n2", v1::PodReport::NEIGHBOUR, false, "DryRun");
+  for (auto& p : *r->mutable_pods()) p.set_planned(true);
+  auto st = ComputePolicyStatus(in_);
+  EXPECT_EQ(st["nodes"]["enforced"], 1);
+  EXPECT_EQ(st["nodes"]["failed"], 0);
+  EXPECT_EQ(st["trainers"]["protected"], 1);
+  EXPECT_EQ(st["neighbours"]["fenced"], 2);
+  EXPECT_TRUE(st["failures"].empty());
+  const auto& ready = *FindCondition(st, "Ready");
+  EXPECT_EQ(ready["status"], "True");
+  EXPECT_EQ(ready["reason"], "DryRun");
+  EXPECT_EQ((*FindCondition(st, "Degraded"))["status"], "False");
+}
+
+// Several failed pods on one node make one entry for the node (failures is a list-map keyed by
+// node: two entries for one node would make the API server reject the whole status).
+TEST_F(PolicyStatusTest, FailuresOfOneNodeAreOneEntry) {
+  Node("a", 1, true, 3, 3);
+  auto* r = Report("a");
+  AddPod(r, "t", v1::PodReport::TRAINER, false, "CgroupNotFound");
+  AddPod(r, "n1", v1::PodReport::NEIGHBOUR, false, "CgroupNotFound");
+  AddPod(r, "n2", v1::PodReport::NEIGHBOUR, false, "WriteFailed");
+  Node("b", 1, true, 3, 3);
+  AddPod(Report("b"), "t2", v1::PodReport::TRAINER, false, "ProtectedPod");
+  auto st = ComputePolicyStatus(in_);
+  EXPECT_EQ(st["nodes"]["failed"], 2);
+  ASSERT_EQ(st["failures"].size(), 2u);
+  EXPECT_EQ(st["failures"][0]["node"], "a");
+  EXPECT_EQ(st["failures"][0]["reason"], "CgroupNotFound");  // the most frequent
+  const std::string msg = st["failures"][0]["message"];
+  EXPECT_EQ(msg.rfind("3 failures: ", 0), 0u) << msg;
+  EXPECT_NE(msg.find("ml/t:"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("ml/n1:"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("WriteFailed ml/n2:"), std::string::npos) << msg;
+  EXPECT_EQ(st["failures"][1]["node"], "b");
+  EXPECT_EQ(st["failures"][1]["reason"], "ProtectedPod");
+}
+
+// A long message is cut to 512 bytes on a character boundary: the status stays valid UTF-8.
+TEST_F(PolicyStatusTest, LongFailureMessageIsCutOnACharacterBoundary) {
+  Node("a", 1, true, 3, 3);
+  auto* r = Report("a");
+  AddPod(r, "t", v1::PodReport::TRAINER, false, "KernelLacksCpuIdle");
+  // "ml/t: " + "abc" + blocks of 16 bytes with a 3-byte character at 6..8: byte 512 is the
+  // character's second byte, so a plain cut at 512 would split it.
+  std::string m = "abc";
+  while (m.size() < 600) m += "needs \u2265 5.15; ";
+  r->mutable_pods(0)->set_message(m);
+  auto st = ComputePolicyStatus(in_);
+  const std::string msg = st["failures"][0]["message"];
+  EXPECT_LE(msg.size(), 512u);
+  EXPECT_GT(msg.size(), 500u);
+  EXPECT_NO_THROW((void)st.dump());
+}
+
 TEST_F(PolicyStatusTest, FailureListIsBoundedAndSinceIsKept) {
   for (int i = 0; i < 100; ++i) Node("n" + std::to_string(1000 + i), 1, false, 1, 0);
   auto st = ComputePolicyStatus(in_);

@@ -154,6 +154,25 @@ if [[ "$PHASES" == *,core,* ]]; then
   check "status observes the new generation (> $gen_before), still enforced" 30 \
     fg_policy_matches "$POLICY" ".metadata.generation > $gen_before and .status.observedGeneration == .metadata.generation and .status.nodes.enforced == 1"
 
+  # Back to DryRun: the fences are withdrawn (every file holds its original bytes again) while
+  # the policy goes on planning and reporting; then Enforce writes them again.
+  gen_before="$(fg_policy_json "$POLICY" | jq .metadata.generation)"
+  fg_kubectl patch fencepolicy "$POLICY" --type merge -p '{"spec":{"mode":"DryRun"}}' >/dev/null &&
+    ok "policy patched to DryRun" || bad "kubectl patch (DryRun) failed"
+  for p in batch/spin-1 batch/spin-2 batch/spin-3 batch/spin-4 ml/trainer-1 ml/trainer-2; do
+    check "DryRun: $p holds its original bytes" 30 fg_check_snapshot "${p%/*}" "${p#*/}"
+  done
+  check "DryRun: status observes the new generation, Ready (reason DryRun)" 30 \
+    fg_policy_matches "$POLICY" ".metadata.generation > $gen_before and .status.observedGeneration == .metadata.generation and
+      ([.status.conditions[]? | select(.type == \"Ready\" and .status == \"True\" and .reason == \"DryRun\")] | length) == 1"
+  check "DryRun: no failures listed" 10 fg_policy_matches "$POLICY" "(.status.failures | length) == 0"
+  check "DryRun: planned pods counted (protected=2, fenced=4)" 10 status_is 1 2 4
+  fg_kubectl patch fencepolicy "$POLICY" --type merge -p '{"spec":{"mode":"Enforce"}}' >/dev/null &&
+    ok "policy patched back to Enforce" || bad "kubectl patch (Enforce) failed"
+  orig_shares="$(grep -F "$(shares_of batch spin-1)"$'\t' "$FG_WORK/orig/batch_spin-1" | cut -f2 | base64 -d)"
+  check "Enforce again: batch/spin-1 cpu.shares lowered from $orig_shares" 30 \
+    fg_file_is_not "$(shares_of batch spin-1)" "$orig_shares"
+
   # Delete: every file back to its exact original bytes, then the finalizer goes and the object too.
   fg_kubectl delete fencepolicy "$POLICY" --wait=false >/dev/null && ok "kubectl delete fencepolicy" || bad "kubectl delete failed"
   for p in batch/spin-1 batch/spin-2 batch/spin-3 batch/spin-4 ml/trainer-1 ml/trainer-2; do

@@ -404,7 +404,7 @@ fg_policy_json() { fg_kubectl get fencepolicy "$1" -o json; }
 fg_policy_matches() {
   local j
   j="$(fg_policy_json "$1" 2>&1)" || { echo "$j"; return 1; }
-  jq -e "$2" <<<"$j" >/dev/null || { echo "status: $(jq -c '{generation: .metadata.generation, status}' <<<"$j")"; return 1; }
+  jq -e "$2" <<<"$j" >/dev/null || { echo "status: $(jq -c '{generation: .metadata.generation, nodes: .status.nodes, trainers: .status.trainers, neighbours: .status.neighbours, failures: .status.failures, status}' <<<"$j")"; return 1; }
 }
 fg_policy_gone() { ! fg_kubectl get fencepolicy "$1" >/dev/null 2>&1; }
 

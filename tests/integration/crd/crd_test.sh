@@ -149,6 +149,16 @@ elif grep -q "status.failures" <<<"$out"; then
 else
   bad "33 failures rejected without naming status.failures: $out"
 fi
+# failures is a list-map keyed by node: two entries for one node are rejected (the controller
+# merges a node's failed pods into one entry for this reason).
+dup='[{"node":"gpu-1","reason":"CgroupNotFound"},{"node":"gpu-1","reason":"WriteFailed"}]'
+if out="$(kc patch fp valid-minimal --subresource=status --type=merge -p "{\"status\":{\"failures\":$dup}}" 2>&1)"; then
+  bad "two failures for one node were accepted"
+elif grep -q "status.failures" <<<"$out"; then
+  pass "two failures for one node rejected: $(grep -o 'status.failures[^,]*' <<<"$out" | head -1)"
+else
+  bad "two failures for one node rejected without naming status.failures: $out"
+fi
 out="$(kc patch fp valid-minimal --subresource=status --type=merge -p '{"status":{"conditions":[{"type":"Ready","status":"Maybe","reason":"X","message":"","lastTransitionTime":"2025-01-01T00:00:00Z"}]}}' 2>&1)"
 if grep -q 'status.conditions\[0\].status' <<<"$out"; then pass "condition status outside True|False|Unknown rejected"; else bad "bad condition status: $out"; fi
 
