@@ -16,6 +16,10 @@ Arms
                         --fence-impl emulate) and reverted after the run
   fence-idle-boost      fence-idle plus the policy's trainers.cpu.weight = 10000 (the trainer pod's
                         weight raised while protected; not in the default arm list)
+  fence-idle-spill      fence-idle plus the neighbours' containers kept off the first CPU (the
+                        driver writes their cpuset.cpus, not the agent): an experiment asking
+                        whether one neighbour-free CPU helps the trainer; not in the default list,
+                        see bench/results/wedge-spill/
   control-gpubound-cfs, control-gpubound-fence-idle
                         a GPU-bound trainer (little CPU): the fence must not hurt it
   control-fits-cfs, control-fits-fence-idle
@@ -562,6 +566,9 @@ class Arm:
     neighbour_limit: bool = False
     static_cpuset: bool = False
     trainer_weight: int = 0  # FencePolicy trainers.cpu.weight (v2 scale), 0 = unset
+    # Experiment: the driver keeps every neighbour container off the first K CPUs after the
+    # fence is applied (the trainer keeps all CPUs). Not a feedguard fence.
+    neighbour_skip_cpus: int = 0
 
 
 ARMS = {a.name: a for a in [
@@ -570,6 +577,7 @@ ARMS = {a.name: a for a in [
     Arm("cfs-cpuset", profile="pinned", static_cpuset=True),
     Arm("fence-idle", fence="IDLE"),
     Arm("fence-idle-boost", fence="IDLE", trainer_weight=10000),
+    Arm("fence-idle-spill", fence="IDLE", neighbour_skip_cpus=1),
     Arm("fence-weight", fence="WEIGHT"),
     Arm("fence-cpuset", fence="CPUSET"),
     Arm("fence-quota", fence="QUOTA"),
@@ -578,6 +586,13 @@ ARMS = {a.name: a for a in [
     Arm("control-fits-cfs", profile="fits"),
     Arm("control-fits-fence-idle", profile="fits", fence="IDLE"),
 ]}
+
+
+# The full run's arms (the follow-up experiments fence-idle-boost and fence-idle-spill are asked
+# for by name).
+DEFAULT_ARMS = ["cfs", "cfs-quota", "cfs-cpuset", "fence-idle", "fence-weight", "fence-cpuset",
+                "fence-quota", "control-gpubound-cfs", "control-gpubound-fence-idle",
+                "control-fits-cfs", "control-fits-fence-idle"]
 
 
 def rand_hex(rng: random.Random, n: int) -> str:
@@ -707,6 +722,16 @@ class Bench:
             for i in range(len(p.containers)):
                 write(self.setup.container_dir("cpuset", p, i) / "cpuset.cpus", cpus)
 
+    def neighbours_off_first_cpus(self, nbs: list[Pod], k: int) -> None:
+        """The fence-idle-spill experiment: every neighbour container on cpus[k:] only (the
+        stand-in's containers start with the full set; they are deleted after the run)."""
+        if k >= len(self.cpus):
+            raise RuntimeError(f"cannot keep neighbours off {k} of {len(self.cpus)} CPUs")
+        rest = fmt_cpulist(self.cpus[k:])
+        for p in nbs:
+            for i in range(len(p.containers)):
+                write(self.setup.container_dir("cpuset", p, i) / "cpuset.cpus", rest)
+
     def run_one(self, arm: Arm, n: int, rep: int) -> dict:
         a = self.a
         self.counter += 1
@@ -734,6 +759,8 @@ class Bench:
                             "_quota_cores": len(self.cpus) * a.fence_max_cpu_percent / 100.0})
                 fence_applied = True  # revert even after a partial apply
                 self.fence_impl.apply(f, doc, self.setup)
+            if arm.neighbour_skip_cpus:
+                self.neighbours_off_first_cpus(nbs, arm.neighbour_skip_cpus)
             st = self.setup
             groups = {"neighbours": [st.pod_dir("cpuacct", p) / "cpuacct.usage" for p in nbs],
                       "trainer": [st.pod_dir("cpuacct", trainer) / "cpuacct.usage"]}
@@ -1006,9 +1033,7 @@ def plot(path: Path, rows: list[dict], arms: list[str]) -> str | None:
 def main(argv: list[str] | None = None) -> int:
     build = REPO / "build" / "release"
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--arms", default="cfs,cfs-quota,cfs-cpuset,fence-idle,fence-weight,"
-                   "fence-cpuset,fence-quota,control-gpubound-cfs,control-gpubound-fence-idle,"
-                   "control-fits-cfs,control-fits-fence-idle")
+    p.add_argument("--arms", default=",".join(DEFAULT_ARMS))
     p.add_argument("--ladder", default="0,2,4,8,16")
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--quick", action="store_true", help="1 run, short durations, ladder 0,4")

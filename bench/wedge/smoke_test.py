@@ -144,6 +144,9 @@ def main() -> int:
     check(boosted["policies"][0]["trainerCpu"] == {"weight": 10000}, "trainer weight in NodeFence")
     check(rw.ARMS["fence-idle-boost"].trainer_weight == 10000
           and rw.ARMS["fence-idle-boost"].fence == "IDLE", "fence-idle-boost arm")
+    check(rw.ARMS["fence-idle-spill"].neighbour_skip_cpus == 1
+          and rw.ARMS["fence-idle-spill"].fence == "IDLE"
+          and "fence-idle-spill" not in rw.DEFAULT_ARMS, "fence-idle-spill arm")
 
     # sched_trace.py analyse: a synthetic 2-CPU trace with known waits.
     spec = importlib.util.spec_from_file_location("sched_trace", Path(a.driver).parent / "sched_trace.py")
