@@ -140,25 +140,24 @@ if [[ "$wide" == *PRIORITY* ]]; then pass "kubectl get fp -o wide adds PRIORITY"
 n="$(kc get feedguard -o name 2>/dev/null | grep -c 'fencepolicy.feedguard.io/valid-')"
 if [[ "$n" -ge 5 ]]; then pass "category 'feedguard' lists the policies ($n)"; else bad "kubectl get feedguard found $n policies"; fi
 
-# A failures list over its bound is rejected, naming status.failures.
-failures="$(jq -cn '[range(33) | {node: "n\(.)", reason: "CgroupNotFound"}]')"
-if out="$(kc patch fp valid-minimal --subresource=status --type=merge -p "{\"status\":{\"failures\":$failures}}" 2>&1)"; then
-  bad "33 failures were accepted"
-elif grep -q "status.failures" <<<"$out"; then
-  pass "33 failures rejected: $(grep -o 'status.failures[^,]*' <<<"$out" | head -1)"
-else
-  bad "33 failures rejected without naming status.failures: $out"
-fi
+# failures_rejected DESC LIST — a status patch with failures = LIST must be refused, naming
+# status.failures.
+failures_rejected() {
+  local out
+  if out="$(kc patch fp valid-minimal --subresource=status --type=merge -p "{\"status\":{\"failures\":$2}}" 2>&1)"; then
+    bad "$1 were accepted"
+  elif grep -q "status.failures" <<<"$out"; then
+    pass "$1 rejected: $(grep -o 'status.failures[^,]*' <<<"$out" | head -1)"
+  else
+    bad "$1 rejected without naming status.failures: $out"
+  fi
+}
+# A failures list over its bound is rejected.
+failures_rejected "33 failures" "$(jq -cn '[range(33) | {node: "n\(.)", reason: "CgroupNotFound"}]')"
 # failures is a list-map keyed by node: two entries for one node are rejected (the controller
 # merges a node's failed pods into one entry for this reason).
-dup='[{"node":"gpu-1","reason":"CgroupNotFound"},{"node":"gpu-1","reason":"WriteFailed"}]'
-if out="$(kc patch fp valid-minimal --subresource=status --type=merge -p "{\"status\":{\"failures\":$dup}}" 2>&1)"; then
-  bad "two failures for one node were accepted"
-elif grep -q "status.failures" <<<"$out"; then
-  pass "two failures for one node rejected: $(grep -o 'status.failures[^,]*' <<<"$out" | head -1)"
-else
-  bad "two failures for one node rejected without naming status.failures: $out"
-fi
+failures_rejected "two failures for one node" \
+  '[{"node":"gpu-1","reason":"CgroupNotFound"},{"node":"gpu-1","reason":"WriteFailed"}]'
 out="$(kc patch fp valid-minimal --subresource=status --type=merge -p '{"status":{"conditions":[{"type":"Ready","status":"Maybe","reason":"X","message":"","lastTransitionTime":"2025-01-01T00:00:00Z"}]}}' 2>&1)"
 if grep -q 'status.conditions\[0\].status' <<<"$out"; then pass "condition status outside True|False|Unknown rejected"; else bad "bad condition status: $out"; fi
 
