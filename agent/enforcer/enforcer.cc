@@ -176,7 +176,7 @@ std::vector<Enforcer::Target> Enforcer::TargetsOf(const Plan& plan) {
     x.policy = t.policy;
     x.role = PodRole::kTrainer;
     x.weight = t.weight;
-    x.dry_run = t.dry_run;
+    x.dry_run = plan.dry_run || t.dry_run;
     if (!t.cpus.empty()) x.cpus = t.cpus;
     if (!t.mems.empty()) x.mems = t.mems;
     out.push_back(std::move(x));
@@ -190,7 +190,7 @@ std::vector<Enforcer::Target> Enforcer::TargetsOf(const Plan& plan) {
     x.weight = n.weight;
     x.quota = n.quota;
     x.cpus = n.cpus;
-    x.dry_run = n.dry_run;
+    x.dry_run = plan.dry_run || n.dry_run;
     out.push_back(std::move(x));
   }
   return out;
@@ -516,21 +516,20 @@ void Enforcer::CheckpointUpsertsLocked(const PodWork& w,
   }
 }
 
-void Enforcer::ExecuteLocked(std::vector<PodWork>& work, bool dry_run, Scratch& s) {
+void Enforcer::ExecuteLocked(std::vector<PodWork>& work, bool dry_run_plan, Scratch& s) {
   ApplyReport& r = *s.report;
   // Dry-run entries (the whole plan, or one DryRun policy's pods in an enforced plan) are
   // reported, never checkpointed or written.
-  auto report_only = [&](const PodWork& w) { return dry_run || w.dry_run; };
   for (auto& w : work) {
-    if (w.failed || !report_only(w)) continue;
+    if (w.failed || !w.dry_run) continue;
     // ApplyReport.writes lists what would be written only when nothing is: in an enforced
     // plan it is the writes performed.
-    if (dry_run) r.writes.insert(r.writes.end(), w.writes.begin(), w.writes.end());
+    if (dry_run_plan) r.writes.insert(r.writes.end(), w.writes.begin(), w.writes.end());
     w.result.files_written = w.finals.size();
     w.result.reason = reason::kDryRun;
     w.result.message = "would write " + std::to_string(w.finals.size()) + " file(s)";
   }
-  if (dry_run) return;
+  if (dry_run_plan) return;  // every entry is dry-run: nothing to checkpoint or write
   // Checkpoint first, once for the whole batch (one temp file + two fsyncs however many pods):
   // originals of files never written before, and every value a file may hold if we die between
   // here and the last verified write.
@@ -745,37 +744,32 @@ ApplyReport Enforcer::Apply(const Plan& plan) {
   //    earlier Enforce wrote for it is restored now, as if its policy were gone. Switching a
   //    policy to DryRun withdraws its fences, and the pod's "would write" below is then judged
   //    against kubelet's values, not ours.
+  const std::vector<Target> targets = TargetsOf(plan);
   std::set<std::string> report_only;  // pod uids; the first entry of a pod decides, as below
   {
     std::set<std::string> first;
-    for (const Target& t : TargetsOf(plan)) {
-      if (first.insert(t.pod.uid).second && (plan.dry_run || t.dry_run)) {
-        report_only.insert(t.pod.uid);
-      }
+    for (const Target& t : targets) {
+      if (first.insert(t.pod.uid).second && t.dry_run) report_only.insert(t.pod.uid);
     }
   }
   std::set<std::string> withdrawn_paths;
   {
     std::vector<CheckpointEntry> withdrawn;
     for (const auto& e : checkpoint_->Entries()) {
-      if (plan.dry_run || report_only.count(e.pod_uid)) withdrawn.push_back(e);
+      if (!plan.dry_run && !report_only.count(e.pod_uid)) continue;
+      withdrawn_paths.insert(e.path);
+      withdrawn.push_back(e);
     }
-    for (const auto& e : withdrawn) withdrawn_paths.insert(e.path);
-    ApplyReport wr;
-    RevertLocked(withdrawn, wr);
-    r.reverts = std::move(wr.reverts);
-    r.files_reverted = wr.files_reverted;
-    r.overwritten_by_other = wr.overwritten_by_other;
-    r.checkpoint_status = wr.checkpoint_status;
+    RevertLocked(withdrawn, r);
     // A dry-run report's `writes` are the fence writes it would make; the restores it made
     // are in `reverts`.
-    if (!plan.dry_run) r.writes = std::move(wr.writes);
+    if (plan.dry_run) r.writes.clear();
   }
 
   // 1. Work out every pod's writes (nothing written yet).
   std::vector<PodWork> work;
   std::set<std::string> seen;
-  for (const Target& t : TargetsOf(plan)) {
+  for (const Target& t : targets) {
     if (!seen.insert(t.pod.uid).second) {
       PodWork w;
       w.result.uid = t.pod.uid;

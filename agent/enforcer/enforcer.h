@@ -16,8 +16,10 @@
 // never kubelet's kubepods / QoS-tier dirs; protected pods (the agent's own pod, pods of a
 // system-*-critical priority class, and by default every kube-system pod) are never written.
 //
-// Idempotent: a second Apply of the same plan writes nothing. Dry-run plans compute and report
-// the writes (and reverts) that would happen and touch nothing, the checkpoint included.
+// Idempotent: a second Apply of the same plan writes nothing. DryRun entries (one DryRun
+// policy's pods, or every pod of a plan whose policies are all DryRun) hold no fence: what an
+// earlier Enforce wrote for them is restored, then the fence writes they would need are
+// reported and nothing of theirs is written or checkpointed.
 // A new Enforcer over an existing checkpoint is not ready() until its first Apply (the
 // reconcile against the current plan) has completed.
 //
@@ -172,8 +174,8 @@ class Enforcer {
     std::optional<CpuQuota> quota;
     std::optional<CpuSet> cpus;
     std::optional<CpuSet> mems;
-    // The entry's policy is DryRun: reported as "would write", never written (even when the
-    // rest of the plan is enforced).
+    // The entry's policy is DryRun, or the whole plan is: reported as "would write", never
+    // written (even when the rest of the plan is enforced).
     bool dry_run = false;
   };
   struct FileState {
@@ -191,9 +193,10 @@ class Enforcer {
   bool RecordOverwriteLocked(const std::string& path, const std::string& uid);
   // Resolves the pod and computes its writes; writes nothing.
   PodWork PreparePodLocked(const Target& t, Scratch& s);
-  // Checkpoints every pod's files in one commit, then writes and verifies pod by pod
-  // (dry-run: only reports).
-  void ExecuteLocked(std::vector<PodWork>& work, bool dry_run, Scratch& s);
+  // Checkpoints every enforced pod's files in one commit, then writes and verifies pod by pod;
+  // dry-run pods are only reported. `dry_run_plan`: their would-be writes go to the report's
+  // `writes` (an enforced plan lists there only the writes performed).
+  void ExecuteLocked(std::vector<PodWork>& work, bool dry_run_plan, Scratch& s);
   // Adds the checkpoint entries `w` needs before its writes to `pending` (path → entry).
   void CheckpointUpsertsLocked(const PodWork& w,
                                std::map<std::string, CheckpointEntry>& pending) const;
