@@ -141,6 +141,11 @@ class Cgroups {
   // parents. Reads the current tree; writes nothing. Dirs already at `target` are skipped.
   virtual Result<std::vector<FileWrite>> PlanCpusetTree(const CgroupPaths& dirs, Knob knob,
                                                         const CpuSet& target) const = 0;
+  // The cpuset file (knob = kCpusetCpus or kCpusetMems) of `dirs.cpuset` and of every cgroup
+  // below it — also those no container names, such as the sandbox (pause) container's — parents
+  // first. Reads only.
+  virtual Result<std::vector<std::string>> CpusetTreeFiles(const CgroupPaths& dirs,
+                                                           Knob knob) const = 0;
   // Applies writes in order; stops at the first failure and returns it (annotated with the
   // index reached). PlanCpusetTree + ApplyWrites = SetCpusetTree.
   virtual Status ApplyWrites(const std::vector<FileWrite>& writes) = 0;

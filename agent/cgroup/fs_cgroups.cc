@@ -13,42 +13,19 @@
 #include <sstream>
 
 #include "agent/cgroup/cpuset_order.h"
+#include "common/strings.h"
 
 namespace feedguard::agent::cgroup {
 namespace {
-
-std::string Basename(const std::string& path) {
-  size_t slash = path.find_last_of('/');
-  return slash == std::string::npos ? path : path.substr(slash + 1);
-}
-
-std::string Dirname(const std::string& path) {
-  size_t slash = path.find_last_of('/');
-  return slash == std::string::npos ? std::string(".") : path.substr(0, slash);
-}
-
-std::string JoinPath(const std::string& dir, std::string_view name) {
-  if (name.empty()) return dir;
-  if (dir.empty() || dir.back() == '/') return dir + std::string(name);
-  return dir + "/" + std::string(name);
-}
 
 bool IsDir(const std::string& path) {
   struct stat st;
   return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-std::string Trim(std::string_view s) {
-  while (!s.empty() && (s.back() == '\n' || s.back() == ' ' || s.back() == '\t')) {
-    s.remove_suffix(1);
-  }
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  return std::string(s);
-}
-
 template <typename T>
 Result<T> ParseNumber(std::string_view text, const std::string& what) {
-  std::string t = Trim(text);
+  std::string t(Trim(text));
   T v{};
   auto [ptr, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
   if (ec != std::errc() || ptr != t.data() + t.size() || t.empty()) {
@@ -221,7 +198,7 @@ class FsCgroups final : public Cgroups {
     std::istringstream in(raw);
     std::string quota, period;
     if (!(in >> quota >> period))
-      return InvalidArgument("cannot parse \"" + Trim(raw) + "\" in " + files[0]);
+      return InvalidArgument("cannot parse \"" + std::string(Trim(raw)) + "\" in " + files[0]);
     if (quota == v2::kMaxKeyword) {
       q.quota_us = -1;
     } else {
@@ -294,17 +271,17 @@ class FsCgroups final : public Cgroups {
     return WriteRaw(KnobFiles(d, Knob::kCpusetMems)[0], mems.ToString());
   }
 
-  Result<std::vector<FileWrite>> PlanCpusetTree(const CgroupPaths& d, Knob knob,
-                                                const CpuSet& target) const override {
+  // The dir's cpuset file and every one below it, breadth-first (parents before children),
+  // with each node's parent index and current set.
+  Result<std::vector<CpusetNode>> CpusetNodes(const CgroupPaths& d, Knob knob) const {
     if (knob != Knob::kCpusetCpus && knob != Knob::kCpusetMems) {
-      return InvalidArgument("PlanCpusetTree wants kCpusetCpus or kCpusetMems");
+      return InvalidArgument("cpuset tree wants kCpusetCpus or kCpusetMems");
     }
     const std::string name = Basename(KnobFiles(d, knob)[0]);
     if (!IsDir(d.cpuset)) return NotFound("no cgroup at " + d.cpuset);
     std::vector<CpusetNode> nodes;
     std::vector<std::pair<std::string, int>> queue = {{d.cpuset, -1}};
     constexpr size_t kMaxNodes = 4096;
-    // Breadth-first keeps parents before children.
     for (size_t qi = 0; qi < queue.size(); ++qi) {
       if (nodes.size() >= kMaxNodes)
         return Internal("cgroup tree under " + d.cpuset + " too large");
@@ -324,6 +301,19 @@ class FsCgroups final : public Cgroups {
       std::sort(children.begin(), children.end());
       for (const auto& c : children) queue.push_back({JoinPath(dir, c), me});
     }
+    return nodes;
+  }
+
+  Result<std::vector<std::string>> CpusetTreeFiles(const CgroupPaths& d, Knob knob) const override {
+    FG_ASSIGN_OR_RETURN(std::vector<CpusetNode> nodes, CpusetNodes(d, knob));
+    std::vector<std::string> out;
+    for (const auto& n : nodes) out.push_back(n.file);
+    return out;
+  }
+
+  Result<std::vector<FileWrite>> PlanCpusetTree(const CgroupPaths& d, Knob knob,
+                                                const CpuSet& target) const override {
+    FG_ASSIGN_OR_RETURN(std::vector<CpusetNode> nodes, CpusetNodes(d, knob));
     return PlanCpusetWrites(nodes, target);
   }
 
@@ -441,7 +431,7 @@ Result<std::string> ReadCgroupFile(const std::string& path) {
 }
 
 Status WriteErrnoToStatus(int err, const std::string& path, std::string_view value) {
-  const std::string what = "writing \"" + Trim(value) + "\" to " + path;
+  const std::string what = "writing \"" + std::string(Trim(value)) + "\" to " + path;
   const std::string name = Basename(path);
   const bool cpuset = name.rfind("cpuset.", 0) == 0;
   switch (err) {

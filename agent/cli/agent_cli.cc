@@ -131,7 +131,9 @@ class TimedApplier final : public FenceApplier {
   std::optional<feedguard::v1::NodeReport> last_;  // guarded by mu_
 };
 
-Result<Node> BuildNode(const Flags& f) {
+// `open_state`: open (create, lock) the state dir and make an enforcer. Commands that only read
+// (plan) or have not yet validated their input pass false: nothing is created on disk.
+Result<Node> BuildNode(const Flags& f, bool open_state = true) {
   FG_ASSIGN_OR_RETURN(cgroup::CgroupLayout layout, LayoutFromFlags(f));
   Result<Topology> topo = f.Get("topology-xml").empty()
                               ? LoadLiveTopology()
@@ -143,16 +145,17 @@ Result<Node> BuildNode(const Flags& f) {
                            " names CPUs this machine does not have (it has " +
                            topo->AllPus().ToString() + ")");
   }
-  auto store = CheckpointStore::Open(f.Get("state-dir"));
-  if (!store.ok()) return store.status().Annotate("state dir " + f.Get("state-dir"));
-
   NodeEngineOptions o;
   o.topology = std::move(topo).value();
   o.cgroups = cgroup::NewFsCgroups(layout);
-  EnforcerOptions eo;
-  eo.self_pod_uid = f.Get("self-pod-uid");
-  o.enforcer =
-      std::make_shared<Enforcer>(o.cgroups, CheckpointStorePtr(std::move(store).value()), eo);
+  if (open_state) {
+    auto store = CheckpointStore::Open(f.Get("state-dir"));
+    if (!store.ok()) return store.status().Annotate("state dir " + f.Get("state-dir"));
+    EnforcerOptions eo;
+    eo.self_pod_uid = f.Get("self-pod-uid");
+    o.enforcer =
+        std::make_shared<Enforcer>(o.cgroups, CheckpointStorePtr(std::move(store).value()), eo);
+  }
   o.reserved_cpus = reserved;
   o.cpu_manager_state_path = f.Get("cpu-manager-state");
   if (!f.Get("pod-resources").empty()) {
@@ -212,18 +215,21 @@ int CmdPlanOrApply(Flags& f, bool apply) {
   if (f.Get("fence").empty()) return Fail(InvalidArgument("--fence FILE is required"), 2);
   auto fence = LoadNodeFenceFile(f.Get("fence"));
   if (!fence.ok()) return Fail(fence.status(), 2);
-  auto node = BuildNode(f);
-  if (!node.ok()) {
-    return Fail(node.status(), node.status().code() == StatusCode::kInvalidArgument ? 2 : 1);
+  // Bad input writes nothing, not even the state dir: every pod must exist and the plan must
+  // be computable before the state dir is opened and the first file is written.
+  auto probe = BuildNode(f, /*open_state=*/false);
+  if (!probe.ok()) {
+    return Fail(probe.status(), probe.status().code() == StatusCode::kInvalidArgument ? 2 : 1);
   }
-  // Bad input writes nothing: every pod must exist before the first write.
-  if (Status st = node->engine->CheckPodsExist(*fence); !st.ok()) return Fail(st, 2);
+  if (Status st = probe->engine->CheckPodsExist(*fence); !st.ok()) return Fail(st, 2);
+  auto plan = probe->engine->MakePlanFor(*fence);
+  if (!plan.ok()) return Fail(plan.status(), 2);
   if (!apply) {
-    auto plan = node->engine->MakePlanFor(*fence);
-    if (!plan.ok()) return Fail(plan.status(), 2);
     std::cout << PlanToJson(*plan).dump(2) << "\n";
     return 0;
   }
+  auto node = BuildNode(f);
+  if (!node.ok()) return Fail(node.status(), 1);
   auto report = node->engine->Apply(*fence);
   if (!report.ok()) return Fail(report.status(), 1);
   auto full = node->engine->last_apply();

@@ -6,61 +6,15 @@
 #include <utility>
 
 #include "agent/cgroup/kernel_facts.h"
+#include "agent/cgroup/knobs.h"
 #include "agent/cgroup/kubelet_facts.h"
+#include "common/strings.h"
 
 namespace feedguard::agent {
 namespace {
 
 namespace kf = cgroup;
-
-std::string_view Trim(std::string_view s) {
-  const char* ws = " \t\n\r";
-  size_t b = s.find_first_not_of(ws);
-  if (b == std::string_view::npos) return {};
-  size_t e = s.find_last_not_of(ws);
-  return s.substr(b, e - b + 1);
-}
-
-std::string Basename(const std::string& path) {
-  size_t slash = path.rfind('/');
-  return slash == std::string::npos ? path : path.substr(slash + 1);
-}
-
-std::string Dirname(const std::string& path) {
-  size_t slash = path.rfind('/');
-  return slash == std::string::npos ? std::string() : path.substr(0, slash);
-}
-
-std::string Join(const std::string& dir, std::string_view file) {
-  return dir + "/" + std::string(file);
-}
-
-bool IsCpusetFile(const std::string& path) { return Basename(path).rfind("cpuset.", 0) == 0; }
-
-size_t Depth(const std::string& path) { return std::count(path.begin(), path.end(), '/'); }
-
-std::vector<std::string_view> Tokens(std::string_view s) {
-  std::vector<std::string_view> out;
-  size_t i = 0;
-  while (i < s.size()) {
-    while (i < s.size() && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n')) ++i;
-    size_t b = i;
-    while (i < s.size() && !(s[i] == ' ' || s[i] == '\t' || s[i] == '\n')) ++i;
-    if (i > b) out.push_back(s.substr(b, i - b));
-  }
-  return out;
-}
-
-// What the weight file reads after a cpu.idle write (kernel: an idle group gets the minimum
-// weight, WEIGHT_IDLEPRIO = 3 shares; leaving idle resets it to the default). v1 cpu.shares reads
-// "3" (kernel 6.18). v2 cpu.weight reads round(3 * 100 / 1024) = "0" on kernel 6.1 (measured in
-// the qemu VM, tests/integration/cgroup_v1); kernels that clamp the read-back to the 1..10000
-// range read "1". The first value is the expectation, the others are also accepted as ours (a
-// crash before the read-back must not make a revert take the file for someone else's).
-const std::vector<std::string> kIdleSharesV1 = {"3"};
-const std::vector<std::string> kIdleWeightV2 = {"0", "1"};
-const std::vector<std::string> kDefaultSharesV1 = {"1024"};
-const std::vector<std::string> kDefaultWeightV2 = {"100"};
+using cgroup::IsCpusetFile;
 
 // Maps a write/read failure to a stable reason code.
 std::string ReasonFor(const Status& st, const std::string& file) {
@@ -95,17 +49,6 @@ const std::string& ValueOr(const std::map<std::string, std::string>& m, const st
 
 }  // namespace
 
-bool KnobValuesEquivalent(const std::string& file, const std::string& a, const std::string& b) {
-  std::string_view ta = Trim(a), tb = Trim(b);
-  if (ta == tb) return true;
-  if (IsCpusetFile(file)) {
-    auto sa = CpuSet::Parse(ta);
-    auto sb = CpuSet::Parse(tb);
-    return sa.ok() && sb.ok() && *sa == *sb;
-  }
-  return Tokens(ta) == Tokens(tb);
-}
-
 // ---- per-Apply bookkeeping ---------------------------------------------------------------------
 
 struct Enforcer::Scratch {
@@ -131,6 +74,8 @@ struct Enforcer::PodWork {
   // v2 only: dirs whose cpuset.cpus.effective must equal the planned set after the writes
   // (v2 accepts any cpuset.cpus and clips it to the parent's effective set instead of failing).
   std::vector<std::pair<std::string, CpuSet>> effective_cpus;
+  // The journal entries of this pod's files before this Apply (nullopt: none), for rollback.
+  std::map<std::string, std::optional<CheckpointEntry>> prior;
 
   void Fail(std::string why, std::string msg) {
     if (failed) return;
@@ -166,6 +111,16 @@ std::map<std::string, uint64_t> Enforcer::OverwriteCounts() const {
 uint64_t Enforcer::writes_made() const {
   std::lock_guard<std::mutex> l(mu_);
   return writes_made_;
+}
+
+std::set<std::string> Enforcer::ContestedPods() const {
+  std::lock_guard<std::mutex> l(mu_);
+  std::set<std::string> out;
+  for (const auto& [path, st] : file_state_) {
+    if (!st.contested) continue;
+    if (auto e = checkpoint_->Get(path)) out.insert(e->pod_uid);
+  }
+  return out;
 }
 
 std::vector<Enforcer::Target> Enforcer::TargetsOf(const Plan& plan) {
@@ -294,7 +249,8 @@ Enforcer::PodWork Enforcer::PreparePodLocked(const Target& t, Scratch& s) {
     return w;
   }
   const auto& layout = cgroups_->layout();
-  const bool v1 = layout.version == cgroup::CgroupVersion::kV1;
+  const cgroup::CgroupVersion version = layout.version;
+  const bool v1 = version == cgroup::CgroupVersion::kV1;
 
   // Reads a file we are about to judge; records its pre-write bytes.
   auto read = [&](const std::string& path) -> Result<std::string> {
@@ -303,16 +259,19 @@ Enforcer::PodWork Enforcer::PreparePodLocked(const Target& t, Scratch& s) {
     if (r.ok()) w.current[path] = *r;
     return r;
   };
-  // True if `path` is one we own that someone else has rewritten; counts it once per pass.
-  // Sets *contested when the file is now contested (we then leave it alone).
+  // True if `path` is one we own that someone else has rewritten; counts it once per pass and
+  // makes the other writer's value the file's original (the ownership rule: kubelet or runc
+  // writing after us — an in-place resize — states what the pod should hold without us).
+  // A value we journaled ourselves (an interrupted sequence) is not an overwrite. Sets
+  // *contested when the file is now contested (we then leave it alone).
   auto overwritten = [&](const std::string& path, const std::string& current,
                          bool* contested) -> bool {
     *contested = file_state_.count(path) && file_state_[path].contested;
-    // Strict: only the value we last wrote counts as ours here. (also_ours matters for reverts
-    // after a crash; right after a restart a file still at its pre-write value is thus counted
-    // once as an overwrite, which only bumps a counter.)
     auto e = checkpoint_->Get(path);
-    if (!e || KnobValuesEquivalent(path, current, e->written)) return false;
+    if (!e || KnobValuesEquivalent(path, current, e->written) || IsOursLocked(*e, current)) {
+      return false;
+    }
+    AdoptOriginalLocked(*e, current, *s.report);
     // A contested file still holding the other writer's value is not a new overwrite.
     if (!*contested && !s.counted.count(path)) {
       s.counted.insert(path);
@@ -320,56 +279,50 @@ Enforcer::PodWork Enforcer::PreparePodLocked(const Target& t, Scratch& s) {
     }
     return true;
   };
-
-  // Plain knobs: an ordered list of writes; `force` writes even if the file already holds the
-  // value (a v1 quota re-set after its period changed).
-  struct Simple {
-    std::string path;
-    std::string value;
-    bool force = false;
+  // A file the plan still wants that we own: judged as ours (and settled) if it holds our value.
+  auto keep_ours = [&](const std::string& path) {
+    s.keep.insert(path);
+    auto e = checkpoint_->Get(path);
+    if (!e) return;
+    auto cur = read(path);
+    if (!cur.ok()) return;
+    bool contested = false;
+    if (KnobValuesEquivalent(path, *cur, e->written)) {
+      s.verified[path] = e->written;
+    } else if (overwritten(path, *cur, &contested) && contested) {
+      w.contested = true;
+    }
   };
-  std::vector<Simple> simple;
-  if (t.idle) {
-    if (!layout.caps.cpu_idle) {
-      w.Fail(reason::kKernelLacksCpuIdle, std::string(kf::kIdleMissingMessage));
+
+  if (t.idle && !layout.caps.cpu_idle) {
+    w.Fail(reason::kKernelLacksCpuIdle, std::string(kf::kIdleMissingMessage));
+    return w;
+  }
+  // The pod's container dirs (and their process-holding children), parents first.
+  std::vector<std::string> child_cpu_dirs;
+  for (const auto& c : resolved->containers) {
+    child_cpu_dirs.push_back(c.dirs.cpu);
+    for (const auto& child : c.children) child_cpu_dirs.push_back(child.cpu);
+  }
+  // Plain knobs, in the cgroup layer's order. v1 refuses a pod quota below a container's own
+  // limit: such containers are lifted to unlimited first (they then inherit the pod's fence),
+  // and stay ours while the fence holds.
+  std::vector<cgroup::KnobWrite> simple;
+  if (t.quota && v1) {
+    simple = cgroup::LiftChildQuotas(version, child_cpu_dirs, *t.quota, read);
+    for (const auto& dir : child_cpu_dirs) {
+      const std::string f = JoinPath(dir, kf::v1::kCfsQuotaUs);
+      if (std::none_of(simple.begin(), simple.end(), [&](const auto& k) { return k.path == f; }))
+        keep_ours(f);
+    }
+  }
+  {
+    auto knob_writes = cgroup::CpuKnobWrites(version, dirs.cpu, {t.idle, t.weight, t.quota}, read);
+    if (!knob_writes.ok()) {
+      w.Fail(ReasonFor(knob_writes.status(), dirs.cpu), knob_writes.status().ToString());
       return w;
     }
-    simple.push_back({Join(dirs.cpu, kf::v1::kIdle), *t.idle ? "1" : "0"});
-  }
-  if (t.weight) {
-    if (v1) {
-      simple.push_back(
-          {Join(dirs.cpu, kf::v1::kShares), std::to_string(cgroup::WeightToShares(*t.weight))});
-    } else {
-      simple.push_back({Join(dirs.cpu, kf::v2::kWeight), std::to_string(*t.weight)});
-    }
-  }
-  if (t.quota) {
-    if (v1) {
-      // Period first, quota last: the limit takes effect with the final write. A period change
-      // under a set quota goes through an unlimited quota, which the parent always accepts.
-      const std::string period_file = Join(dirs.cpu, kf::v1::kCfsPeriodUs);
-      const std::string quota_file = Join(dirs.cpu, kf::v1::kCfsQuotaUs);
-      const std::string period = std::to_string(t.quota->period_us);
-      const std::string unlimited = std::to_string(kf::v1::kQuotaUnlimited);
-      auto cur_period = read(period_file);
-      auto cur_quota = read(quota_file);
-      const bool period_changes =
-          cur_period.ok() && !KnobValuesEquivalent(period_file, *cur_period, period);
-      if (period_changes && cur_quota.ok() &&
-          !KnobValuesEquivalent(quota_file, *cur_quota, unlimited)) {
-        simple.push_back({quota_file, unlimited});
-      }
-      simple.push_back({period_file, period});
-      simple.push_back({quota_file,
-                        t.quota->quota_us < 0 ? unlimited : std::to_string(t.quota->quota_us),
-                        period_changes});
-    } else {
-      std::string q = t.quota->quota_us < 0 ? std::string(kf::v2::kMaxKeyword)
-                                            : std::to_string(t.quota->quota_us);
-      simple.push_back(
-          {Join(dirs.cpu, kf::v2::kMax), q + " " + std::to_string(t.quota->period_us)});
-    }
+    simple.insert(simple.end(), knob_writes->begin(), knob_writes->end());
   }
   for (const auto& [path, value, force] : simple) {
     s.keep.insert(path);
@@ -391,41 +344,35 @@ Enforcer::PodWork Enforcer::PreparePodLocked(const Target& t, Scratch& s) {
     w.finals[path] = value;
   }
 
-  // cpu.idle resets the group's weight: 1 → the minimum (v1 cpu.shares reads 3), 0 → the
-  // default (1024 / 100), losing kubelet's value. Own the weight file too, so reverting idle
-  // can put kubelet's exact bytes back.
-  if (t.idle && !w.failed) {
-    const std::string weight_file =
-        v1 ? Join(dirs.cpu, kf::v1::kShares) : Join(dirs.cpu, kf::v2::kWeight);
-    s.keep.insert(weight_file);
-    const std::string idle_file = Join(dirs.cpu, kf::v1::kIdle);
-    if (w.finals.count(idle_file) && !w.finals.count(weight_file)) {
-      auto cur = read(weight_file);
-      if (!cur.ok()) {
-        w.Fail(ReasonFor(cur.status(), weight_file), cur.status().ToString());
-        return w;
-      }
-      w.side_effects[weight_file] = *t.idle ? (v1 ? kIdleSharesV1 : kIdleWeightV2)
-                                            : (v1 ? kDefaultSharesV1 : kDefaultWeightV2);
-    } else if (auto e = checkpoint_->Get(weight_file); e && !w.finals.count(weight_file)) {
-      auto cur = read(weight_file);
-      if (cur.ok() && KnobValuesEquivalent(weight_file, *cur, e->written)) {
-        s.verified[weight_file] = e->written;
-      }
+  // Files the kernel changes as a side effect of these writes (cpu.idle resets the weight,
+  // losing kubelet's value): owned too, so the restore can put kubelet's exact bytes back.
+  for (const auto& fw : w.writes) {
+    auto se = cgroup::SideEffectOf(version, fw.path, fw.value);
+    if (!se || w.finals.count(se->path)) continue;
+    s.keep.insert(se->path);
+    auto cur = read(se->path);
+    if (!cur.ok()) {
+      w.Fail(ReasonFor(cur.status(), se->path), cur.status().ToString());
+      return w;
     }
+    w.side_effects[se->path] = se->values;
+  }
+  // An idle pod whose idle file needs no write still owns the weight file written back then.
+  if (t.idle) {
+    const std::string weight_file = cgroup::WeightFile(version, dirs.cpu);
+    if (!w.finals.count(weight_file) && !w.side_effects.count(weight_file)) keep_ours(weight_file);
   }
 
-  // cpusets: the pod dir and everything below it, ordered for v1.
+  // cpusets: the pod dir and everything below it (the sandbox's dir too), ordered for v1.
   auto tree = [&](cgroup::Knob knob, const CpuSet& target) {
-    std::vector<std::string> files = cgroups_->KnobFiles(dirs, knob);
-    for (const auto& c : resolved->containers) {
-      for (const auto& f : cgroups_->KnobFiles(c.dirs, knob)) files.push_back(f);
-      for (const auto& child : c.children) {
-        for (const auto& f : cgroups_->KnobFiles(child, knob)) files.push_back(f);
-      }
+    auto files = cgroups_->CpusetTreeFiles(dirs, knob);
+    if (!files.ok()) {
+      w.Fail(ReasonFor(files.status(), JoinPath(dirs.cpuset, kf::v1::kCpusetCpus)),
+             files.status().ToString());
+      return;
     }
     std::set<std::string> skip;
-    for (const auto& f : files) {
+    for (const auto& f : *files) {
       s.keep.insert(f);
       auto cur = read(f);
       if (!cur.ok()) continue;  // PlanCpusetTree reports it
@@ -446,7 +393,7 @@ Enforcer::PodWork Enforcer::PreparePodLocked(const Target& t, Scratch& s) {
     }
     auto planned = cgroups_->PlanCpusetTree(dirs, knob, target);
     if (!planned.ok()) {
-      w.Fail(ReasonFor(planned.status(), Join(dirs.cpuset, kf::v1::kCpusetCpus)),
+      w.Fail(ReasonFor(planned.status(), JoinPath(dirs.cpuset, kf::v1::kCpusetCpus)),
              planned.status().ToString());
       return;
     }
@@ -534,8 +481,12 @@ void Enforcer::ExecuteLocked(std::vector<PodWork>& work, bool dry_run_plan, Scra
   // originals of files never written before, and every value a file may hold if we die between
   // here and the last verified write.
   std::map<std::string, CheckpointEntry> pending;
-  for (const auto& w : work) {
-    if (!w.dry_run) CheckpointUpsertsLocked(w, pending);
+  for (auto& w : work) {
+    if (w.dry_run || w.failed || w.writes.empty()) continue;
+    // What the journal held before, so a pod that fails half-way can be rolled back exactly.
+    for (const auto& [path, v] : w.finals) w.prior[path] = checkpoint_->Get(path);
+    for (const auto& [path, v] : w.side_effects) w.prior[path] = checkpoint_->Get(path);
+    CheckpointUpsertsLocked(w, pending);
   }
   if (!pending.empty()) {
     std::vector<CheckpointEntry> upserts;
@@ -559,18 +510,23 @@ void Enforcer::WritePodLocked(PodWork& w, Scratch& s) {
   ApplyReport& r = *s.report;
   if (w.failed) return;
   std::set<std::string> written;
+  std::vector<cgroup::FileWrite> undo;         // each write's inverse, in write order
+  std::map<std::string, std::string> holding;  // path → what our last write left in it
   for (const auto& fw : w.writes) {
     Status st = WriteVerifyLocked(fw.path, fw.value);
     if (!st.ok()) {
       w.Fail(ReasonFor(st, fw.path), st.ToString());
-      break;
+      RollbackPodLocked(w, undo, r);
+      return;
     }
+    auto h = holding.find(fw.path);
+    undo.push_back({fw.path, h != holding.end() ? h->second : ValueOr(w.current, fw.path)});
+    holding[fw.path] = fw.value;
     r.writes.push_back(fw);
     written.insert(fw.path);
   }
   w.result.files_written = written.size();
   r.files_written += written.size();
-  if (w.failed) return;
   for (const auto& [path, value] : w.finals) s.verified[path] = value;
   for (const auto& [path, candidates] : w.side_effects) {
     auto now = cgroups_->ReadRaw(path);
@@ -604,97 +560,158 @@ void Enforcer::WritePodLocked(PodWork& w, Scratch& s) {
   w.result.enforced = true;
 }
 
+// A pod whose writes failed half-way is put back exactly as this Apply found it: each write
+// undone in reverse (so v1's cpuset and quota rules hold at every step, as they did going
+// forward), files the kernel changed as a side effect set back afterwards, and the journal
+// entries returned to what they were. Every value passed through is already journaled as ours,
+// so a crash in here is finished by the next Apply.
+void Enforcer::RollbackPodLocked(PodWork& w, const std::vector<cgroup::FileWrite>& undo,
+                                 ApplyReport& r) {
+  size_t undone = 0;
+  std::string trouble;
+  for (auto it = undo.rbegin(); it != undo.rend(); ++it) {
+    Status st = WriteVerifyLocked(it->path, it->value);
+    if (st.ok()) {
+      ++undone;
+      r.writes.push_back(*it);
+    } else if (trouble.empty()) {
+      trouble = st.ToString();
+    }
+  }
+  for (const auto& [path, candidates] : w.side_effects) {
+    const std::string& before = ValueOr(w.current, path);
+    auto now = cgroups_->ReadRaw(path);
+    if (now.ok() && KnobValuesEquivalent(path, *now, before)) continue;
+    Status st = WriteVerifyLocked(path, before);
+    if (st.ok()) {
+      ++undone;
+      r.writes.push_back({path, before});
+    } else if (trouble.empty()) {
+      trouble = st.ToString();
+    }
+  }
+  if (trouble.empty()) {
+    std::vector<CheckpointEntry> upserts;
+    std::vector<std::string> removals;
+    for (const auto& [path, prior] : w.prior) {
+      if (prior) {
+        upserts.push_back(*prior);
+      } else {
+        removals.push_back(path);
+      }
+    }
+    Status st = checkpoint_->Commit(upserts, removals);
+    if (!st.ok() && r.checkpoint_status.ok()) r.checkpoint_status = st;
+  }
+  w.result.message += trouble.empty()
+                          ? "; rolled back (" + std::to_string(undone) + " write(s) undone)"
+                          : "; rollback incomplete, kept for the next apply: " + trouble;
+  w.result.files_written = 0;
+}
+
+// The ownership rule: a file we fenced that another writer (kubelet, runc) has since rewritten
+// takes that writer's value as its original — the value to restore when the fence goes.
+void Enforcer::AdoptOriginalLocked(const CheckpointEntry& entry, const std::string& value,
+                                   ApplyReport& r) {
+  if (KnobValuesEquivalent(entry.path, entry.original, value)) return;
+  CheckpointEntry e = entry;
+  e.original = value;
+  Status st = checkpoint_->Commit({e}, {});
+  if (!st.ok() && r.checkpoint_status.ok()) r.checkpoint_status = st;
+}
+
 void Enforcer::RevertLocked(const std::vector<CheckpointEntry>& entries, ApplyReport& r) {
+  const cgroup::CgroupVersion version = cgroups_->layout().version;
   std::vector<std::string> removals;
   struct Restore {
     CheckpointEntry entry;
     std::string current;
+    bool theirs = false;  // another writer's value, written back after cpu.idle resets it
   };
   std::vector<Restore> restores;
+
+  // Pass 1: which entries are ours to put back (rails, gone, already original, someone else's).
+  struct Judged {
+    const CheckpointEntry* entry;
+    std::string current;
+    std::string outcome;  // empty: to restore
+    std::string message;
+  };
+  std::vector<Judged> judged;
+  std::set<std::string> idle_dirs;  // dirs whose cpu.idle this revert writes
   for (const auto& e : entries) {
-    RevertResult rr{e.path, e.pod_uid, e.knob, "", ""};
+    Judged j{&e, "", "", ""};
     Status rail = CheckWritable(e.path, e.pod_uid);
     if (!rail.ok()) {
-      rr.outcome = reason::kRevertFailed;
-      rr.message = rail.message();
-      r.reverts.push_back(std::move(rr));
-      continue;
-    }
-    auto cur = cgroups_->ReadRaw(e.path);
-    if (!cur.ok()) {
-      if (cur.status().code() == StatusCode::kNotFound) {
-        rr.outcome = reason::kGone;
-        removals.push_back(e.path);
-      } else {
-        rr.outcome = reason::kRevertFailed;
-        rr.message = cur.status().ToString();
-      }
-      r.reverts.push_back(std::move(rr));
-      continue;
-    }
-    if (KnobValuesEquivalent(e.path, *cur, e.original)) {
-      rr.outcome = reason::kAlreadyOriginal;
-      removals.push_back(e.path);
-      r.reverts.push_back(std::move(rr));
-      continue;
-    }
-    if (!IsOursLocked(e, *cur)) {
-      rr.outcome = reason::kOverwrittenByOther;
-      rr.message = "holds '" + std::string(Trim(*cur)) + "', we wrote '" +
-                   std::string(Trim(e.written)) + "'; left as is";
-      ++r.overwritten_by_other;
-      removals.push_back(e.path);
-      r.reverts.push_back(std::move(rr));
-      continue;
-    }
-    restores.push_back({e, *cur});
-  }
-
-  // Order: cpuset files top-down to current ∪ original, then bottom-up to the original (v1
-  // never sees a child outside its parent); quota before period; the rest as they come.
-  std::stable_sort(restores.begin(), restores.end(), [](const Restore& a, const Restore& b) {
-    return Depth(a.entry.path) < Depth(b.entry.path);
-  });
-  std::vector<cgroup::FileWrite> plan;
-  std::map<std::string, std::string> intermediates;
-  for (const auto& x : restores) {
-    if (!IsCpusetFile(x.entry.path)) continue;
-    auto orig = CpuSet::Parse(x.entry.original);
-    auto cur = CpuSet::Parse(x.current);
-    if (orig.ok() && cur.ok() && !orig->IsSubsetOf(*cur)) {
-      std::string u = cur->Union(*orig).ToString();
-      plan.push_back({x.entry.path, u});
-      intermediates[x.entry.path] = u;
-    }
-  }
-  for (auto it = restores.rbegin(); it != restores.rend(); ++it) {
-    if (IsCpusetFile(it->entry.path)) plan.push_back({it->entry.path, it->entry.original});
-  }
-  for (const auto& x : restores) {
-    if (Basename(x.entry.path) == kf::v1::kCfsQuotaUs) {
-      plan.push_back({x.entry.path, x.entry.original});
-    }
-  }
-  // cpu.idle before the weight: leaving idle resets the weight, which we restore after it.
-  for (const auto& x : restores) {
-    if (Basename(x.entry.path) == kf::v1::kIdle) plan.push_back({x.entry.path, x.entry.original});
-  }
-  for (const auto& x : restores) {
-    const std::string base = Basename(x.entry.path);
-    if (!IsCpusetFile(x.entry.path) && base != kf::v1::kCfsQuotaUs && base != kf::v1::kIdle) {
-      plan.push_back({x.entry.path, x.entry.original});
-    }
-  }
-
-  if (!intermediates.empty()) {
-    std::vector<CheckpointEntry> upserts;
-    for (const auto& x : restores) {
-      if (auto it = intermediates.find(x.entry.path); it != intermediates.end()) {
-        CheckpointEntry e = x.entry;
-        AddUnique(e.also_ours, it->second);
-        upserts.push_back(std::move(e));
+      j.outcome = reason::kRevertFailed;
+      j.message = rail.message();
+    } else if (auto cur = cgroups_->ReadRaw(e.path); !cur.ok()) {
+      j.outcome =
+          cur.status().code() == StatusCode::kNotFound ? reason::kGone : reason::kRevertFailed;
+      if (j.outcome == reason::kRevertFailed) j.message = cur.status().ToString();
+    } else {
+      j.current = *cur;
+      if (KnobValuesEquivalent(e.path, *cur, e.original)) {
+        j.outcome = reason::kAlreadyOriginal;
+      } else if (!IsOursLocked(e, *cur)) {
+        j.outcome = reason::kOverwrittenByOther;
+        j.message = "holds '" + std::string(Trim(*cur)) + "', we wrote '" +
+                    std::string(Trim(e.written)) + "'; left as is";
+      } else if (cgroup::IsIdleFile(e.path)) {
+        idle_dirs.insert(Dirname(e.path));
       }
     }
+    judged.push_back(std::move(j));
+  }
+  // Pass 2: leaving idle resets the weight beside it, so that weight file is written back after
+  // the idle file even when it reads its original now (an original of 3 shares reads the same
+  // as an idle group) or holds another writer's value (kept: theirs is the original now).
+  for (auto& j : judged) {
+    const CheckpointEntry& e = *j.entry;
+    const bool beside_idle = cgroup::IsWeightFile(e.path) && idle_dirs.count(Dirname(e.path));
+    if (beside_idle &&
+        (j.outcome == reason::kAlreadyOriginal || j.outcome == reason::kOverwrittenByOther)) {
+      CheckpointEntry kept = e;
+      const bool theirs = j.outcome == reason::kOverwrittenByOther;
+      if (theirs) kept.original = j.current;
+      restores.push_back({std::move(kept), j.current, theirs});
+      continue;
+    }
+    if (j.outcome.empty()) {
+      restores.push_back({e, j.current});
+      continue;
+    }
+    if (j.outcome == reason::kOverwrittenByOther) ++r.overwritten_by_other;
+    if (j.outcome != reason::kRevertFailed) removals.push_back(e.path);
+    r.reverts.push_back({e.path, e.pod_uid, e.knob, j.outcome, j.message});
+  }
+
+  // The order and the intermediate values come from the cgroup layer.
+  std::vector<cgroup::RestoreItem> items;
+  for (const auto& x : restores) items.push_back({x.entry.path, x.entry.original, x.current});
+  std::vector<cgroup::FileWrite> plan = cgroup::OrderRestores(version, items);
+
+  // Journal first: every value the sequence may leave in a file we own (intermediates, and what
+  // the kernel resets as a side effect — also in files this revert does not restore, such as a
+  // weight that the plan keeps) is recorded as ours before the first write, so a crash anywhere
+  // in the sequence is finished by the next start instead of mistaken for another writer.
+  std::map<std::string, CheckpointEntry> journal;
+  for (const auto& x : restores) journal[x.entry.path] = x.entry;
+  for (const auto& [path, value] : cgroup::IntermediatesOf(version, items, plan)) {
+    auto it = journal.find(path);
+    if (it == journal.end()) {
+      auto e = checkpoint_->Get(path);
+      if (!e) continue;
+      it = journal.emplace(path, std::move(*e)).first;
+    }
+    AddUnique(it->second.also_ours, value);
+  }
+  std::vector<CheckpointEntry> upserts;
+  for (auto& [path, e] : journal) {
+    auto stored = checkpoint_->Get(path);
+    if (!stored || !(*stored == e)) upserts.push_back(e);
+  }
+  if (!upserts.empty()) {
     Status st = checkpoint_->Commit(upserts, {});
     if (!st.ok()) {
       if (r.checkpoint_status.ok()) r.checkpoint_status = st;
@@ -721,6 +738,11 @@ void Enforcer::RevertLocked(const std::vector<CheckpointEntry>& entries, ApplyRe
     if (auto it = failures.find(x.entry.path); it != failures.end()) {
       rr.outcome = reason::kRevertFailed;
       rr.message = it->second.ToString();
+    } else if (x.theirs) {
+      rr.outcome = reason::kOverwrittenByOther;
+      rr.message = "another writer's value; written back after cpu.idle reset it";
+      ++r.overwritten_by_other;
+      removals.push_back(x.entry.path);
     } else {
       ++r.files_reverted;
       removals.push_back(x.entry.path);
@@ -767,37 +789,51 @@ ApplyReport Enforcer::Apply(const Plan& plan) {
   }
 
   // 1. Work out every pod's writes (nothing written yet).
-  std::vector<PodWork> work;
-  std::set<std::string> seen;
-  for (const Target& t : targets) {
-    if (!seen.insert(t.pod.uid).second) {
-      PodWork w;
-      w.result.uid = t.pod.uid;
-      w.result.ns = t.pod.ns;
-      w.result.name = t.pod.name;
-      w.result.policy = t.policy;
-      w.result.role = t.role;
-      w.Fail("DuplicatePod", "pod appears more than once in the plan; first entry wins");
-      work.push_back(std::move(w));
-      continue;
+  auto prepare_all = [&]() {
+    std::vector<PodWork> work;
+    std::set<std::string> seen;
+    for (const Target& t : targets) {
+      if (!seen.insert(t.pod.uid).second) {
+        PodWork w;
+        w.result.uid = t.pod.uid;
+        w.result.ns = t.pod.ns;
+        w.result.name = t.pod.name;
+        w.result.policy = t.policy;
+        w.result.role = t.role;
+        w.Fail("DuplicatePod", "pod appears more than once in the plan; first entry wins");
+        work.push_back(std::move(w));
+        continue;
+      }
+      work.push_back(PreparePodLocked(t, s));
     }
-    work.push_back(PreparePodLocked(t, s));
-  }
+    return work;
+  };
+  std::vector<PodWork> work = prepare_all();
   // 2. Revert what the plan no longer wants first (e.g. cpu.idle before cpu.shares on v1).
   std::vector<CheckpointEntry> stale;
   for (const auto& e : checkpoint_->Entries()) {
     if (withdrawn_paths.count(e.path)) continue;  // step 0 already tried it
     if (!s.keep.count(e.path) && !s.keep_pods.count(e.pod_uid)) stale.push_back(e);
   }
+  const uint64_t writes_before_stale = writes_made_;
   RevertLocked(stale, r);
+  if (writes_made_ != writes_before_stale) {
+    // The restores may have changed files the plan keeps (leaving idle resets the weight):
+    // judge every pod again against what the files hold now.
+    std::set<std::string> counted = std::move(s.counted);
+    s = Scratch{};
+    s.report = &r;
+    s.counted = std::move(counted);
+    work = prepare_all();
+  }
   // 3. Checkpoint (one commit), then write.
   ExecuteLocked(work, plan.dry_run, s);
   for (auto& w : work) {
     w.result.overwrites = pod_overwrites_[w.result.uid];
     if (w.result.enforced) {
       ++r.enforced;
-    } else if (w.result.reason != reason::kDryRun) {
-      ++r.failed;
+    } else if (w.result.reason != reason::kDryRun && w.result.reason != reason::kProtectedPod) {
+      ++r.failed;  // a protected pod is the rail at work, not a failure
     }
     r.pods.push_back(std::move(w.result));
   }
@@ -857,6 +893,8 @@ VerifyReport Enforcer::Verify(const std::vector<std::string>& paths) {
       ++vr.contested;  // already left to the other writer; not a new overwrite
       continue;
     }
+    // Not ours: the other writer's value is the original from now on (see Adopt...).
+    if (!IsOursLocked(e, *cur)) AdoptOriginalLocked(e, *cur, r);
     ++vr.overwrites;
     vr.overwritten_paths.push_back(e.path);
     s.counted.insert(e.path);

@@ -23,11 +23,22 @@
 // A new Enforcer over an existing checkpoint is not ready() until its first Apply (the
 // reconcile against the current plan) has completed.
 //
-// Overwrites: a file we own that no longer holds our value was rewritten by someone else
-// (runc on UpdateContainerResources, kubelet on resize). Verify() (called by the Watcher, and
-// implicitly by Apply) counts it per pod, re-applies, and after `contest_threshold` overwrites
-// of one file within `contest_window` stops re-applying that file and reports the pod
-// "Contested" instead of flip-flopping with the other writer.
+// Overwrites and ownership: a file we own that no longer holds a value of ours was rewritten by
+// someone else (runc on UpdateContainerResources, kubelet on an in-place resize). The rule:
+// **the other writer's latest value becomes the file's original** — kubelet owns the pod's
+// resources, so what it wrote last is what the pod holds once the fence goes; the fence is
+// then re-applied on top. Verify() (called by the Watcher, and implicitly by Apply) counts the
+// overwrite per pod, adopts the new original, re-applies, and after `contest_threshold`
+// overwrites of one file within `contest_window` stops re-applying that file and reports the
+// pod "Contested" instead of flip-flopping with the other writer.
+//
+// Crash-exactness: the checkpoint is a journal. Before any write, every value a file may be
+// left holding by the sequence — intermediates (v1 cpuset unions, an unlimited quota) and what
+// the kernel changes as a side effect (cpu.idle resets the weight) — is recorded as ours, so a
+// restarted agent can tell an interrupted sequence of its own from another writer and finish
+// it. A pod whose writes fail half-way (e.g. v1 refusing a quota) is rolled back to exactly
+// what this Apply found. How each knob is written, ordered and restored is the cgroup layer's
+// (cgroup/knobs.h); the enforcer decides what and keeps the journal.
 //
 // Thread-safe: every public method takes the enforcer's lock.
 #pragma once
@@ -45,6 +56,7 @@
 #include <vector>
 
 #include "agent/cgroup/cgroups.h"
+#include "agent/cgroup/knobs.h"
 #include "agent/enforcer/checkpoint.h"
 #include "agent/planner/plan.h"
 #include "feedguard/common/status.h"
@@ -163,6 +175,8 @@ class Enforcer {
   // Overwrites seen per pod uid since this Enforcer started.
   std::map<std::string, uint64_t> OverwriteCounts() const;
   uint64_t writes_made() const;
+  // Pods (uids) with a file left to another writer since this Enforcer started.
+  std::set<std::string> ContestedPods() const;
 
  private:
   struct Target {
@@ -205,6 +219,11 @@ class Enforcer {
   // Restores the originals of `entries` (those still holding our values) and drops them from
   // the checkpoint; files someone else rewrote are left alone and dropped too.
   void RevertLocked(const std::vector<CheckpointEntry>& entries, ApplyReport& r);
+  // Undoes a failed pod's writes of this Apply (`undo`: each write's inverse, in write order)
+  // and returns its journal entries to what they were.
+  void RollbackPodLocked(PodWork& w, const std::vector<cgroup::FileWrite>& undo, ApplyReport& r);
+  // Makes `value` (another writer's) the original of `entry`'s file and persists it.
+  void AdoptOriginalLocked(const CheckpointEntry& entry, const std::string& value, ApplyReport& r);
   Status WriteVerifyLocked(const std::string& path, const std::string& value);
 
   const cgroup::CgroupsPtr cgroups_;
@@ -222,8 +241,7 @@ class Enforcer {
 
 using EnforcerPtr = std::shared_ptr<Enforcer>;
 
-// True if two contents of knob file `file` mean the same value (whitespace-insensitive;
-// cpuset lists compared as sets, so "0,1,2" equals "0-2\n").
-bool KnobValuesEquivalent(const std::string& file, const std::string& a, const std::string& b);
+// Knob values are compared by the cgroup layer's rule (cgroup/knobs.h).
+using cgroup::KnobValuesEquivalent;
 
 }  // namespace feedguard::agent

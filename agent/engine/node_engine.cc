@@ -2,6 +2,7 @@
 
 #include "agent/cgroup/kernel_facts.h"
 
+#include <cerrno>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -16,16 +17,47 @@ namespace {
 
 namespace v1 = feedguard::v1;
 
-nlohmann::json YamlToJson(const YAML::Node& n) {
+// Limits on a fence file: far above any real NodeFence (a node runs ≤ 110 pods by kubelet's
+// default, a few hundred at most), far below what could hurt the agent. YAML aliases share a
+// node, so a few hundred bytes of nested anchors expand exponentially: every node visited while
+// converting counts against the budget, aliases included.
+constexpr size_t kMaxFenceFileBytes = 8u << 20;
+constexpr size_t kMaxYamlNodes = 200'000;  // ~10,000 pods
+constexpr int kMaxYamlDepth = 64;
+
+struct YamlBudget {
+  size_t nodes = 0;
+  bool exceeded = false;
+  std::string why;
+};
+
+nlohmann::json YamlToJson(const YAML::Node& n, YamlBudget& b, int depth) {
+  if (b.exceeded) return nullptr;
+  if (++b.nodes > kMaxYamlNodes) {
+    b.exceeded = true;
+    b.why = "more than " + std::to_string(kMaxYamlNodes) + " nodes once aliases are expanded";
+    return nullptr;
+  }
+  if (depth > kMaxYamlDepth) {
+    b.exceeded = true;
+    b.why = "nested deeper than " + std::to_string(kMaxYamlDepth) + " levels";
+    return nullptr;
+  }
   switch (n.Type()) {
     case YAML::NodeType::Map: {
       nlohmann::json o = nlohmann::json::object();
-      for (const auto& kv : n) o[kv.first.as<std::string>()] = YamlToJson(kv.second);
+      for (const auto& kv : n) {
+        if (b.exceeded) break;
+        o[kv.first.as<std::string>()] = YamlToJson(kv.second, b, depth + 1);
+      }
       return o;
     }
     case YAML::NodeType::Sequence: {
       nlohmann::json a = nlohmann::json::array();
-      for (const auto& e : n) a.push_back(YamlToJson(e));
+      for (const auto& e : n) {
+        if (b.exceeded) break;
+        a.push_back(YamlToJson(e, b, depth + 1));
+      }
       return a;
     }
     case YAML::NodeType::Scalar: {
@@ -34,8 +66,9 @@ nlohmann::json YamlToJson(const YAML::Node& n) {
       if (s == "true" || s == "false") return s == "true";
       // Integers stay integers (proto3 JSON accepts numbers for int64 fields too).
       char* end = nullptr;
+      errno = 0;
       long long v = std::strtoll(s.c_str(), &end, 10);
-      if (!s.empty() && end && *end == '\0') return v;
+      if (!s.empty() && end && *end == '\0' && errno != ERANGE) return v;
       return s;
     }
     default:
@@ -46,13 +79,21 @@ nlohmann::json YamlToJson(const YAML::Node& n) {
 }  // namespace
 
 Result<v1::NodeFence> ParseNodeFence(const std::string& text, const std::string& origin) {
+  if (text.size() > kMaxFenceFileBytes) {
+    return InvalidArgument(origin + ": " + std::to_string(text.size()) +
+                           " bytes; a fence is at most " + std::to_string(kMaxFenceFileBytes));
+  }
   std::string json_text;
   size_t first = text.find_first_not_of(" \t\r\n");
   if (first != std::string::npos && text[first] == '{') {
     json_text = text;
   } else {
     try {
-      json_text = YamlToJson(YAML::Load(text)).dump();
+      YamlBudget budget;
+      nlohmann::json j = YamlToJson(YAML::Load(text), budget, 0);
+      if (budget.exceeded) return InvalidArgument(origin + ": YAML refused: " + budget.why);
+      // Invalid UTF-8 in the YAML is replaced, not thrown on (dump's default throws).
+      json_text = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     } catch (const YAML::Exception& e) {
       return InvalidArgument(origin + ": not valid YAML or JSON: " + e.what());
     }
@@ -95,6 +136,10 @@ Result<v1::NodeFence> ParseNodeFence(const std::string& text, const std::string&
       return InvalidArgument(origin + ": " + who + ": policy \"" + policy +
                              "\" is not in policies[]");
     }
+    if (pod.cpu_request_milli() < 0 || pod.cpu_limit_milli() < 0) {
+      return InvalidArgument(origin + ": " + who +
+                             ": cpuRequestMilli and cpuLimitMilli must be ≥ 0");
+    }
     return OkStatus();
   };
   for (const auto& t : fence.trainers())
@@ -107,9 +152,10 @@ Result<v1::NodeFence> ParseNodeFence(const std::string& text, const std::string&
 Result<v1::NodeFence> LoadNodeFenceFile(const std::string& path) {
   std::ifstream in(path);
   if (!in) return NotFound("cannot read fence file " + path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ParseNodeFence(ss.str(), path);
+  std::string text(kMaxFenceFileBytes + 1, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<size_t>(in.gcount()));
+  return ParseNodeFence(text, path);
 }
 
 NodeEngine::NodeEngine(NodeEngineOptions options) : options_(std::move(options)) {}
@@ -122,6 +168,12 @@ Result<Plan> NodeEngine::MakePlanFor(const v1::NodeFence& fence) {
     auto cm = LoadCpuManagerState(options_.cpu_manager_state_path);
     if (cm.ok()) {
       in.cpu_manager = std::move(cm).value();
+      const CpuSet unknown = in.cpu_manager.ExclusiveCpus().Minus(options_.topology.AllPus());
+      if (!unknown.empty()) {
+        return InvalidArgument("kubelet CPU manager state " + options_.cpu_manager_state_path +
+                               " names CPUs this machine does not have (" + unknown.ToString() +
+                               "; it has " + options_.topology.AllPus().ToString() + ")");
+      }
     } else if (cm.status().code() != StatusCode::kNotFound) {
       return cm.status().Annotate("kubelet CPU manager state");
     }
@@ -162,17 +214,29 @@ Result<Plan> NodeEngine::MakePlanFor(const v1::NodeFence& fence) {
 }
 
 Status NodeEngine::CheckPodsExist(const v1::NodeFence& fence) const {
+  // The message names the first few only: a fence of 150k unknown pods must not make a
+  // 31 MB error.
+  constexpr size_t kMaxNamed = 20;
   std::string missing;
+  size_t count = 0, shown = 0;
   auto check = [&](const v1::PodRef& ref) {
     auto r = options_.cgroups->ResolvePod(ToPodIdentity(ref));
-    if (!r.ok()) {
-      missing += "\n  " + ref.namespace_() + "/" + ref.name() + " (uid " + ref.uid() +
-                 "): " + r.status().message();
-    }
+    if (r.ok()) return;
+    ++count;
+    if (shown == kMaxNamed) return;
+    ++shown;
+    missing += "\n  " + ref.namespace_() + "/" + ref.name() + " (uid " + ref.uid() +
+               "): " + std::string(r.status().message().substr(0, 512));
   };
   for (const auto& t : fence.trainers()) check(t.pod());
   for (const auto& n : fence.neighbours()) check(n.pod());
-  if (!missing.empty()) return NotFound("pods without cgroups on this node:" + missing);
+  if (!missing.empty()) {
+    return NotFound("pods without cgroups on this node" +
+                    (shown < count
+                         ? " (first " + std::to_string(shown) + " of " + std::to_string(count) + ")"
+                         : std::string()) +
+                    ":" + missing);
+  }
   return OkStatus();
 }
 
@@ -202,11 +266,19 @@ std::optional<v1::NodeReport> NodeEngine::CurrentReport() {
   if (!report) return std::nullopt;
   auto verify = options_.enforcer->Verify();
   auto counts = options_.enforcer->OverwriteCounts();
+  const std::set<std::string> contested = options_.enforcer->ContestedPods();
   uint64_t total = 0;
   for (auto& pod : *report->mutable_pods()) {
     auto it = counts.find(pod.uid());
     pod.set_overwrites(it == counts.end() ? 0 : it->second);
     total += pod.overwrites();
+    // A file left to another writer since the last Apply: not enforced any more, say so now
+    // rather than at the next fence version.
+    if (pod.enforced() && contested.count(pod.uid())) {
+      pod.set_enforced(false);
+      pod.set_reason(reason::kContested);
+      pod.set_message("another writer keeps rewriting some of this pod's files; left to it");
+    }
   }
   report->set_overwrites_total(total);
   (void)verify;

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+
 #include "agent/enforcer/fake_node.h"
 #include "agent/topology/topology.h"
 
@@ -150,6 +152,38 @@ TEST(ParseNodeFenceTest, TrainerWeightOutsideTheKernelRangeIsRejected) {
     EXPECT_NE(r.status().message().find("trainerCpu.weight must be 0 (unset) or 1..10000"),
               std::string::npos)
         << r.status().ToString();
+  }
+}
+
+TEST(ParseNodeFenceTest, YamlAnchorBombIsRefusedFast) {
+  // Each level doubles the last: 2^40 scalars once expanded, from a few hundred bytes.
+  std::string y = "a0: &a0 [x, x]\n";
+  for (int i = 1; i <= 40; ++i) {
+    y += "a" + std::to_string(i) + ": &a" + std::to_string(i) + " [*a" + std::to_string(i - 1) +
+         ", *a" + std::to_string(i - 1) + "]\n";
+  }
+  ASSERT_LT(y.size(), 1200u);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = ParseNodeFence(y, "bomb.yaml");
+  const auto took = std::chrono::steady_clock::now() - t0;
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("YAML refused"), std::string::npos) << r.status().ToString();
+  // Generous bound for a loaded 2-core machine; unbounded it took 108 s and 964 MB.
+  EXPECT_LT(std::chrono::duration_cast<std::chrono::seconds>(took).count(), 10);
+  std::string deep;
+  for (int i = 0; i < 200; ++i) deep += "[";
+  EXPECT_FALSE(ParseNodeFence("a: " + deep, "deep.yaml").ok());
+  EXPECT_FALSE(ParseNodeFence(std::string(9u << 20, ' ') + "{}", "huge").ok());
+}
+
+TEST(ParseNodeFenceTest, NegativeCpuMilliIsRejected) {
+  const std::string head =
+      R"({"nodeName":"n","version":"1","policies":[{"name":"p"}],"neighbours":[{"policy":"p","pod":{"uid":"u","namespace":"ns","name":"x",)";
+  EXPECT_TRUE(ParseNodeFence(head + R"("cpuRequestMilli":"5"}}]})", "t").ok());
+  for (const char* bad : {R"("cpuRequestMilli":"-1"}}]})", R"("cpuLimitMilli":"-100"}}]})"}) {
+    auto r = ParseNodeFence(head + bad, "t");
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.status().message().find("must be ≥ 0"), std::string::npos) << r.status().ToString();
   }
 }
 

@@ -429,7 +429,16 @@ class Planner {
           a.weight = 1;
           break;
         case pb::CPUSET:
-          if (left.empty()) {
+          if (in_.cpu_manager.OwnsCpusOf(uid)) {
+            // kubelet's static CPU manager pinned a container of this pod to exclusive CPUs:
+            // moving it would fight kubelet (and strand its exclusive CPU). Fence its share of
+            // the pool with Idle instead; its cpusets stay kubelet's.
+            Diag(uid, pol->name(), "CpuManagerOwnsPod",
+                 "kubelet's static CPU manager pins this pod; fenced with Idle, cpuset left to "
+                 "kubelet");
+            a.fence = NeighbourFence::kIdle;
+            a.idle = true;
+          } else if (left.empty()) {
             Diag(uid, pol->name(), "NoCpusForNeighbours",
                  "no CPU is left outside trainers and off-limits CPUs; fenced with Idle instead");
             a.fence = NeighbourFence::kIdle;

@@ -431,6 +431,20 @@ TEST(PlannerTest, CpuManagerCpusAreOffLimitsAndItsPodsAreNotPinned) {
   CheckRails(Topo("ws-1s-1gpu"), in.get(), plan);
 }
 
+TEST(PlannerTest, CpusetFenceNeverMovesANeighbourTheCpuManagerPinned) {
+  Input in;
+  in.get().cpu_manager.policy_name = "static";
+  in.get().cpu_manager.entries["pinned-nb"]["main"] = CpuSet{1, 9};
+  in.Policy({.name = "p", .fence = pb::CPUSET}).Neighbour("pinned-nb", "p").Neighbour("n", "p");
+  const Plan plan = in.Make("ws-1s-1gpu");
+  EXPECT_FALSE(N(plan, "pinned-nb").cpus.has_value());
+  EXPECT_EQ(N(plan, "pinned-nb").fence, NeighbourFence::kIdle);
+  EXPECT_EQ(N(plan, "pinned-nb").idle, std::optional<bool>(true));
+  EXPECT_TRUE(HasDiag(plan, "pinned-nb", "CpuManagerOwnsPod")) << Diags(plan);
+  ASSERT_TRUE(N(plan, "n").cpus.has_value());
+  EXPECT_FALSE(N(plan, "n").cpus->Intersects(CpuSet{1, 9}));
+}
+
 TEST(PlannerTest, TrainerAndNeighbourIsATrainer) {
   Input in;
   in.Policy({.name = "p", .cores = 1}).Trainer("a", "p").Neighbour("a", "p").Neighbour("b", "p");

@@ -35,211 +35,16 @@
 #include "agent/cgroup/kubelet_facts.h"
 #include "agent/enforcer/enforcer.h"
 #include "agent/enforcer/watcher.h"
+#include "tests/integration/enforcer/real_tree.h"
 
 extern char** environ;
 
 namespace feedguard::agent {
 namespace {
 
-namespace fs = std::filesystem;
+using namespace realcg;  // NOLINT: the shared real-tree test helpers
 namespace kf = cgroup;
 using cgroup::CgroupVersion;
-
-constexpr char kV1Root[] = "/sys/fs/cgroup";
-const char* const kControllers[] = {"cpu", "cpuacct", "cpuset"};
-const char* const kKnobsV1[] = {"cpu.shares",        "cpu.idle",    "cpu.cfs_quota_us",
-                                "cpu.cfs_period_us", "cpuset.cpus", "cpuset.mems"};
-const char* const kKnobsV2[] = {"cpu.weight",    "cpu.idle",    "cpu.max",
-                                "cpu.max.burst", "cpuset.cpus", "cpuset.mems"};
-
-std::string Cgroup2Root() {
-  const char* env = std::getenv("FEEDGUARD_CGROUP2_ROOT");
-  return env != nullptr ? env : "";
-}
-
-using cgroup::Slurp;
-
-bool WriteKnob(const std::string& path, const std::string& v) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  bool ok = ::write(fd, v.data(), v.size()) == static_cast<ssize_t>(v.size());
-  ::close(fd);
-  return ok;
-}
-
-std::string SkipReason(CgroupVersion v) {
-  if (::geteuid() != 0) return "needs root to create cgroups";
-  if (v == CgroupVersion::kV2) {
-    const std::string root = Cgroup2Root();
-    if (root.empty()) return "FEEDGUARD_CGROUP2_ROOT unset (v2 cases run in the VM)";
-    auto magic = cgroup::VersionByMagic(root);
-    if (!magic.ok() || *magic != CgroupVersion::kV2) return root + " is not a cgroup2 mount";
-    const std::string on = Slurp(root + "/cgroup.subtree_control");
-    if (on.find("cpuset") == std::string::npos || (" " + on).find(" cpu") == std::string::npos) {
-      return root + " does not enable cpu and cpuset for its children";
-    }
-    return "";
-  }
-  for (const char* c : kControllers) {
-    if (!fs::exists(std::string(kV1Root) + "/" + c + "/tasks")) {
-      return std::string("no cgroup v1 ") + c + " mount at " + kV1Root + "/" + c;
-    }
-  }
-  if (!fs::exists(std::string(kV1Root) + "/cpu/cpu.idle")) return "kernel lacks v1 cpu.idle";
-  return "";
-}
-
-// Our own kubelet-shaped tree (cgroupfs driver) under a fresh root: in each v1 controller, or
-// once in the v2 unified hierarchy (controllers enabled in every dir that gets children). The
-// destructor removes every dir it made, deepest first. An attached tree (the crash child) only
-// names the dirs its parent process made: it creates and removes nothing.
-class Tree {
- public:
-  explicit Tree(CgroupVersion version, std::string attach = "")
-      : version_(version), attached_(!attach.empty()) {
-    std::random_device rd;
-    name_ = attached_ ? attach
-                      : "feedguard-test-" + std::to_string(::getpid()) + "-" +
-                            std::to_string(rd() % 100000);
-    if (v2()) {
-      cpus_ = Slurp(Cgroup2Root() + "/cpuset.cpus.effective");
-    } else {
-      cpus_ = Slurp(std::string(kV1Root) + "/cpuset/cpuset.cpus");
-      mems_ = Slurp(std::string(kV1Root) + "/cpuset/cpuset.mems");
-    }
-    layout_.version = version_;
-    layout_.cpu_mount = Mount("cpu");
-    layout_.cpuacct_mount = Mount("cpuacct");
-    layout_.cpuset_mount = Mount("cpuset");
-    layout_.driver = cgroup::KubeletDriver::kCgroupfs;
-    layout_.runtime = cgroup::Runtime::kContainerd;
-    layout_.caps.cpu_idle = true;
-    cgroups_ = cgroup::NewFsCgroups(layout_);
-    if (attached_) return;
-    MkdirAll("");
-    for (const std::string rel : {"kubepods", "kubepods/burstable", "kubepods/besteffort"}) {
-      MkdirAll(rel);
-    }
-  }
-  ~Tree() {
-    for (auto it = made_.rbegin(); it != made_.rend(); ++it) ::rmdir(it->c_str());
-  }
-  Tree(const Tree&) = delete;
-  Tree& operator=(const Tree&) = delete;
-
-  bool v2() const { return version_ == CgroupVersion::kV2; }
-  const std::string& name() const { return name_; }
-
-  // A pod dir with containers, kubelet-style values (distinct per pod, so a mix-up shows).
-  PodIdentity AddPod(const std::string& uid, QosClass qos, int containers, int64_t shares,
-                     int64_t quota_us) {
-    PodIdentity p;
-    p.uid = uid;
-    p.ns = "batch";
-    p.name = "pod-" + uid;
-    p.qos = qos;
-    const std::string rel = cgroup::PodRelPath(layout_.driver, "", qos, uid);
-    std::vector<std::string> dirs = {rel};
-    for (int i = 0; i < containers; ++i) {
-      std::string id = uid + "c" + std::to_string(i);
-      p.container_ids.push_back("containerd://" + id);
-      dirs.push_back(rel + "/" + id);
-    }
-    if (attached_) return p;
-    for (const auto& d : dirs) {
-      MkdirAll(d);
-      const std::string cpu = Mount("cpu") + "/" + d;
-      if (v2()) {
-        WriteKnob(cpu + "/cpu.weight", std::to_string(cgroup::SharesToWeight(shares)));
-        WriteKnob(cpu + "/cpu.max",
-                  (quota_us < 0 ? std::string("max") : std::to_string(quota_us)) + " 100000");
-      } else {
-        WriteKnob(cpu + "/cpu.shares", std::to_string(shares));
-        WriteKnob(cpu + "/cpu.cfs_quota_us", std::to_string(quota_us));
-      }
-    }
-    return p;
-  }
-
-  // path → bytes of every knob file in every dir we made.
-  std::map<std::string, std::string> Snapshot() const {
-    std::map<std::string, std::string> out;
-    for (const auto& d : made_) {
-      for (const char* k : v2() ? kKnobsV2 : kKnobsV1) {
-        std::string f = d + "/" + k;
-        if (fs::exists(f)) out[f] = Slurp(f);
-      }
-    }
-    return out;
-  }
-
-  // The tree's top dir for controller `c` (v2: the one unified dir, whatever `c`).
-  std::string Mount(const char* c) const {
-    if (v2()) return Cgroup2Root() + "/" + name_;
-    return std::string(kV1Root) + "/" + c + "/" + name_;
-  }
-  // The weight knob's file name on this version.
-  const char* WeightFile() const { return v2() ? "cpu.weight" : "cpu.shares"; }
-  const cgroup::CgroupsPtr& cgroups() const { return cgroups_; }
-  const std::string& cpus() const { return cpus_; }
-
- private:
-  void MkdirAll(const std::string& rel) {
-    if (v2()) {
-      Mkdir(Mount("cpu") + (rel.empty() ? "" : "/" + rel));
-      return;
-    }
-    for (const char* c : kControllers) Mkdir(Mount(c) + (rel.empty() ? "" : "/" + rel));
-    InitCpuset(rel);
-  }
-  void Mkdir(const std::string& d) {
-    // v2: a dir gets cpu.* / cpuset.* files only if its parent enables the controllers.
-    const std::string parent = d.substr(0, d.find_last_of('/'));
-    if (v2() && std::find(made_.begin(), made_.end(), parent) != made_.end() &&
-        Slurp(parent + "/cgroup.subtree_control").find("cpu") == std::string::npos) {
-      ASSERT_TRUE(WriteKnob(parent + "/cgroup.subtree_control", "+cpu +cpuset")) << parent;
-    }
-    ASSERT_EQ(::mkdir(d.c_str(), 0755), 0) << d << ": " << std::strerror(errno);
-    made_.push_back(d);
-  }
-  // A fresh v1 cpuset dir has empty cpus/mems: give it the host's, as kubelet's parents have.
-  // (v2: an empty cpuset.cpus means "the parent's"; nothing to do.)
-  void InitCpuset(const std::string& rel) {
-    std::string d = Mount("cpuset") + (rel.empty() ? "" : "/" + rel);
-    ASSERT_TRUE(WriteKnob(d + "/cpuset.cpus", cpus_)) << d;
-    ASSERT_TRUE(WriteKnob(d + "/cpuset.mems", mems_)) << d;
-  }
-
-  CgroupVersion version_;
-  bool attached_;
-  std::string name_;
-  std::string cpus_, mems_;
-  std::vector<std::string> made_;  // in creation order (parents first)
-  cgroup::CgroupLayout layout_;
-  cgroup::CgroupsPtr cgroups_;
-};
-
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "fg-enforcer-v1-XXXXXX").string();
-    path_ = ::mkdtemp(tmpl.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
-
-CheckpointStorePtr OpenStore(const std::string& dir) {
-  auto s = CheckpointStore::Open(dir);
-  EXPECT_TRUE(s.ok()) << s.status().ToString();
-  return s.ok() ? CheckpointStorePtr(std::move(*s)) : nullptr;
-}
 
 // A large plan: one trainer (2 containers) pinned to the first CPU, `n` neighbours, half idle,
 // half weight + quota, all confined to the last CPU. Deterministic: the crash child rebuilds the
@@ -397,6 +202,176 @@ TEST_P(EnforcerCgroupTest, InotifyReportsWritesByAnotherProcessAndWatcherRestore
 // ---- crash tests: the child is this binary, re-executed ---------------------------------------
 
 constexpr char kEnvTree[] = "FG_CRASH_TREE";
+// The container id (no scheme) of a pod's i-th container.
+std::string ContainerDir(const Tree& tree, const PodIdentity& p, size_t i) {
+  const std::string& id = p.container_ids[i];
+  return tree.Mount("cpu") + "/" + tree.PodRel(p) + "/" + id.substr(id.find("://") + 3);
+}
+
+// Sets a dir's bandwidth limit the way kubelet/runc leave it (v1: period, then quota).
+void SetLimit(const Tree& tree, const std::string& dir, int64_t quota, int64_t period) {
+  if (tree.v2()) {
+    ASSERT_TRUE(WriteKnob(dir + "/cpu.max", std::to_string(quota) + " " + std::to_string(period)))
+        << dir;
+    return;
+  }
+  ASSERT_TRUE(WriteKnob(dir + "/cpu.cfs_period_us", std::to_string(period))) << dir;
+  ASSERT_TRUE(WriteKnob(dir + "/cpu.cfs_quota_us", std::to_string(quota))) << dir;
+}
+
+// kubelet resizes a fenced pod in place: its value becomes the original, the fence comes back,
+// and withdrawing the fence leaves kubelet's new value (not the pre-resize one).
+TEST_P(EnforcerCgroupTest, KubeletResizeDuringAFenceSurvivesTheRevert) {
+  Tree tree(GetParam());
+  PodIdentity pod = tree.AddPod("resize-0001", QosClass::kBurstable, 1, 256, -1);
+  const std::string weight = tree.Mount("cpu") + "/" + tree.PodRel(pod) + "/" + tree.WeightFile();
+  const std::string original = Slurp(weight);
+  TempDir state;
+  auto store = OpenStore(state.path());
+  Enforcer enf(tree.cgroups(), store, {});
+  Plan plan;
+  NeighbourAction a;
+  a.pod = pod;
+  a.policy = "p";
+  a.weight = 1;
+  plan.neighbours.push_back(a);
+  ExpectEnforced(enf.Apply(plan), 1);
+  ASSERT_NE(Slurp(weight), original);
+  // kubelet: a resize to 1.5 CPU.
+  const std::string resized = tree.v2() ? std::to_string(cgroup::SharesToWeight(1536)) : "1536";
+  ASSERT_TRUE(WriteKnob(weight, resized));
+  const std::string kubelets = Slurp(weight);
+  auto v = enf.Verify();
+  EXPECT_EQ(v.overwrites, 1u);
+  EXPECT_EQ(v.reapplied, 1u);
+  EXPECT_NE(Slurp(weight), kubelets);  // fenced again
+  auto rv = enf.RevertAll();
+  EXPECT_EQ(Slurp(weight), kubelets) << "the revert undid kubelet's resize";
+  EXPECT_EQ(store->size(), 0u);
+}
+
+// cpu.shares 3 is kubelet's value for a 3m request and also what v1 shows while cpu.idle is 1;
+// leaving idle resets the weight to the default, which must not stay.
+TEST_P(EnforcerCgroupTest, OddOriginalWeightsComeBackExactAfterIdle) {
+  Tree tree(GetParam());
+  std::vector<PodIdentity> pods;
+  for (int64_t shares : {3, 2, 170, 262144}) {
+    pods.push_back(
+        tree.AddPod("odd-" + std::to_string(shares), QosClass::kBurstable, 1, shares, -1));
+  }
+  const auto before = tree.Snapshot();
+  TempDir state;
+  auto store = OpenStore(state.path());
+  Enforcer enf(tree.cgroups(), store, {});
+  Plan plan;
+  for (const auto& p : pods) {
+    NeighbourAction a;
+    a.pod = p;
+    a.policy = "p";
+    a.idle = true;
+    plan.neighbours.push_back(a);
+  }
+  ExpectEnforced(enf.Apply(plan), pods.size());
+  enf.RevertAll();
+  EXPECT_EQ(tree.Snapshot(), before);
+  // Idle → Weight on the same pods, then withdrawn.
+  ExpectEnforced(enf.Apply(plan), pods.size());
+  for (auto& a : plan.neighbours) {
+    a.idle.reset();
+    a.weight = 1;
+  }
+  ExpectEnforced(enf.Apply(plan), pods.size());
+  enf.RevertAll();
+  EXPECT_EQ(tree.Snapshot(), before);
+}
+
+// v1 refuses a pod quota below a container's own limit: the fence lifts the container (it then
+// inherits the pod's fence), and the revert puts both back, periods included.
+TEST_P(EnforcerCgroupTest, QuotaFenceLandsOnPodsWhoseContainersHaveLimitsAndPeriods) {
+  Tree tree(GetParam());
+  PodIdentity pod = tree.AddPod("limited-0001", QosClass::kBurstable, 2, 512, -1);
+  const std::string pod_dir = tree.Mount("cpu") + "/" + tree.PodRel(pod);
+  SetLimit(tree, pod_dir, 100000, 250000);
+  SetLimit(tree, ContainerDir(tree, pod, 0), 60000, 250000);
+  SetLimit(tree, ContainerDir(tree, pod, 1), 40000, 250000);
+  const auto before = tree.Snapshot();
+  TempDir state;
+  auto store = OpenStore(state.path());
+  Enforcer enf(tree.cgroups(), store, {});
+  Plan plan;
+  NeighbourAction a;
+  a.pod = pod;
+  a.policy = "p";
+  a.quota = CpuQuota{10000, 100000};
+  plan.neighbours.push_back(a);
+  ExpectEnforced(enf.Apply(plan), 1);
+  EXPECT_EQ(enf.Apply(plan).files_written, 0u);  // idempotent, nothing reverted either
+  enf.RevertAll();
+  EXPECT_EQ(tree.Snapshot(), before);
+}
+
+// A pod whose fence the kernel refuses half-way is left exactly as it was (here v1 refuses the
+// pod quota because a dir no container names — a sandbox — has a limit above it).
+TEST_P(EnforcerCgroupTest, RefusedQuotaFenceRollsBackToTheExactBytes) {
+  if (GetParam() == CgroupVersion::kV2) GTEST_SKIP() << "v2 clamps instead of refusing";
+  Tree tree(GetParam());
+  PodIdentity pod = tree.AddPod("refused-0001", QosClass::kBurstable, 1, 512, -1);
+  const std::string pod_dir = tree.Mount("cpu") + "/" + tree.PodRel(pod);
+  SetLimit(tree, pod_dir, 50000, 250000);
+  tree.AddDir(tree.PodRel(pod) + "/sandbox");
+  SetLimit(tree, pod_dir + "/sandbox", 50000, 250000);
+  const auto before = tree.Snapshot();
+  TempDir state;
+  auto store = OpenStore(state.path());
+  Enforcer enf(tree.cgroups(), store, {});
+  Plan plan;
+  NeighbourAction a;
+  a.pod = pod;
+  a.policy = "p";
+  a.quota = CpuQuota{10000, 100000};
+  plan.neighbours.push_back(a);
+  auto r = enf.Apply(plan);
+  ASSERT_EQ(r.pods.size(), 1u);
+  EXPECT_FALSE(r.pods[0].enforced);
+  EXPECT_EQ(r.pods[0].reason, reason::kValueRejected);
+  EXPECT_NE(r.pods[0].message.find("rolled back"), std::string::npos) << r.pods[0].message;
+  EXPECT_EQ(tree.Snapshot(), before);
+  EXPECT_EQ(store->size(), 0u);
+}
+
+// The sandbox (pause) dir holds the target cpuset after the first apply: re-applies and a
+// restart must keep it ours, not try to revert it.
+TEST_P(EnforcerCgroupTest, SandboxDirAlreadyAtTheTargetStaysOursAcrossReapplyAndRestart) {
+  Tree tree(GetParam());
+  auto all = CpuSet::Parse(tree.cpus());
+  ASSERT_TRUE(all.ok());
+  PodIdentity pod = tree.AddPod("pinned-0001", QosClass::kBurstable, 1, 512, -1);
+  tree.AddDir(tree.PodRel(pod) + "/sandbox");
+  const auto before = tree.Snapshot();
+  TempDir state;
+  Plan plan;
+  TrainerPlacement t;
+  t.pod = pod;
+  t.policy = "p";
+  t.cpus = CpuSet{all->ToVector().front()};
+  plan.trainers.push_back(t);
+  {
+    auto store = OpenStore(state.path());
+    Enforcer enf(tree.cgroups(), store, {});
+    ExpectEnforced(enf.Apply(plan), 1);
+    auto again = enf.Apply(plan);
+    EXPECT_TRUE(again.reverts.empty());
+    EXPECT_EQ(again.files_written, 0u);
+  }
+  auto store = OpenStore(state.path());
+  Enforcer enf(tree.cgroups(), store, {});
+  auto r = enf.Apply(plan);
+  ExpectEnforced(r, 1);
+  EXPECT_TRUE(r.reverts.empty());
+  enf.RevertAll();
+  EXPECT_EQ(tree.Snapshot(), before);
+}
+
 constexpr char kEnvVersion[] = "FG_CRASH_VERSION";
 constexpr char kEnvState[] = "FG_CRASH_STATE";
 constexpr char kEnvKillAfterWrite[] = "FG_CRASH_KILL_AFTER_WRITE";

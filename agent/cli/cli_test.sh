@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# cli_test.sh — feedguard-agent's local commands on a plain-directory cgroup tree (no root, no
+# kernel): bad input creates nothing on disk (not even the state dir), `plan` never does, error
+# messages stay bounded, a protected pod in a fence is not a failure, a CPU manager state naming
+# CPUs the machine lacks is refused.
+# Usage: cli_test.sh FEEDGUARD_AGENT TOPOLOGY_XML
+set -euo pipefail
+agent=$1 topo=$2
+t=$(mktemp -d)
+trap 'rm -rf "$t"' EXIT
+pass=0 fail=0
+ok() { echo "ok   - $*"; pass=$((pass + 1)); }
+bad() { echo "FAIL - $*"; fail=$((fail + 1)); }
+
+for c in cpu cpuacct cpuset; do
+  mkdir -p "$t/m/$c/kubepods/burstable/podu1/c1" "$t/m/$c/kubepods/burstable/podsys/c1"
+  echo 1024 >"$t/m/$c/kubepods/burstable/podu1/cpu.shares"
+  echo 1024 >"$t/m/$c/kubepods/burstable/podsys/cpu.shares"
+done
+fence() {  # fence NAME POD_JSON...
+  local name=$1; shift
+  local pods; pods=$(IFS=,; echo "$*")
+  printf '{"nodeName":"n","version":"1","policies":[{"name":"p","neighbourFence":"WEIGHT"}],"neighbours":[%s]}\n' "$pods" >"$t/$name"
+}
+pod() { printf '{"policy":"p","pod":{"uid":"%s","namespace":"%s","name":"%s","qosClass":"BURSTABLE"}}' "$1" "$2" "$1"; }
+run() {  # run CMD FENCE [extra flags] → rc in $rc, stdout $t/out, stderr $t/err
+  local cmd=$1 f=$2; shift 2
+  set +e
+  "$agent" "$cmd" --fence "$t/$f" --cgroup-mount "$t/m" --cgroup-version v1 --cgroup-driver cgroupfs \
+    --state-dir "$t/state" --topology-xml "$topo" --cpu-manager-state "" "$@" >"$t/out" 2>"$t/err"
+  rc=$?
+  set -e
+}
+
+fence known.json "$(pod u1 ns)"
+run plan known.json
+[[ $rc == 0 ]] && ok "plan of a known pod exits 0" || bad "plan exit $rc: $(cat "$t/err")"
+[[ ! -e $t/state ]] && ok "plan creates no state dir" || bad "plan created $t/state"
+
+fence unknown.json "$(pod u1 ns)" "$(pod nope ns)"
+run apply unknown.json
+[[ $rc == 2 ]] && ok "apply naming a pod without cgroups exits 2" || bad "apply exit $rc"
+[[ ! -e $t/state ]] && ok "rejected apply creates no state dir" || bad "rejected apply created $t/state"
+[[ $(cat "$t/u1shares" 2>/dev/null || cat "$t/m/cpu/kubepods/burstable/podu1/cpu.shares") == 1024 ]] \
+  && ok "rejected apply wrote nothing" || bad "rejected apply wrote cpu.shares"
+
+python3 - "$t/many.json" <<'PY'
+import json, sys
+pods = [{"policy": "p", "pod": {"uid": f"gone-{i}", "namespace": "ns", "name": f"gone-{i}",
+                                "qosClass": "BURSTABLE"}} for i in range(40000)]
+json.dump({"nodeName": "n", "version": "1", "policies": [{"name": "p"}], "neighbours": pods},
+          open(sys.argv[1], "w"))
+PY
+run apply many.json
+size=$(wc -c <"$t/err")
+[[ $rc == 2 && $size -lt 16384 ]] && ok "40000 unknown pods: exit 2, a ${size}-byte message" \
+  || bad "40000 unknown pods: exit $rc, ${size}-byte message"
+grep -q "first 20 of 40000" "$t/err" && ok "the message says how many it left out" || bad "no count in: $(head -c 300 "$t/err")"
+
+echo '{"policyName":"static","defaultCpuSet":"0-1","entries":{"x":{"main":"900-901"}},"checksum":1}' >"$t/cm"
+run plan known.json --cpu-manager-state "$t/cm"
+[[ $rc == 2 ]] && grep -q "does not have" "$t/err" && ok "CPU manager state naming absent CPUs is refused" \
+  || bad "cpu manager state: exit $rc: $(cat "$t/err")"
+
+fence protected.json "$(pod sys kube-system)"
+run apply protected.json
+[[ $rc == 0 ]] && ok "a protected pod in a fence is not a failure (exit 0)" || bad "protected: exit $rc: $(head -c 400 "$t/out")"
+grep -q '"reason": "ProtectedPod"' "$t/out" && ok "the protected pod is reported as such" || bad "no ProtectedPod in report"
+
+echo "$pass passed, $fail failed"
+[[ $fail == 0 ]]
