@@ -187,6 +187,28 @@ TEST(ParseNodeFenceTest, NegativeCpuMilliIsRejected) {
   }
 }
 
+TEST_F(NodeEngineTest, AContestedPodIsReportedAsSuchBeforeTheNextFenceVersion) {
+  ASSERT_TRUE(engine_->Apply(Fence(3, {n1_})).ok());
+  const std::string idle = node_.CpuFile(n1_, "cpu.idle");
+  // Another writer keeps putting its value back: the third overwrite within the window makes
+  // the file contested, and the enforcer leaves it.
+  for (int i = 0; i < 3; ++i) {
+    Put(idle, "0\n");
+    ASSERT_TRUE(engine_->CurrentReport().has_value());
+  }
+  ASSERT_EQ(Slurp(idle), "0\n");
+  auto report = engine_->CurrentReport();
+  ASSERT_TRUE(report.has_value());
+  bool seen = false;
+  for (const auto& p : report->pods()) {
+    if (p.uid() != n1_.uid) continue;
+    seen = true;
+    EXPECT_FALSE(p.enforced());
+    EXPECT_EQ(p.reason(), "Contested");
+  }
+  EXPECT_TRUE(seen);
+}
+
 TEST_F(NodeEngineTest, NeighbourCpuSecondsCountsOnlyWhileFencedAndNeverDecreases) {
   SetUsage(n1_, 5'000'000'000);  // CPU before the fence: not counted
   SetUsage(n2_, 1'000'000'000);
