@@ -162,23 +162,38 @@ bool Enforcer::IsProtected(const PodIdentity& pod) const {
                    pod.ns) != options_.protected_namespaces.end();
 }
 
-// The rail: a file may be written only if it sits in the dir of the pod it is for (or below
-// it, a container dir) and that dir is not one kubelet owns.
+// The rail: a file may be written only if it sits inside the cgroup of the pod it is for (its
+// dir, or a container dir below it) under one of this node's mounts, spelled without "." or ".."
+// components, and not in a dir kubelet owns. A checkpoint entry (a file on disk anyone with root
+// could edit) that names anything else is refused, not followed.
 Status Enforcer::CheckWritable(const std::string& file, const std::string& pod_uid) const {
   const std::string dir = Dirname(file);
   if (dir.empty() || cgroups_->IsKubeletOwned(dir)) {
     return PermissionDenied("refusing to write " + file + ": not a pod or container cgroup");
   }
-  const auto& layout = cgroups_->layout();
-  std::set<std::string> pod_dir_names;
-  for (QosClass q : {QosClass::kGuaranteed, QosClass::kBurstable, QosClass::kBestEffort}) {
-    pod_dir_names.insert(
-        Basename(cgroup::PodRelPath(layout.driver, layout.cgroup_root, q, pod_uid)));
+  if (file.empty() || file[0] != '/') {
+    return PermissionDenied("refusing to write " + file + ": not an absolute path");
   }
-  std::stringstream ss(dir);
-  std::string component;
-  while (std::getline(ss, component, '/')) {
-    if (pod_dir_names.count(component)) return OkStatus();
+  for (size_t i = 1; i <= file.size();) {
+    const size_t slash = std::min(file.find('/', i), file.size());
+    const std::string_view part(file.data() + i, slash - i);
+    if (part.empty() || part == "." || part == "..") {
+      return PermissionDenied("refusing to write " + file +
+                              ": path has an empty, '.' or '..' part");
+    }
+    i = slash + 1;
+  }
+  const auto& layout = cgroups_->layout();
+  for (const std::string& mount : {layout.cpu_mount, layout.cpuacct_mount, layout.cpuset_mount}) {
+    if (mount.empty()) continue;
+    for (QosClass q : {QosClass::kGuaranteed, QosClass::kBurstable, QosClass::kBestEffort}) {
+      const std::string pod_dir =
+          JoinPath(mount, cgroup::PodRelPath(layout.driver, layout.cgroup_root, q, pod_uid));
+      if (file.size() > pod_dir.size() + 1 && file.compare(0, pod_dir.size(), pod_dir) == 0 &&
+          file[pod_dir.size()] == '/') {
+        return OkStatus();
+      }
+    }
   }
   return PermissionDenied("refusing to write " + file + ": not inside pod " + pod_uid +
                           "'s cgroup");

@@ -311,6 +311,32 @@ TEST_F(EnforcerV1Test, SwitchingIdleToWeightRevertsIdleBeforeWritingShares) {
   EXPECT_FALSE(store->Get(node_.CpuFile(pod, "cpu.idle")).has_value());
 }
 
+TEST_F(EnforcerV1Test, TamperedCheckpointPathsAreRefusedNotFollowed) {
+  auto victim = node_.AddPod("66666666-ffff", QosClass::kBurstable, {});
+  auto other = node_.AddPod("77777777-ffff", QosClass::kBurstable, {});
+  const std::string victim_shares = node_.CpuFile(victim, "cpu.shares");
+  const std::string other_shares = node_.CpuFile(other, "cpu.shares");
+  Put(victim_shares, "2\n");
+  Put(other_shares, "2\n");
+  // Entries naming the pod "other" but pointing elsewhere: through "..", and at another pod.
+  const std::string dotdot = node_.CpuFile(other, "../pod" + victim.uid + "/cpu.shares");
+  {
+    auto store = OpenStore(node_.state_dir());
+    ASSERT_TRUE(store->Put({dotdot, "cpu.shares", other.uid, "999", "2", {}}).ok());
+    ASSERT_TRUE(store->Put({victim_shares, "cpu.shares", other.uid, "998", "2", {}}).ok());
+  }
+  auto store = OpenStore(node_.state_dir());
+  Enforcer enf(node_.cgroups(), store, {});
+  auto r = enf.RevertAll();
+  ASSERT_EQ(r.reverts.size(), 2u);
+  for (const auto& x : r.reverts) {
+    EXPECT_EQ(x.outcome, reason::kRevertFailed) << x.path;
+    EXPECT_NE(x.message.find("refusing to write"), std::string::npos) << x.message;
+  }
+  EXPECT_EQ(Slurp(victim_shares), "2\n");
+  EXPECT_EQ(Slurp(other_shares), "2\n");
+}
+
 TEST_F(EnforcerV1Test, OverwrittenFileIsLeftAloneOnRevert) {
   auto pod = node_.AddPod("55555555-eeee", QosClass::kBurstable, {});
   auto store = OpenStore(node_.state_dir());
