@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# build.sh — builds the pinned test-bed binaries (kube-apiserver, etcd, helm) from Go modules
-# through the Go module proxy and caches them by version under
+# build.sh — builds the pinned test-bed binaries (kube-apiserver, etcd, helm, and for the node
+# tier kubelet, kube-scheduler, kube-controller-manager) from Go modules through the Go module
+# proxy and caches them by version under
 #   ${FEEDGUARD_CACHE:-$HOME/.cache/feedguard}/bin/<component>-<version>/<binary>
 # A second run with the same versions does nothing. Non-interactive; needs only `go` and `curl`.
 #
-# Usage: tests/testbed/build.sh [kube-apiserver|etcd|helm ...]   (default: all three)
+# Usage: tests/testbed/build.sh [COMPONENT ...]   (default: all six)
+#   COMPONENT: etcd kube-apiserver helm kubelet kube-scheduler kube-controller-manager
 # Environment (all optional):
 #   FEEDGUARD_CACHE          cache root (binaries, module cache, Go build cache)
 #   FEEDGUARD_K8S_VERSION    k8s.io/kubernetes version   (default: versions.env)
@@ -85,14 +87,18 @@ k8s_replaces() {
   done < <(grep -oE '^[[:space:]]*k8s\.io/[A-Za-z0-9._/-]+[[:space:]]+=>[[:space:]]+\./staging/' "$gomod" |
     awk '{print $1}' | sort -u)
   ((n > 0)) || die "no staging replace directives found in $gomod"
-  log "kube-apiserver $K8S_VERSION: replaced $n k8s.io/* staging modules with $staging"
+  log "k8s.io/kubernetes $K8S_VERSION: replaced $n k8s.io/* staging modules with $staging"
 }
 
-build_kube_apiserver() {
-  local minor="${K8S_VERSION#v1.}"; minor="${minor%%.*}"
+# build_k8s_cmd NAME — k8s.io/kubernetes/cmd/NAME (kube-apiserver, kubelet, kube-scheduler,
+# kube-controller-manager), version stamped so that `NAME --version` and the node's
+# status.nodeInfo report it. The Go build cache makes the later ones cheap: they share most
+# packages with kube-apiserver.
+build_k8s_cmd() {
+  local name="$1" minor="${K8S_VERSION#v1.}"; minor="${minor%%.*}"
   local v="k8s.io/component-base/version"
-  go_build_main kube-apiserver "$K8S_VERSION" k8s.io/kubernetes "$K8S_VERSION" \
-    k8s.io/kubernetes/cmd/kube-apiserver kube-apiserver \
+  go_build_main "$name" "$K8S_VERSION" k8s.io/kubernetes "$K8S_VERSION" \
+    "k8s.io/kubernetes/cmd/$name" "$name" \
     "-X $v.gitVersion=$K8S_VERSION -X $v.gitMajor=1 -X $v.gitMinor=$minor -X $v.gitTreeState=clean" \
     k8s_replaces
 }
@@ -111,22 +117,24 @@ build_helm() {
 
 main() {
   local comps=("$@")
-  ((${#comps[@]})) || comps=(etcd kube-apiserver helm)
+  ((${#comps[@]})) || comps=(etcd kube-apiserver helm kubelet kube-scheduler kube-controller-manager)
   log "go $(go env GOVERSION), cache $CACHE, GOMODCACHE=$(go env GOMODCACHE)"
   local t0=$SECONDS c
   for c in "${comps[@]}"; do
     case "$c" in
-      kube-apiserver) build_kube_apiserver ;;
+      kube-apiserver | kubelet | kube-scheduler | kube-controller-manager) build_k8s_cmd "$c" ;;
       etcd) build_etcd ;;
       helm) build_helm ;;
-      *) die "unknown component '$c' (kube-apiserver|etcd|helm)" ;;
+      *) die "unknown component '$c' (etcd|kube-apiserver|helm|kubelet|kube-scheduler|kube-controller-manager)" ;;
     esac
   done
   log "done in $((SECONDS - t0))s"
   # Machine-readable summary for testbed.sh and CI.
-  printf 'KUBE_APISERVER=%s\nETCD=%s\nHELM=%s\n' \
+  printf 'KUBE_APISERVER=%s\nETCD=%s\nHELM=%s\nKUBELET=%s\nKUBE_SCHEDULER=%s\nKUBE_CONTROLLER_MANAGER=%s\n' \
     "$(bin_dir kube-apiserver "$K8S_VERSION")/kube-apiserver" \
-    "$(bin_dir etcd "$ETCD_VERSION")/etcd" "$(bin_dir helm "$HELM_VERSION")/helm"
+    "$(bin_dir etcd "$ETCD_VERSION")/etcd" "$(bin_dir helm "$HELM_VERSION")/helm" \
+    "$(bin_dir kubelet "$K8S_VERSION")/kubelet" "$(bin_dir kube-scheduler "$K8S_VERSION")/kube-scheduler" \
+    "$(bin_dir kube-controller-manager "$K8S_VERSION")/kube-controller-manager"
 }
 
 main "$@"
