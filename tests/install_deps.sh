@@ -11,7 +11,8 @@ packages=(
   libhwloc-dev hwloc libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   libgtest-dev libgmock-dev libbenchmark-dev libcpp-httplib-dev libturbojpeg0-dev
   qemu-system-x86 linux-image-cloud-amd64 busybox-static cpio
-  containerd runc crun containernetworking-plugins iproute2 util-linux
+  containerd runc crun containernetworking-plugins iproute2 util-linux iptables conntrack
+  clang libclang-rt-14-dev
   python3 python3-matplotlib python3-yaml
 )
 missing=()

@@ -4,8 +4,9 @@
 #   2. release build + every CTest label: unit, cgroup_v1 (real host cgroups, needs root),
 #      vm (real cgroup v2 kernel in qemu), apiserver + e2e (real kube-apiserver + etcd), bench smoke,
 #   3. ASan+UBSan build running the unit, cgroup_v1 and threaded tiers,
-#   4. TSan build running the threaded tests,
-#   5. a clang-format check.
+#   4. clang libFuzzer build: every parser of untrusted input fuzzed for a few seconds,
+#   5. TSan build running the threaded tests,
+#   6. a clang-format check.
 # Usage: tests/run_all.sh [--fast]   (--fast: release tier only)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -38,6 +39,12 @@ step "ASan+UBSan tests"
 # leaks ~1 KB per topology load, which LeakSanitizer cannot attribute once the plugin is
 # unloaded. Our own code is still leak-checked; the XML topology tests keep their PCI devices.
 ctest --preset asan -j1
+
+step "fuzz build (clang, libFuzzer + ASan/UBSan)"
+cmake --preset fuzz >/dev/null
+cmake --build --preset fuzz -j"$jobs" --target fg_fuzz_targets
+step "fuzz tier (each target ${FEEDGUARD_FUZZ_SECONDS:-10}s from its seed corpus)"
+ctest --preset fuzz -j1
 
 step "TSan build (threaded parts)"
 cmake --preset tsan >/dev/null
