@@ -13,7 +13,7 @@ packages=(
   qemu-system-x86 linux-image-cloud-amd64 busybox-static cpio
   containerd runc crun containernetworking-plugins iproute2 util-linux iptables conntrack
   clang libclang-rt-14-dev
-  python3 python3-matplotlib python3-yaml
+  python3 python3-matplotlib python3-yaml python3-venv python3-pil python3-numpy
 )
 missing=()
 for p in "${packages[@]}"; do
@@ -59,6 +59,10 @@ if ! go_ok; then
   echo "install_deps: Go ≥ 1.24 is needed to build kube-apiserver/etcd/helm and none could be installed" >&2
   exit 1
 fi
+
+# The GPU kit's CPU-only smoke test runs a real PyTorch DataLoader: torch + torchvision in a venv
+# cached by version (once: ~82 s, 4.6 GiB — PyPI's Linux wheel brings the CUDA libraries).
+"$here/../bench/gpu/torch_venv.sh" >/dev/null
 
 if [[ -x "$here/testbed/build.sh" ]]; then
   "$here/testbed/build.sh"
