@@ -90,6 +90,10 @@ inline constexpr int64_t kMaxPeriodUs = 1000000;
 // and on the 6.1 cloud kernel in the qemu VM (v2): there cpu.weight of an idle group reads "0"
 // (the minimum shares, 3, scaled to the weight range and rounded), writes of cpu.weight fail with
 // EINVAL, and cpu.idle=0 resets cpu.weight to 100 (v1: cpu.shares to 1024).
+// cpuset on v2: an empty cpuset.cpus / cpuset.mems means "use the parent's effective set"
+// (kubelet leaves pod and container cgroups so). Once a populated cgroup's set is non-empty the
+// kernel refuses to make it empty again while it has tasks (ENOSPC, validate_change in
+// kernel/cgroup/cpuset.c), so such an original can only be restored as the inherited set.
 inline constexpr std::string_view kIdleMissingMessage = "kernel lacks cpu.idle (needs ≥ 5.15)";
 
 }  // namespace feedguard::agent::cgroup

@@ -706,13 +706,38 @@ void Enforcer::RevertLocked(const std::vector<CheckpointEntry>& entries, ApplyRe
   for (const auto& x : restores) items.push_back({x.entry.path, x.entry.original, x.current});
   std::vector<cgroup::FileWrite> plan = cgroup::OrderRestores(version, items);
 
+  // cgroup v2: an empty cpuset.cpus/.mems means "the parent's", but the kernel refuses to make a
+  // populated cgroup's set empty again once it was not (ENOSPC). Where such a restore is refused,
+  // the file gets the set it inherited instead: the effective set of the nearest ancestor this
+  // revert does not restore (the QoS tier). Same CPUs, not the same bytes; said in the report.
+  std::map<std::string, std::string> inherited;  // path → fallback value
+  if (version == cgroup::CgroupVersion::kV2) {
+    std::set<std::string> restored_dirs;
+    for (const auto& x : restores) {
+      if (IsCpusetFile(x.entry.path)) restored_dirs.insert(Dirname(x.entry.path));
+    }
+    for (const auto& x : restores) {
+      const std::string base = Basename(x.entry.path);
+      if (!IsCpusetFile(x.entry.path) || !Trim(x.entry.original).empty()) continue;
+      const bool cpus = base == kf::v2::kCpusetCpus;
+      if (!cpus && base != kf::v2::kCpusetMems) continue;
+      std::string dir = Dirname(x.entry.path);
+      while (!dir.empty() && restored_dirs.count(dir)) dir = Dirname(dir);
+      auto eff = cgroups_->ReadRaw(
+          JoinPath(dir, cpus ? kf::v2::kCpusetCpusEffective : kf::v2::kCpusetMemsEffective));
+      if (eff.ok() && !Trim(*eff).empty()) inherited[x.entry.path] = std::string(Trim(*eff));
+    }
+  }
+
   // Journal first: every value the sequence may leave in a file we own (intermediates, and what
   // the kernel resets as a side effect — also in files this revert does not restore, such as a
   // weight that the plan keeps) is recorded as ours before the first write, so a crash anywhere
   // in the sequence is finished by the next start instead of mistaken for another writer.
   std::map<std::string, CheckpointEntry> journal;
   for (const auto& x : restores) journal[x.entry.path] = x.entry;
-  for (const auto& [path, value] : cgroup::IntermediatesOf(version, items, plan)) {
+  auto intermediates = cgroup::IntermediatesOf(version, items, plan);
+  for (const auto& [path, value] : inherited) intermediates.emplace_back(path, value);
+  for (const auto& [path, value] : intermediates) {
     auto it = journal.find(path);
     if (it == journal.end()) {
       auto e = checkpoint_->Get(path);
@@ -739,17 +764,31 @@ void Enforcer::RevertLocked(const std::vector<CheckpointEntry>& entries, ApplyRe
     }
   }
   std::map<std::string, Status> failures;
+  std::map<std::string, std::string> substituted;  // path → the inherited set written instead
   for (const auto& fw : plan) {
     if (failures.count(fw.path)) continue;
+    cgroup::FileWrite done = fw;
     Status st = WriteVerifyLocked(fw.path, fw.value);
+    if (st.code() == StatusCode::kFailedPrecondition && inherited.count(fw.path) &&
+        Trim(fw.value).empty()) {
+      done.value = inherited[fw.path];
+      st = WriteVerifyLocked(fw.path, done.value);
+      if (st.ok()) substituted[fw.path] = done.value;
+    }
     if (!st.ok()) {
       failures[fw.path] = st;
       continue;
     }
-    r.writes.push_back(fw);
+    r.writes.push_back(std::move(done));
   }
   for (const auto& x : restores) {
     RevertResult rr{x.entry.path, x.entry.pod_uid, x.entry.knob, reason::kRestored, ""};
+    if (auto it = substituted.find(x.entry.path); it != substituted.end()) {
+      rr.message =
+          "the original was empty (inherit the parent's set), which the kernel refuses "
+          "on a cgroup with tasks; set to the inherited set " +
+          it->second;
+    }
     if (auto it = failures.find(x.entry.path); it != failures.end()) {
       rr.outcome = reason::kRevertFailed;
       rr.message = it->second.ToString();

@@ -35,6 +35,7 @@
 #include "agent/cgroup/kubelet_facts.h"
 #include "agent/enforcer/enforcer.h"
 #include "agent/enforcer/watcher.h"
+#include "common/strings.h"
 #include "tests/integration/enforcer/real_tree.h"
 
 extern char** environ;
@@ -370,6 +371,65 @@ TEST_P(EnforcerCgroupTest, SandboxDirAlreadyAtTheTargetStaysOursAcrossReapplyAnd
   EXPECT_TRUE(r.reverts.empty());
   enf.RevertAll();
   EXPECT_EQ(tree.Snapshot(), before);
+}
+
+// A pinned trainer whose pod has a running process: withdrawing the pinning must not fail. On
+// v2 kubelet leaves cpuset.cpus empty ("the parent's"), which the kernel refuses to restore on
+// a cgroup with tasks: the agent writes the inherited set instead and says so.
+TEST_P(EnforcerCgroupTest, PinningIsWithdrawnFromAPodWithRunningProcesses) {
+  Tree tree(GetParam());
+  auto all = CpuSet::Parse(tree.cpus());
+  ASSERT_TRUE(all.ok());
+  if (all->size() < 2) GTEST_SKIP() << "needs at least 2 CPUs";
+  PodIdentity pod = tree.AddPod("busy-0001", QosClass::kBurstable, 1, 512, -1);
+  const std::string ctr = ContainerDir(tree, pod, 0);
+  const std::string ctr_cpuset =
+      tree.v2() ? ctr : tree.Mount("cpuset") + "/" + tree.PodRel(pod) + ctr.substr(ctr.rfind('/'));
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::pause();
+    ::_exit(0);
+  }
+  struct Reap {
+    pid_t pid;
+    ~Reap() {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+    }
+  } reap{child};
+  if (tree.v2()) {
+    ASSERT_TRUE(WriteKnob(ctr + "/cgroup.procs", std::to_string(child)));
+  } else {
+    for (const char* c : kControllers) {
+      const std::string d = tree.Mount(c) + "/" + tree.PodRel(pod) + ctr.substr(ctr.rfind('/'));
+      ASSERT_TRUE(WriteKnob(d + "/cgroup.procs", std::to_string(child))) << d;
+    }
+  }
+  const std::string before = Slurp(ctr_cpuset + "/cpuset.cpus");
+  TempDir state;
+  auto store = OpenStore(state.path());
+  Enforcer enf(tree.cgroups(), store, {});
+  Plan plan;
+  TrainerPlacement t;
+  t.pod = pod;
+  t.policy = "p";
+  t.cpus = CpuSet{all->ToVector().front()};
+  plan.trainers.push_back(t);
+  ExpectEnforced(enf.Apply(plan), 1);
+  auto rv = enf.RevertAll();
+  for (const auto& x : rv.reverts) {
+    EXPECT_EQ(x.outcome, reason::kRestored) << x.path << ": " << x.message;
+  }
+  EXPECT_EQ(store->size(), 0u);
+  const std::string after = Slurp(ctr_cpuset + "/cpuset.cpus");
+  if (tree.v2() && Trim(before).empty() && !Trim(after).empty()) {
+    // The inherited set: what the container's effective set was before the fence.
+    EXPECT_EQ(Trim(after),
+              Trim(Slurp(tree.Mount("cpu") + "/kubepods/burstable/cpuset.cpus.effective")));
+  } else {
+    EXPECT_EQ(after, before);
+  }
 }
 
 constexpr char kEnvVersion[] = "FG_CRASH_VERSION";
