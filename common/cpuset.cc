@@ -1,5 +1,7 @@
 #include "common/cpuset.h"
 
+#include "common/strings.h"
+
 #include <algorithm>
 #include <charconv>
 
@@ -18,13 +20,6 @@ Result<int> ParseId(std::string_view s, std::string_view whole) {
   return v;
 }
 
-std::string_view Trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\n' || s.front() == '\t'))
-    s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\n' || s.back() == '\t'))
-    s.remove_suffix(1);
-  return s;
-}
 
 }  // namespace
 

@@ -24,6 +24,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <random>
 #include <sstream>
 #include <thread>
@@ -220,6 +221,17 @@ void SetLimit(const Tree& tree, const std::string& dir, int64_t quota, int64_t p
   ASSERT_TRUE(WriteKnob(dir + "/cpu.cfs_quota_us", std::to_string(quota))) << dir;
 }
 
+// A plan fencing one pod of policy "p" as `set` says.
+Plan OneNeighbour(const PodIdentity& pod, const std::function<void(NeighbourAction&)>& set) {
+  Plan plan;
+  NeighbourAction a;
+  a.pod = pod;
+  a.policy = "p";
+  set(a);
+  plan.neighbours.push_back(a);
+  return plan;
+}
+
 // kubelet resizes a fenced pod in place: its value becomes the original, the fence comes back,
 // and withdrawing the fence leaves kubelet's new value (not the pre-resize one).
 TEST_P(EnforcerCgroupTest, KubeletResizeDuringAFenceSurvivesTheRevert) {
@@ -230,12 +242,7 @@ TEST_P(EnforcerCgroupTest, KubeletResizeDuringAFenceSurvivesTheRevert) {
   TempDir state;
   auto store = OpenStore(state.path());
   Enforcer enf(tree.cgroups(), store, {});
-  Plan plan;
-  NeighbourAction a;
-  a.pod = pod;
-  a.policy = "p";
-  a.weight = 1;
-  plan.neighbours.push_back(a);
+  Plan plan = OneNeighbour(pod, [](NeighbourAction& a) { a.weight = 1; });
   ExpectEnforced(enf.Apply(plan), 1);
   ASSERT_NE(Slurp(weight), original);
   // kubelet: a resize to 1.5 CPU.
@@ -299,12 +306,7 @@ TEST_P(EnforcerCgroupTest, QuotaFenceLandsOnPodsWhoseContainersHaveLimitsAndPeri
   TempDir state;
   auto store = OpenStore(state.path());
   Enforcer enf(tree.cgroups(), store, {});
-  Plan plan;
-  NeighbourAction a;
-  a.pod = pod;
-  a.policy = "p";
-  a.quota = CpuQuota{10000, 100000};
-  plan.neighbours.push_back(a);
+  Plan plan = OneNeighbour(pod, [](NeighbourAction& a) { a.quota = CpuQuota{10000, 100000}; });
   ExpectEnforced(enf.Apply(plan), 1);
   EXPECT_EQ(enf.Apply(plan).files_written, 0u);  // idempotent, nothing reverted either
   enf.RevertAll();
@@ -325,12 +327,7 @@ TEST_P(EnforcerCgroupTest, RefusedQuotaFenceRollsBackToTheExactBytes) {
   TempDir state;
   auto store = OpenStore(state.path());
   Enforcer enf(tree.cgroups(), store, {});
-  Plan plan;
-  NeighbourAction a;
-  a.pod = pod;
-  a.policy = "p";
-  a.quota = CpuQuota{10000, 100000};
-  plan.neighbours.push_back(a);
+  Plan plan = OneNeighbour(pod, [](NeighbourAction& a) { a.quota = CpuQuota{10000, 100000}; });
   auto r = enf.Apply(plan);
   ASSERT_EQ(r.pods.size(), 1u);
   EXPECT_FALSE(r.pods[0].enforced);
