@@ -286,6 +286,7 @@ std::string CheckpointStore::Serialize(const std::map<std::string, CheckpointEnt
       }
       j["also_ours"] = std::move(list);
     }
+    if (e.request_milli >= 0) j["request_milli"] = e.request_milli;
     list.push_back(std::move(j));
   }
   root["entries"] = std::move(list);
@@ -324,6 +325,10 @@ Status CheckpointStore::Parse(const std::string& text,
         ok = (*also)[i].is_object() && GetBytes((*also)[i], "v", &v);
         e.also_ours.push_back(std::move(v));
       }
+    }
+    if (auto req = j.find("request_milli"); ok && req != j.end()) {
+      ok = req->is_number_integer() && req->get<int64_t>() >= 0;
+      if (ok) e.request_milli = req->get<int64_t>();
     }
     if (!ok || e.path.empty()) return Internal("checkpoint: malformed entry " + j.dump());
     std::string key = e.path;

@@ -35,6 +35,9 @@ struct CheckpointEntry {
   // before a write we are about to make (the original, or what we wrote earlier) and the
   // intermediate unions of a v1 cpuset reordering. Cleared once the writes are verified.
   std::vector<std::string> also_ours;
+  // The weight file of an Idle-fenced pod: the pod's CPU request (milli) when the fence was put
+  // in place; a different request later means kubelet is resizing the pod. -1: not recorded.
+  int64_t request_milli = -1;
 
   friend bool operator==(const CheckpointEntry&, const CheckpointEntry&) = default;
 };

@@ -57,13 +57,18 @@ struct Enforcer::Scratch {
   std::set<std::string> keep_pods;  // pods whose files could not be looked at: keep them all
   std::map<std::string, std::string> verified;  // path → value the file holds and we want
   std::set<std::string> counted;                // overwrites already counted in this pass
+  // Weight files of pods whose Idle fence holds after this pass → the pod's CPU request.
+  std::map<std::string, int64_t> requests;
 };
 
 struct Enforcer::PodWork {
   PodResult result;
   bool failed = false;
   bool contested = false;
-  bool dry_run = false;                        // the entry's policy is DryRun: report only
+  bool dry_run = false;   // the entry's policy is DryRun: report only
+  bool yielding = false;  // Idle fence lifted for kubelet's resize
+  // An Idle fence: its weight file and the pod's CPU request now.
+  std::optional<std::pair<std::string, int64_t>> idle_request;
   std::vector<cgroup::FileWrite> writes;       // in order, intermediates included
   std::map<std::string, std::string> finals;   // path → last value written to it
   std::map<std::string, std::string> current;  // path → bytes before any write of this Apply
@@ -313,6 +318,36 @@ Enforcer::PodWork Enforcer::PreparePodLocked(const Target& t, Scratch& s) {
     w.Fail(reason::kKernelLacksCpuIdle, std::string(kf::kIdleMissingMessage));
     return w;
   }
+  // kubelet's in-place resize of an Idle-fenced pod: the kernel refuses its weight write while
+  // the group is idle (EINVAL; seen with kubelet 1.33 on the real node), and kubelet retries on
+  // every sync. When the pod's CPU request differs from the one its fence was put in place
+  // with, the fence steps aside (cpu.idle back to 0) until kubelet's write lands in the weight
+  // file — adopted as the new original below — or `resize_yield_timeout` passes; then it is
+  // put back. (In memory: a resize pending across an agent restart waits for the next change.)
+  std::optional<bool> want_idle = t.idle;
+  bool yielding = false;
+  if (t.idle && *t.idle && !t.dry_run) {
+    const std::string& uid = t.pod.uid;
+    const int64_t req = t.pod.cpu_request_milli;
+    const auto recorded = checkpoint_->Get(cgroup::WeightFile(version, dirs.cpu));
+    if (recorded && recorded->request_milli >= 0 && recorded->request_milli != req &&
+        !yielding_.count(uid)) {
+      yielding_[uid] = {req, clock_->MonotonicNow()};
+    }
+    if (auto y = yielding_.find(uid); y != yielding_.end()) {
+      const std::string weight_file = cgroup::WeightFile(version, dirs.cpu);
+      auto e = checkpoint_->Get(weight_file);
+      auto cur = read(weight_file);
+      const bool landed = e && cur.ok() && !KnobValuesEquivalent(weight_file, *cur, e->written) &&
+                          !IsOursLocked(*e, *cur);
+      const bool expired = clock_->MonotonicNow() - y->second.since > options_.resize_yield_timeout;
+      const bool resized_again = y->second.request_milli != req;
+      if (landed || expired || resized_again) yielding_.erase(y);
+      if (resized_again && !landed && !expired) yielding_[uid] = {req, clock_->MonotonicNow()};
+      yielding = yielding_.count(uid) > 0;
+      if (yielding) want_idle = false;
+    }
+  }
   // The pod's container dirs (and their process-holding children), parents first.
   std::vector<std::string> child_cpu_dirs;
   for (const auto& c : resolved->containers) {
@@ -332,7 +367,8 @@ Enforcer::PodWork Enforcer::PreparePodLocked(const Target& t, Scratch& s) {
     }
   }
   {
-    auto knob_writes = cgroup::CpuKnobWrites(version, dirs.cpu, {t.idle, t.weight, t.quota}, read);
+    auto knob_writes =
+        cgroup::CpuKnobWrites(version, dirs.cpu, {want_idle, t.weight, t.quota}, read);
     if (!knob_writes.ok()) {
       w.Fail(ReasonFor(knob_writes.status(), dirs.cpu), knob_writes.status().ToString());
       return w;
@@ -370,7 +406,18 @@ Enforcer::PodWork Enforcer::PreparePodLocked(const Target& t, Scratch& s) {
       w.Fail(ReasonFor(cur.status(), se->path), cur.status().ToString());
       return w;
     }
+    bool contested = false;
+    overwritten(se->path, *cur, &contested);  // kubelet wrote it since: its value is the original
     w.side_effects[se->path] = se->values;
+  }
+  if (want_idle && *want_idle) {
+    w.idle_request = {cgroup::WeightFile(version, dirs.cpu), t.pod.cpu_request_milli};
+  }
+  if (yielding) {
+    w.yielding = true;
+    w.result.message = "kubelet is resizing this pod in place (CPU request now " +
+                       std::to_string(t.pod.cpu_request_milli) +
+                       "m); its Idle fence is lifted until kubelet's write lands";
   }
   // An idle pod whose idle file needs no write still owns the weight file written back then.
   if (t.idle) {
@@ -572,6 +619,11 @@ void Enforcer::WritePodLocked(PodWork& w, Scratch& s) {
     w.result.message = "another writer keeps rewriting some of this pod's files; left to it";
     return;
   }
+  if (w.yielding) {
+    w.result.reason = reason::kResizePending;
+    return;
+  }
+  if (w.idle_request) s.requests[w.idle_request->first] = w.idle_request->second;
   w.result.enforced = true;
 }
 
@@ -808,6 +860,31 @@ void Enforcer::RevertLocked(const std::vector<CheckpointEntry>& entries, ApplyRe
   for (const auto& path : removals) file_state_.erase(path);
 }
 
+// The journal entries a pass settles: files verified to hold our value need no other "ours"
+// values any more, and Idle fences record the request they now hold with.
+std::vector<CheckpointEntry> Enforcer::SettledLocked(const Scratch& s) const {
+  std::map<std::string, CheckpointEntry> out;
+  for (const auto& [path, value] : s.verified) {
+    auto e = checkpoint_->Get(path);
+    if (!e || (e->also_ours.empty() && e->written == value)) continue;
+    e->written = value;
+    e->also_ours.clear();
+    out[path] = std::move(*e);
+  }
+  for (const auto& [path, req] : s.requests) {
+    auto it = out.find(path);
+    if (it == out.end()) {
+      auto e = checkpoint_->Get(path);
+      if (!e || e->request_milli == req) continue;
+      it = out.emplace(path, std::move(*e)).first;
+    }
+    it->second.request_milli = req;
+  }
+  std::vector<CheckpointEntry> v;
+  for (auto& [path, e] : out) v.push_back(std::move(e));
+  return v;
+}
+
 ApplyReport Enforcer::Apply(const Plan& plan) {
   std::lock_guard<std::mutex> l(mu_);
   ApplyReport r;
@@ -886,7 +963,8 @@ ApplyReport Enforcer::Apply(const Plan& plan) {
     w.result.overwrites = pod_overwrites_[w.result.uid];
     if (w.result.enforced) {
       ++r.enforced;
-    } else if (w.result.reason != reason::kDryRun && w.result.reason != reason::kProtectedPod) {
+    } else if (w.result.reason != reason::kDryRun && w.result.reason != reason::kProtectedPod &&
+               w.result.reason != reason::kResizePending) {
       ++r.failed;  // a protected pod is the rail at work, not a failure
     }
     r.pods.push_back(std::move(w.result));
@@ -896,17 +974,14 @@ ApplyReport Enforcer::Apply(const Plan& plan) {
     ready_ = true;
     return r;
   }
-  // 4. Settle: files verified to hold our value need no other "ours" values any more.
-  std::vector<CheckpointEntry> settled;
-  for (const auto& [path, value] : s.verified) {
-    auto e = checkpoint_->Get(path);
-    if (!e) continue;
-    if (e->also_ours.empty() && e->written == value) continue;
-    e->written = value;
-    e->also_ours.clear();
-    settled.push_back(std::move(*e));
+  // Resize bookkeeping only for pods still in the plan.
+  {
+    std::set<std::string> uids;
+    for (const Target& t : targets) uids.insert(t.pod.uid);
+    std::erase_if(yielding_, [&](const auto& kv) { return !uids.count(kv.first); });
   }
-  Status st = checkpoint_->Commit(settled, {});
+  // 4. Settle: files verified to hold our value need no other "ours" values any more.
+  Status st = checkpoint_->Commit(SettledLocked(s), {});
   if (st.ok()) st = checkpoint_->SetAppliedVersion(plan.fence_version);
   if (!st.ok() && r.checkpoint_status.ok()) r.checkpoint_status = st;
   last_plan_ = plan;
@@ -919,6 +994,7 @@ ApplyReport Enforcer::RevertAll() {
   ApplyReport r;
   RevertLocked(checkpoint_->Entries(), r);
   last_plan_.reset();
+  yielding_.clear();
   return r;
 }
 
@@ -967,15 +1043,7 @@ VerifyReport Enforcer::Verify(const std::vector<std::string>& paths) {
   }
   ExecuteLocked(work, /*dry_run=*/false, s);
   for (const auto& w : work) vr.reapplied += w.result.files_written;
-  std::vector<CheckpointEntry> settled;
-  for (const auto& [path, value] : s.verified) {
-    auto e = checkpoint_->Get(path);
-    if (!e || (e->also_ours.empty() && e->written == value)) continue;
-    e->written = value;
-    e->also_ours.clear();
-    settled.push_back(std::move(*e));
-  }
-  checkpoint_->Commit(settled, {}).IgnoreError();  // next Apply retries
+  checkpoint_->Commit(SettledLocked(s), {}).IgnoreError();  // next Apply retries
   return vr;
 }
 

@@ -78,6 +78,8 @@ inline constexpr char kProtectedPod[] = "ProtectedPod";
 inline constexpr char kNotPodCgroup[] = "NotPodCgroup";
 inline constexpr char kContested[] = "Contested";
 inline constexpr char kDryRun[] = "DryRun";
+// kubelet is resizing the pod in place: its Idle fence is lifted until kubelet's write lands.
+inline constexpr char kResizePending[] = "ResizePending";
 // Revert outcomes.
 inline constexpr char kRestored[] = "Restored";
 inline constexpr char kAlreadyOriginal[] = "AlreadyOriginal";
@@ -101,6 +103,9 @@ struct EnforcerOptions {
   // Overwrite rate limit per file.
   int contest_threshold = 3;
   std::chrono::seconds contest_window{600};
+  // How long an Idle fence steps aside for kubelet's in-place resize of the pod (the kernel
+  // refuses weight writes to an idle group, so kubelet's own write would fail until then).
+  std::chrono::seconds resize_yield_timeout{60};
   // Test hook, called after each cgroup write(2) with the running count of writes made by this
   // Enforcer and the file's path (crash tests SIGKILL themselves from here).
   std::function<void(uint64_t, const std::string&)> after_write;
@@ -225,6 +230,7 @@ class Enforcer {
   // Makes `value` (another writer's) the original of `entry`'s file and persists it.
   void AdoptOriginalLocked(const CheckpointEntry& entry, const std::string& value, ApplyReport& r);
   Status WriteVerifyLocked(const std::string& path, const std::string& value);
+  std::vector<CheckpointEntry> SettledLocked(const Scratch& s) const;
 
   const cgroup::CgroupsPtr cgroups_;
   const CheckpointStorePtr checkpoint_;
@@ -236,7 +242,14 @@ class Enforcer {
   std::optional<Plan> last_plan_;                   // guarded by mu_
   std::map<std::string, FileState> file_state_;     // guarded by mu_
   std::map<std::string, uint64_t> pod_overwrites_;  // guarded by mu_
-  uint64_t writes_made_ = 0;                        // guarded by mu_
+  // Idle fences and kubelet's in-place resize: the pods whose fence is lifted while kubelet's
+  // resize lands (the request each fence was put in place with is in the checkpoint).
+  struct Yield {
+    int64_t request_milli = 0;
+    std::chrono::steady_clock::time_point since;
+  };
+  std::map<std::string, Yield> yielding_;  // guarded by mu_
+  uint64_t writes_made_ = 0;               // guarded by mu_
 };
 
 using EnforcerPtr = std::shared_ptr<Enforcer>;

@@ -337,6 +337,79 @@ TEST_F(EnforcerV1Test, TamperedCheckpointPathsAreRefusedNotFollowed) {
   EXPECT_EQ(Slurp(other_shares), "2\n");
 }
 
+// kubelet's in-place resize of an Idle-fenced pod: its weight write would fail while the group
+// is idle, so the fence steps aside when the pod's request changes, kubelet's value is adopted
+// as the original once it lands, and the fence comes back.
+TEST_F(EnforcerV1Test, IdleFenceStepsAsideForKubeletsResizeThenReturns) {
+  auto clock = std::make_shared<ManualTimeSource>();
+  auto pod = node_.AddPod("88888888-aaaa", QosClass::kBurstable, {"c1"});
+  auto slow = node_.AddPod("99999999-aaaa", QosClass::kBurstable, {"c1"});
+  const std::string shares = node_.CpuFile(pod, "cpu.shares");
+  const std::string idle = node_.CpuFile(pod, "cpu.idle");
+  Put(shares, "256\n");
+  auto store = OpenStore(node_.state_dir());
+  EnforcerOptions o;
+  o.time_source = clock;
+  Enforcer enf(node_.cgroups(), store, o);
+  auto plan_with = [&](int64_t req) {
+    Plan plan;
+    for (const auto& p : {pod, slow}) {
+      auto n = Neighbour(p);
+      n.pod.cpu_request_milli = req;
+      n.idle = true;
+      plan.neighbours.push_back(n);
+    }
+    return plan;
+  };
+  ASSERT_EQ(enf.Apply(plan_with(250)).enforced, 2u);
+  ASSERT_EQ(Slurp(idle), "1");
+  // kubelet accepted a resize to 400m: the fence steps aside.
+  auto r = enf.Apply(plan_with(400));
+  EXPECT_EQ(r.failed, 0u);
+  for (const auto& p : r.pods) {
+    EXPECT_FALSE(p.enforced);
+    EXPECT_EQ(p.reason, reason::kResizePending) << p.uid;
+  }
+  EXPECT_EQ(Slurp(idle), "0");
+  // kubelet's retry lands for `pod`; `slow` never sees it.
+  Put(shares, "409\n");
+  r = enf.Apply(plan_with(400));
+  EXPECT_TRUE(r.pods[0].enforced) << r.pods[0].reason;
+  EXPECT_EQ(r.pods[1].reason, reason::kResizePending);
+  EXPECT_EQ(Slurp(idle), "1");
+  EXPECT_EQ(store->Get(shares)->original, "409\n");
+  // Past the timeout the fence comes back without kubelet's write.
+  clock->Advance(std::chrono::seconds(61));
+  r = enf.Apply(plan_with(400));
+  EXPECT_EQ(r.enforced, 2u);
+  EXPECT_EQ(Slurp(node_.CpuFile(slow, "cpu.idle")), "1");
+  // Withdrawn: kubelet's resized value stays.
+  enf.RevertAll();
+  EXPECT_EQ(Slurp(shares), "409\n");
+  EXPECT_EQ(Slurp(idle), "0\n");
+}
+
+TEST_F(EnforcerV1Test, AResizeIsSeenAcrossAnAgentRestart) {
+  auto pod = node_.AddPod("88888888-bbbb", QosClass::kBurstable, {"c1"});
+  auto plan_with = [&](int64_t req) {
+    Plan plan;
+    auto n = Neighbour(pod);
+    n.pod.cpu_request_milli = req;
+    n.idle = true;
+    plan.neighbours.push_back(n);
+    return plan;
+  };
+  {
+    Enforcer enf(node_.cgroups(), OpenStore(node_.state_dir()), {});
+    ASSERT_EQ(enf.Apply(plan_with(250)).enforced, 1u);
+  }
+  Enforcer enf(node_.cgroups(), OpenStore(node_.state_dir()), {});
+  auto r = enf.Apply(plan_with(400));  // resized while the agent was down (the CLI: every call)
+  ASSERT_EQ(r.pods.size(), 1u);
+  EXPECT_EQ(r.pods[0].reason, reason::kResizePending);
+  EXPECT_EQ(Slurp(node_.CpuFile(pod, "cpu.idle")), "0");
+}
+
 TEST_F(EnforcerV1Test, OverwrittenFileIsLeftAloneOnRevert) {
   auto pod = node_.AddPod("55555555-eeee", QosClass::kBurstable, {});
   auto store = OpenStore(node_.state_dir());

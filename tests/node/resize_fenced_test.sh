@@ -6,9 +6,10 @@
 #   1. Weight fence; kubelet resizes the pod 250m → 400m (it rewrites pod and container
 #      cpu.shares); the next apply re-fences; the revert leaves kubelet's new value, not the
 #      pre-resize one.
-#   2. Idle fence; kubelet resizes the pod while cpu.idle=1 (the kernel refuses weight writes to
-#      an idle group): what kubelet does is recorded; after the revert kubelet's value must be
-#      there (its own retry, or the agent's restore).
+#   2. Idle fence; kubelet resizes the pod while cpu.idle=1: the kernel refuses kubelet's weight
+#      write (EINVAL) and kubelet retries; given the pod's new request the agent steps aside
+#      (ResizePending, cpu.idle 0), kubelet's retry lands, the next apply re-fences with
+#      kubelet's value as the original and the resize completes.
 #   3. Every file the agent touched holds kubelet's latest bytes; the QoS tiers are byte-identical.
 # Exit: 0 pass, 1 fail, 77 skipped (not root).
 set -euo pipefail
@@ -109,22 +110,42 @@ pass "the agent re-fenced nb-weight (cpu.shares 2) and took kubelet's 409 as the
 
 # ---- 2. Idle fence + resize ----------------------------------------------------------------
 resize nb-idle || fail "resize nb-idle"
-sleep 10
+sleep 5
 idle_shares="$(cat "$i_pod/cpu.shares")" idle_ctr="$(cat "$i_ctr/cpu.shares")"
 cond="$($K -n "$NSP" get pod nb-idle -o json | jq -c '[.status.conditions[]? | select(.type | test("Resize")) | {type, status, reason, message}]')"
 say "while cpu.idle=1: pod cpu.shares reads $idle_shares, container $idle_ctr; resize conditions: $cond"
-grep -iE "nb-idle|$(jp nb-idle '{.metadata.uid}')" "$NODE/logs/kubelet.log" | grep -iE "resize|shares|invalid" | tail -n 3 | sed 's/^/    kubelet: /' || true
+grep -iE "nb-idle|$(jp nb-idle '{.metadata.uid}')" "$NODE/logs/kubelet.log" | grep -iE "Failed to set cgroup config" | tail -n 1 | sed 's/^/    kubelet: /' || true
+# The controller would now send the pod's new request (spec.containers[].resources changed):
+# the agent steps aside (cpu.idle 0), kubelet's retry lands, the next apply re-fences.
+req="$(jp nb-idle '{.spec.containers[0].resources.requests.cpu}')"
+[[ "$req" == 400m ]] || fail "nb-idle request is $req after the resize"
+jq --arg uid "$(jp nb-idle '{.metadata.uid}')" \
+  '(.neighbours[] | select(.pod.uid == $uid) | .pod.cpuRequestMilli) = "400" | .version = "2"' \
+  "$WORK/fence.json" >"$WORK/fence2.json"
+agent apply --fence "$WORK/fence2.json" >"$WORK/apply3.json" || true
+r="$(jq -r --arg uid "$(jp nb-idle '{.metadata.uid}')" '.pods[] | select(.uid == $uid) | .reason // "enforced"' "$WORK/apply3.json")"
+[[ "$r" == ResizePending && "$(cat "$i_pod/cpu.idle")" == 0 ]] || fail "the Idle fence did not step aside (reason $r, cpu.idle $(cat "$i_pod/cpu.idle"))"
+pass "the agent saw the new request and lifted nb-idle's Idle fence (ResizePending)"
+s=$(eventually "$i_pod/cpu.shares" 409 60) || fail "kubelet's retry did not land (pod cpu.shares $(cat "$i_pod/cpu.shares"))"
+pass "kubelet's retry landed ${s}s later: pod cpu.shares 409 (container $(cat "$i_ctr/cpu.shares"))"
+agent apply --fence "$WORK/fence2.json" >"$WORK/apply4.json" || fail "re-fence: $(jq -c .pods "$WORK/apply4.json")"
+[[ "$(cat "$i_pod/cpu.idle")" == 1 ]] || fail "nb-idle not re-fenced"
+orig="$(jq -r --arg f "$i_pod/cpu.shares" '.entries[] | select(.path == $f) | .original' "$WORK/state/checkpoint.json")"
+[[ "$(tr -d '\n' <<<"$orig")" == 409 ]] || fail "the recorded original is '$orig', not kubelet's 409"
+for _ in $(seq 30); do
+  cond="$($K -n "$NSP" get pod nb-idle -o json | jq -c '[.status.conditions[]? | select(.type | test("Resize"))]')"
+  [[ "$cond" == "[]" ]] && break; sleep 1
+done
+[[ "$cond" == "[]" ]] || fail "resize conditions still set: $cond"
+pass "nb-idle Idle-fenced again with kubelet's 409 as the original; the resize completed (no Resize conditions)"
 
 # ---- 3. revert -----------------------------------------------------------------------------
 agent revert >"$WORK/revert.json" || fail "revert: $(jq -c '.reverts' "$WORK/revert.json")"
 [[ "$(cat "$w_pod")" == 409 ]] || fail "revert put $(cat "$w_pod") into nb-weight's pod cpu.shares: kubelet's resize (409) was lost"
 pass "revert left kubelet's resize on nb-weight (pod cpu.shares 409, not the pre-resize 256)"
 [[ "$(cat "$i_pod/cpu.idle")" == 0 ]] || fail "nb-idle still idle"
-if s=$(eventually "$i_pod/cpu.shares" 409 90); then
-  pass "nb-idle pod cpu.shares reached kubelet's 409 ${s}s after the revert"
-else
-  fail "nb-idle pod cpu.shares is $(cat "$i_pod/cpu.shares") 90 s after the revert, kubelet wants 409"
-fi
+[[ "$(cat "$i_pod/cpu.shares")" == 409 ]] || fail "revert put $(cat "$i_pod/cpu.shares") into nb-idle's pod cpu.shares, kubelet's is 409"
+pass "revert left kubelet's resize on nb-idle too (pod cpu.shares 409)"
 [[ "$(cat "$i_ctr/cpu.shares")" == 409 ]] || fail "nb-idle container cpu.shares $(cat "$i_ctr/cpu.shares")"
 [[ "$(snap)" == "$tiers_before" ]] || say "note: QoS tier files changed (kubelet follows the resized requests): $(diff <(echo "$tiers_before") <(snap) | tr '\n' ' ')"
 [[ -z "$(ls "$WORK/state" 2>/dev/null | grep -v lock)" || "$(jq '.entries | length' "$WORK/state/checkpoint.json")" == 0 ]] || fail "checkpoint not empty after revert"
