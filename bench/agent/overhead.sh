@@ -40,7 +40,11 @@ for ns in ml batch feedguard-system; do fg_create_namespace "$ns"; done
 fg_standin_start cgroupfs || fatal "stand-in"
 fg_controller_start ctl || fatal "controller"
 fg_controller_wait_leading ctl 30 || fatal "controller not leading"
-fg_agent_start agent "$NODE" "127.0.0.1:${FG_GRPC_PORT[ctl]}" --metrics-addr=
+# The agent's production intervals (the binary's defaults, which the chart keeps): a report every
+# 10 s, a full verify sweep every 60 s (inotify catches overwrites in between). lib.sh's test
+# defaults (1 s each) are passed over; AGENT_FLAGS adds or overrides more.
+fg_agent_start agent "$NODE" "127.0.0.1:${FG_GRPC_PORT[ctl]}" --metrics-addr= \
+  --verify-interval-ms 60000 --report-interval-ms 10000 ${AGENT_FLAGS:-}
 AGENT_PID="${FG_PID[agent]}"
 fg_wait 30 "agent connected" fg_metric_is ctl feedguard_agents_connected 1 || fatal "agent not connected"
 
@@ -74,6 +78,7 @@ sample() {
   local phase=$1 c0 c1 w0 w1 rss max=0 end
   c0=$(cpu_ticks); w0=$(date +%s%N); end=$((SECONDS + SECONDS_PER))
   while ((SECONDS < end)); do
+    [[ -e /proc/$AGENT_PID/stat ]] || { echo "agent exited" >&2; exit 1; }
     if [[ $phase == churn ]]; then
       local victim=$((RANDOM % (next_nb - 1) + 1))
       if fg_kubectl -n batch get pod "nb-$victim" >/dev/null 2>&1; then
@@ -102,7 +107,7 @@ done
 hwm=$(awk -v k="$(hwm_kb)" 'BEGIN {printf "%.2f", k / 1024}')
 kernel=$(uname -r)
 python3 - "$OUT" "$PODS" "$REPS" "$SECONDS_PER" "$CHURN_S" "$hwm" "$kernel" "${rows[@]}" <<'PY'
-import json, statistics, sys, datetime
+import json, os, statistics, sys, datetime
 out, pods, reps, secs, churn, hwm, kernel = sys.argv[1:8]
 rows = [json.loads(r) for r in sys.argv[8:]]
 def summary(phase):
@@ -111,6 +116,7 @@ def summary(phase):
     return {"cpu_percent_median": statistics.median(c), "cpu_percent_min": min(c), "cpu_percent_max": max(c),
             "rss_mb_median": statistics.median(m), "rss_mb_max": max(m)}
 res = {"what": "feedguard-agent process cost with a full node of fenced pods",
+       "agent_flags": "defaults: --report-interval-ms 10000 --verify-interval-ms 60000 " + os.environ.get("AGENT_FLAGS", ""),
        "date": datetime.datetime.utcnow().strftime("%Y-%m-%dT%H:%M:%SZ"), "kernel": kernel,
        "pods": int(pods), "reps": int(reps), "seconds_per_window": int(secs), "churn_every_s": float(churn),
        "pods_from": "kubelet stand-in fixture (real cgroup v1 dirs + processes, Pod objects in a real API server)",
@@ -120,6 +126,7 @@ res["agent_110_pods"] = {"rss_mb": res["steady"]["rss_mb_max"], "cpu_percent": r
 json.dump(res, open(f"{out}/agent-overhead.json", "w"), indent=1)
 s, c = res["steady"], res["churn"]
 md = [f"# Agent overhead — {pods} pods on one node ({res['date']}, kernel {kernel}, 2 vCPU)", "",
+      f"Agent flags: {res['agent_flags'].strip()}.", "",
       f"{reps} interleaved repetitions of {secs} s per phase; churn = one neighbour deleted and one created every {churn} s.",
       "CPU = utime+stime of the agent process over wall time (% of one core); RSS sampled every second.", "",
       "| phase | CPU % median (min–max) | RSS MB median (max) | target |", "|---|---:|---:|---|",
@@ -130,3 +137,4 @@ md = [f"# Agent overhead — {pods} pods on one node ({res['date']}, kernel {ker
 open(f"{out}/agent-overhead.md", "w").write("\n".join(md) + "\n")
 print("\n".join(md))
 PY
+/usr/bin/python3 "$HERE/plot.py" "$OUT/agent-overhead.json" || echo "(no plot: matplotlib missing)"
