@@ -74,7 +74,8 @@ std::string RenderLabelled(const std::string& name, const std::string& help,
 }
 
 Result<std::unique_ptr<MetricsServer>> MetricsServer::Start(const std::string& address,
-                                                            Collector collector, Ready ready) {
+                                                            Collector collector, Ready ready,
+                                                            MetricsServerOptions options) {
   auto colon = address.rfind(':');
   if (colon == std::string::npos) {
     return InvalidArgument("metrics address \"" + address + "\" must be host:port");
@@ -84,14 +85,32 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::Start(const std::string& a
   int port = std::atoi(address.c_str() + colon + 1);
   std::unique_ptr<MetricsServer> s(new MetricsServer());
   s->server_ = std::make_unique<httplib::Server>();
+  // Slow clients must not starve the probes (see MetricsServerOptions).
+  const size_t threads = std::max<size_t>(options.threads, 2);
+  s->server_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  s->server_->set_read_timeout(options.read_timeout);
+  s->server_->set_write_timeout(options.write_timeout);
+  s->server_->set_keep_alive_timeout(std::max<time_t>(1, options.keep_alive_timeout.count()));
+  s->server_->set_keep_alive_max_count(options.keep_alive_max_requests);
+  s->server_->set_payload_max_length(options.max_request_body_bytes);
   s->server_->Get("/metrics", [collector](const httplib::Request&, httplib::Response& res) {
-    res.set_content(collector ? collector() : "", "text/plain; version=0.0.4");
+    try {
+      res.set_content(collector ? collector() : "", "text/plain; version=0.0.4");
+    } catch (const std::exception& e) {  // never let a collector end the serving thread
+      res.status = 500;
+      res.set_content(std::string("collector failed: ") + e.what() + "\n", "text/plain");
+    }
   });
   s->server_->Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
     res.set_content("ok\n", "text/plain");
   });
   s->server_->Get("/readyz", [ready](const httplib::Request&, httplib::Response& res) {
-    bool ok = !ready || ready();
+    bool ok = false;
+    try {
+      ok = !ready || ready();
+    } catch (const std::exception&) {
+      ok = false;
+    }
     res.status = ok ? 200 : 503;
     res.set_content(ok ? "ready\n" : "not ready\n", "text/plain");
   });

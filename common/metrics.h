@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <map>
 #include <memory>
@@ -58,15 +59,33 @@ std::string RenderLabelled(const std::string& name, const std::string& help,
                            const std::vector<std::pair<std::string, double>>& label_values,
                            const std::string& label);
 
+// How the endpoint stands up to slow or idle clients (cpp-httplib's own settings). Each open
+// connection holds one worker thread while it is read, so the pool is sized well above what
+// probes and scrapes need, and every read and write has a deadline: an idle connection is
+// closed after `keep_alive_timeout`, a request that stalls for `read_timeout` between bytes is
+// dropped. A client that trickles a byte just inside `read_timeout` keeps its thread, so more
+// than `threads` such clients at once can still delay probes: bind to a private address or
+// admit only the kubelet and Prometheus (the chart's NetworkPolicy) where that matters.
+struct MetricsServerOptions {
+  size_t threads = 64;
+  std::chrono::milliseconds read_timeout{2'000};
+  std::chrono::milliseconds write_timeout{5'000};
+  std::chrono::seconds keep_alive_timeout{2};
+  size_t keep_alive_max_requests = 100;
+  size_t max_request_body_bytes = 4096;  // GET only: nothing legitimate sends a body
+};
+
 // Serves GET /metrics (collector output), /healthz (always 200 while serving) and /readyz
 // (200 when `ready()` is true, else 503).
 class MetricsServer {
  public:
   using Collector = std::function<std::string()>;
   using Ready = std::function<bool()>;
-  // `address` is "host:port"; port 0 picks a free port (see port()).
+  // `address` is "host:port" (the bind address: "0.0.0.0:8080" every interface, "127.0.0.1:8080"
+  // loopback only); port 0 picks a free port (see port()).
   static Result<std::unique_ptr<MetricsServer>> Start(const std::string& address,
-                                                      Collector collector, Ready ready);
+                                                      Collector collector, Ready ready,
+                                                      MetricsServerOptions options = {});
   ~MetricsServer();
   int port() const { return port_; }
 

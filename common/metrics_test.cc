@@ -1,5 +1,17 @@
 #include "common/metrics.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <thread>
+#include <vector>
+
 #include <gtest/gtest.h>
 #include <httplib.h>
 
@@ -48,6 +60,94 @@ TEST(MetricsServerTest, ServesMetricsHealthAndReadiness) {
   EXPECT_EQ(c.Get("/readyz")->status, 503);
   ready = true;
   EXPECT_EQ(c.Get("/readyz")->status, 200);
+}
+
+// A connected TCP socket to 127.0.0.1:port (closed on destruction).
+class RawConnection {
+ public:
+  explicit RawConnection(int port) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    connected_ = fd_ >= 0 && ::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+  }
+  ~RawConnection() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  RawConnection(const RawConnection&) = delete;
+  RawConnection& operator=(const RawConnection&) = delete;
+  bool connected() const { return connected_; }
+  void Send(const std::string& s) { (void)!::send(fd_, s.data(), s.size(), MSG_NOSIGNAL); }
+
+ private:
+  int fd_ = -1;
+  bool connected_ = false;
+};
+
+TEST(MetricsServerTest, ProbesAnswerWhileManyClientsAreSlowOrIdle) {
+  auto s = MetricsServer::Start(
+      "127.0.0.1:0", [] { return RenderGauge("feedguard_up", "1 when serving", 1); },
+      [] { return true; });
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  const int port = (*s)->port();
+  // 16 connections that never say anything and 16 that trickle a /metrics request header one
+  // byte at a time (slowloris), all open before the first probe.
+  std::vector<std::unique_ptr<RawConnection>> idle, slow;
+  for (int i = 0; i < 16; ++i) {
+    idle.push_back(std::make_unique<RawConnection>(port));
+    slow.push_back(std::make_unique<RawConnection>(port));
+    ASSERT_TRUE(idle.back()->connected() && slow.back()->connected());
+    slow.back()->Send("GET /metrics HTTP/1.1\r\nHost: x\r\n");
+  }
+  std::atomic<bool> done{false};
+  std::thread trickler([&] {
+    while (!done) {
+      for (auto& c : slow) c->Send("X");
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // let the server take them all
+  httplib::Client c("127.0.0.1", port);
+  c.set_connection_timeout(std::chrono::seconds(1));
+  c.set_read_timeout(std::chrono::seconds(1));
+  for (int probe = 0; probe < 12; ++probe) {  // ~3 s: past the server's read/idle timeouts
+    for (const char* path : {"/healthz", "/readyz"}) {
+      const auto t0 = std::chrono::steady_clock::now();
+      auto r = c.Get(path);
+      const auto took = std::chrono::steady_clock::now() - t0;
+      ASSERT_TRUE(r) << path << " probe " << probe << " got no answer";
+      EXPECT_EQ(r->status, 200) << path;
+      EXPECT_LT(took, std::chrono::seconds(1)) << path << " probe " << probe;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  }
+  done = true;
+  trickler.join();
+}
+
+TEST(MetricsServerTest, IdleConnectionsAreClosed) {
+  MetricsServerOptions o;
+  o.keep_alive_timeout = std::chrono::seconds(1);
+  auto s = MetricsServer::Start("127.0.0.1:0", nullptr, nullptr, o);
+  ASSERT_TRUE(s.ok());
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>((*s)->port()));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  timeval tv{5, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  // The server hangs up on a connection that sends nothing: recv sees EOF, well before 5 s.
+  const auto t0 = std::chrono::steady_clock::now();
+  char buf[16];
+  const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+  ::close(fd);
+  EXPECT_EQ(n, 0) << "expected the server to close the idle connection";
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(4));
 }
 
 }  // namespace

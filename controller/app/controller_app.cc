@@ -26,7 +26,10 @@ void OnSignal(int) { g_signalled = 1; }
 void DefineFlags(Flags& f) {
   f.Define("kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, ~/.kube/config, in-cluster)");
   f.Define("listen-grpc", "0.0.0.0:9443", "address agents dial (host:port)");
-  f.Define("metrics-addr", "0.0.0.0:8080", "/metrics, /healthz, /readyz (host:port)");
+  f.Define("metrics-addr", "0.0.0.0:8080",
+           "bind address (host:port) of /metrics, /healthz and /readyz; all interfaces by "
+           "default so the kubelet's probes and Prometheus reach the pod IP; 127.0.0.1:PORT "
+           "keeps them local");
   f.DefineBool("leader-elect", "run only while holding the Lease (for 2+ replicas)");
   f.Define("lease-namespace", "feedguard-system", "namespace of the leader-election Lease");
   f.Define("lease-name", "feedguard-controller", "name of the leader-election Lease");
@@ -113,6 +116,10 @@ int RunController(int argc, char** argv) {
     std::thread thread;
   };
   std::vector<Informer> informers;
+  // Fences flow only once every informer delivered its initial list (Reconciler: never
+  // withdraw on start). Each reflector calls on_synced once, after its handlers saw the list.
+  constexpr int kInformers = 4;
+  std::atomic<int> informers_synced{0};
   auto watch = [&](kube::Gvr gvr, std::function<void(const nlohmann::json&)> upsert,
                    std::function<void(const nlohmann::json&)> remove, kube::TransformFunc tf) {
     kube::ReflectorOptions o;
@@ -122,6 +129,10 @@ int RunController(int argc, char** argv) {
     h.on_add = [upsert](const kube::ObjectPtr& obj) { upsert(*obj); };
     h.on_update = [upsert](const kube::ObjectPtr&, const kube::ObjectPtr& obj) { upsert(*obj); };
     h.on_delete = [remove](const kube::ObjectPtr& obj) { remove(*obj); };
+    h.on_synced = [&informers_synced, rc = reconciler.get(), name = gvr.resource] {
+      spdlog::info("informer {}: initial list delivered", name);
+      if (++informers_synced == kInformers) rc->MarkInformersSynced();
+    };
     Informer inf;
     inf.reflector = std::make_unique<kube::Reflector>(client, std::make_shared<kube::Store>(), o, h,
                                                       clock, sleeper);
@@ -138,21 +149,10 @@ int RunController(int argc, char** argv) {
       [rc](const auto& o) { rc->DeletePod(o); }, SlimPod);
   watch(
       kube::NodesGvr(), [rc](const auto& o) { rc->UpsertNode(o); },
-      [rc](const auto& o) { rc->DeleteNode(o); },
-      [](nlohmann::json n) {
-        return nlohmann::json{{"metadata", n["metadata"]}};
-      });
+      [rc](const auto& o) { rc->DeleteNode(o); }, MetadataOnly);
   watch(
       {"", "v1", "namespaces"}, [rc](const auto& o) { rc->UpsertNamespace(o); },
-      [rc](const auto& o) { rc->DeleteNamespace(o); },
-      [](nlohmann::json n) {
-        return nlohmann::json{{"metadata", n["metadata"]}};
-      });
-  auto synced = [&] {
-    for (const auto& i : informers)
-      if (!i.reflector->HasSynced()) return false;
-    return true;
-  };
+      [rc](const auto& o) { rc->DeleteNamespace(o); }, MetadataOnly);
 
   // ---- leading: distributor + reconciler loop ----
   std::atomic<bool> leading{false};
@@ -168,6 +168,8 @@ int RunController(int argc, char** argv) {
     o.tls = {f.Get("tls-client-ca"), f.Get("tls-cert"), f.Get("tls-key")};
     o.stale_after = std::chrono::milliseconds(std::stoi(f.Get("stale-after-ms")));
     o.observer = reconciler;
+    // Agents may speak only for nodes that have a Node object (checked once nodes are known).
+    o.admit_node = [rc](const std::string& node) { return rc->NodeAdmissible(node); };
     auto d = Distributor::Start(o);
     if (!d.ok()) {
       spdlog::error("cannot serve agents on {}: {}", o.listen_address, d.status().ToString());
@@ -223,7 +225,8 @@ int RunController(int argc, char** argv) {
         }
         return out;
       },
-      [&]() { return leading.load() && synced(); });
+      // Ready only once the first full resolution ran (never before the initial lists).
+      [&]() { return leading.load() && reconciler->Synced(); });
   if (!metrics.ok()) {
     std::cerr << "feedguard-controller: " << metrics.status().message() << "\n";
     stop.Notify();

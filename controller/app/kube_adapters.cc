@@ -1,8 +1,33 @@
 #include "controller/app/kube_adapters.h"
 
+#include "controller/sanitize/sanitize.h"
+
 #include <algorithm>
+#include <initializer_list>
 
 namespace feedguard::controller {
+
+namespace {
+
+// The member `key` of `j` when `j` is an object that has it; null otherwise (never throws).
+const nlohmann::json& Member(const nlohmann::json& j, const char* key) {
+  static const nlohmann::json kNull;
+  if (!j.is_object()) return kNull;
+  auto it = j.find(key);
+  return it == j.end() ? kNull : *it;
+}
+
+// Copies the members `keys` of `from` that exist into `to[into]` (as is: the parsers downstream
+// type-check them).
+void CopyMembers(const nlohmann::json& from, std::initializer_list<const char*> keys,
+                 nlohmann::json& to, const char* into) {
+  for (const char* k : keys) {
+    const auto& v = Member(from, k);
+    if (!v.is_null()) to[into][k] = v;
+  }
+}
+
+}  // namespace
 
 kube::Gvr FencePolicyGvr() {
   return {kFencePolicyGroup, kFencePolicyVersion, kFencePolicyResource};
@@ -20,9 +45,16 @@ Status KubePolicyWriter::EditFinalizers(const std::string& name, bool add) {
   for (int attempt = 0; attempt < 5; ++attempt) {
     auto obj = client_->Get(FencePolicyGvr(), "", name);
     if (!obj.ok()) return obj.status();
+    if (!obj->is_object() || !(*obj)["metadata"].is_object()) {
+      return Internal("FencePolicy " + name + " has no metadata object");
+    }
     nlohmann::json& meta = (*obj)["metadata"];
     std::vector<std::string> f;
-    if (meta.contains("finalizers")) f = meta["finalizers"].get<std::vector<std::string>>();
+    if (const auto& cur = Member(meta, "finalizers"); cur.is_array()) {
+      for (const auto& x : cur) {
+        if (x.is_string()) f.push_back(x.get<std::string>());  // others dropped on write
+      }
+    }
     bool has = std::find(f.begin(), f.end(), kFencePolicyFinalizer) != f.end();
     if (add == has) return OkStatus();
     if (add) {
@@ -55,15 +87,24 @@ void KubePolicyWriter::Event(const std::string& policy, const std::string& type,
                         {"kind", kFencePolicyKind},
                         {"metadata",
                          {{"name", policy},
-                          {"uid", (*obj)["metadata"].value("uid", "")},
-                          {"resourceVersion", (*obj)["metadata"].value("resourceVersion", "")}}}};
-  events_->Record(ref, type, reason, message).IgnoreError();
+                          {"uid", kube::UidOf(*obj)},
+                          {"resourceVersion", kube::ResourceVersionOf(*obj)}}}};
+  // Messages may carry spec or agent text: valid UTF-8 and bounded whatever their origin.
+  events_->Record(ref, type, SafeReason(reason), SafeText(message, 1024)).IgnoreError();
 }
 
 Status DistributorSink::SetDesired(feedguard::v1::NodeFence fence) {
   Distributor* d = distributor_.load();
   if (!d) return Unavailable("distributor not started (not the leader)");
   return d->SetDesired(std::move(fence));
+}
+
+void DistributorSink::Forget(const std::string& node) {
+  if (Distributor* d = distributor_.load()) d->Forget(node);
+}
+
+void DistributorSink::OnNodesKnown() {
+  if (Distributor* d = distributor_.load()) d->RevalidateNodes();
 }
 
 std::optional<FenceSink::Agent> DistributorSink::GetAgent(const std::string& node) const {
@@ -83,33 +124,40 @@ std::optional<FenceSink::Agent> DistributorSink::GetAgent(const std::string& nod
 }
 
 nlohmann::json SlimPod(nlohmann::json pod) {
-  nlohmann::json out;
-  const auto& m = pod["metadata"];
-  for (const char* k :
-       {"name", "namespace", "uid", "resourceVersion", "labels", "deletionTimestamp"}) {
-    if (m.contains(k)) out["metadata"][k] = m[k];
-  }
-  const auto& spec = pod["spec"];
-  for (const char* k : {"nodeName", "priorityClassName"}) {
-    if (spec.contains(k)) out["spec"][k] = spec[k];
-  }
-  if (spec.contains("containers")) {
-    for (const auto& c : spec["containers"]) {
-      nlohmann::json slim = {{"name", c.value("name", "")}};
-      if (c.contains("resources")) slim["resources"] = c["resources"];
-      out["spec"]["containers"].push_back(slim);
+  // Every access type-checked: a malformed pod shrinks to what is well-formed, never throws.
+  nlohmann::json out = nlohmann::json::object();
+  CopyMembers(Member(pod, "metadata"),
+              {"name", "namespace", "uid", "resourceVersion", "labels", "deletionTimestamp"}, out,
+              "metadata");
+  const auto& spec = Member(pod, "spec");
+  CopyMembers(spec, {"nodeName", "priorityClassName"}, out, "spec");
+  if (const auto& cs = Member(spec, "containers"); cs.is_array()) {
+    for (const auto& c : cs) {
+      if (!c.is_object()) continue;
+      nlohmann::json slim = nlohmann::json::object();
+      if (const auto& n = Member(c, "name"); !n.is_null()) slim["name"] = n;
+      if (const auto& r = Member(c, "resources"); !r.is_null()) slim["resources"] = r;
+      out["spec"]["containers"].push_back(std::move(slim));
     }
   }
-  const auto& st = pod["status"];
-  for (const char* k : {"phase", "qosClass"}) {
-    if (st.contains(k)) out["status"][k] = st[k];
-  }
-  if (st.contains("containerStatuses")) {
-    for (const auto& c : st["containerStatuses"]) {
-      out["status"]["containerStatuses"].push_back(
-          {{"name", c.value("name", "")}, {"containerID", c.value("containerID", "")}});
+  const auto& st = Member(pod, "status");
+  CopyMembers(st, {"phase", "qosClass"}, out, "status");
+  if (const auto& cs = Member(st, "containerStatuses"); cs.is_array()) {
+    for (const auto& c : cs) {
+      if (!c.is_object()) continue;
+      nlohmann::json slim = nlohmann::json::object();
+      for (const char* k : {"name", "containerID"}) {
+        if (const auto& v = Member(c, k); v.is_string()) slim[k] = v;
+      }
+      out["status"]["containerStatuses"].push_back(std::move(slim));
     }
   }
+  return out;
+}
+
+nlohmann::json MetadataOnly(nlohmann::json obj) {
+  nlohmann::json out = nlohmann::json::object();
+  if (const auto& m = Member(obj, "metadata"); m.is_object()) out["metadata"] = m;
   return out;
 }
 

@@ -38,6 +38,8 @@ class DistributorSink final : public FenceSink {
   void Attach(Distributor* d) { distributor_.store(d); }
   Status SetDesired(feedguard::v1::NodeFence fence) override;
   std::optional<Agent> GetAgent(const std::string& node) const override;
+  void Forget(const std::string& node) override;
+  void OnNodesKnown() override;
 
  private:
   std::atomic<Distributor*> distributor_{nullptr};
@@ -45,5 +47,7 @@ class DistributorSink final : public FenceSink {
 
 // Keeps only the pod fields the controller uses (memory: 150k pods).
 nlohmann::json SlimPod(nlohmann::json pod);
+// Keeps only metadata (Nodes and Namespaces: the controller reads their names and labels).
+nlohmann::json MetadataOnly(nlohmann::json obj);
 
 }  // namespace feedguard::controller

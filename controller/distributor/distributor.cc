@@ -12,6 +12,7 @@
 #include <spdlog/spdlog.h>
 
 #include "controller/distributor/peer_identity.h"
+#include "controller/sanitize/sanitize.h"
 #include "feedguard/v1/nodefence.grpc.pb.h"
 
 namespace feedguard::controller {
@@ -20,6 +21,9 @@ namespace {
 using feedguard::v1::AgentMessage;
 using feedguard::v1::ControllerMessage;
 using Events = std::vector<std::function<void(AgentObserver&)>>;
+
+// Agent-sent text kept for status and logs (NACK errors) is cut to this.
+constexpr size_t kMaxAgentText = 1024;
 
 std::string RandomHex(size_t bytes) {
   static constexpr char kHex[] = "0123456789abcdef";
@@ -49,14 +53,27 @@ class Distributor::AgentStream final
     : public grpc::ServerBidiReactor<AgentMessage, ControllerMessage> {
  public:
   AgentStream(Distributor* d, std::vector<std::string> identities, std::string peer)
-      : d_(d), identities_(std::move(identities)), peer_(std::move(peer)) {
+      : d_(d),
+        identities_(std::move(identities)),
+        peer_(std::move(peer)),
+        opened_(d->options_.clock->MonotonicNow()) {
     std::lock_guard lock(d_->mu_);
     d_->live_.insert(this);
     if (d_->shut_down_) {
       FinishLocked(grpc::Status(grpc::StatusCode::UNAVAILABLE, "controller shutting down"));
       return;
     }
+    if (d_->live_.size() > d_->options_.max_streams) {
+      FinishLocked(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "too many agent streams"));
+      return;
+    }
     StartRead(&in_);
+  }
+
+  // requires d_->mu_. Still without hello past the deadline: ended.
+  void CheckHelloDeadlineLocked(std::chrono::steady_clock::time_point now) {
+    if (finished_ || !node_.empty() || now - opened_ < d_->options_.hello_timeout) return;
+    FinishLocked(grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "no hello in time"));
   }
 
   void OnReadDone(bool ok) override {
@@ -161,13 +178,13 @@ class Distributor::AgentStream final
       }
       case AgentMessage::kNack: {
         const auto& nack = in_.nack();
-        if (n->slot.OnNack(nack.version(), nack.nonce(), nack.error(), now) ==
-            AnswerResult::kAccepted) {
+        // The agent's text, made safe once here for the slot, logs, status and Events.
+        std::string error = SafeText(nack.error(), kMaxAgentText);
+        if (n->slot.OnNack(nack.version(), nack.nonce(), error, now) == AnswerResult::kAccepted) {
           spdlog::warn("distributor: node {} rejected fence version {}: {}", node_, nack.version(),
-                       nack.error());
-          events.push_back([node = node_, v = nack.version(), e = nack.error()](AgentObserver& o) {
-            o.OnNack(node, v, e);
-          });
+                       error);
+          events.push_back([node = node_, v = nack.version(),
+                            e = std::move(error)](AgentObserver& o) { o.OnNack(node, v, e); });
         }
         MaybeSendLocked(*n);
         break;
@@ -197,6 +214,11 @@ class Distributor::AgentStream final
       FinishLocked(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "hello without node_name"));
       return;
     }
+    if (!IsDnsSubdomain(name)) {
+      FinishLocked(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                "hello node_name is not a valid node name"));
+      return;
+    }
     if (!d_->options_.insecure && !d_->options_.trust_hello_node_name &&
         !MayActForNode(identities_, name)) {
       std::string names;
@@ -205,6 +227,12 @@ class Distributor::AgentStream final
                    peer_, names);
       FinishLocked(grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
                                 "client certificate does not name node " + name));
+      return;
+    }
+    if (d_->options_.admit_node && !d_->options_.admit_node(name)) {
+      spdlog::debug("distributor: refused hello for node {} from {}: no such Node", name, peer_);
+      FinishLocked(grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                                "node " + name + " has no Node object"));
       return;
     }
     node_ = name;
@@ -231,6 +259,7 @@ class Distributor::AgentStream final
   Distributor* const d_;
   const std::vector<std::string> identities_;
   const std::string peer_;
+  const std::chrono::steady_clock::time_point opened_;
   // All below guarded by d_->mu_.
   std::string node_;  // set once the hello is accepted
   bool finished_ = false;
@@ -284,6 +313,10 @@ Result<std::unique_ptr<Distributor>> Distributor::Start(DistributorOptions optio
   d->service_ = std::make_unique<Service>(d.get());
   grpc::ServerBuilder builder;
   builder.AddListeningPort(o.listen_address, creds, &d->port_);
+  builder.SetMaxReceiveMessageSize(o.max_receive_message_bytes);
+  if (o.max_streams_per_connection > 0) {
+    builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, o.max_streams_per_connection);
+  }
   builder.RegisterService(d->service_.get());
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS,
                              static_cast<int>(o.keepalive_time.count()));
@@ -299,6 +332,14 @@ Result<std::unique_ptr<Distributor>> Distributor::Start(DistributorOptions optio
   }
   spdlog::info("distributor: listening on {} (port {}, {})", o.listen_address, d->port_,
                o.insecure ? "insecure" : "mTLS");
+  Distributor* raw = d.get();
+  d->sweeper_ = std::thread([raw] {
+    std::unique_lock lock(raw->mu_);
+    while (!raw->shut_down_) {
+      raw->sweep_wake_.wait_for(lock, raw->options_.sweep_interval);
+      if (!raw->shut_down_) raw->SweepLocked();
+    }
+  });
   return d;
 }
 
@@ -314,6 +355,8 @@ void Distributor::Shutdown() {
       s->FinishLocked(grpc::Status(grpc::StatusCode::UNAVAILABLE, "controller shutting down"));
     }
   }
+  sweep_wake_.notify_all();
+  if (sweeper_.joinable()) sweeper_.join();
   if (server_) {
     server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
     server_->Wait();
@@ -357,6 +400,55 @@ void Distributor::Forget(const std::string& node) {
     it->second.stream->FinishLocked(grpc::Status(grpc::StatusCode::NOT_FOUND, "node forgotten"));
   }
   nodes_.erase(it);
+}
+
+void Distributor::RevalidateNodes() {
+  std::lock_guard lock(mu_);
+  if (!options_.admit_node) return;
+  size_t dropped = 0;
+  for (auto it = nodes_.begin(); it != nodes_.end();) {
+    if (options_.admit_node(it->first)) {
+      ++it;
+      continue;
+    }
+    if (it->second.stream) {
+      it->second.stream->FinishLocked(grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                                                   "node " + it->first + " has no Node object"));
+    }
+    it = nodes_.erase(it);
+    ++dropped;
+  }
+  if (dropped > 0) spdlog::info("distributor: forgot {} agents of nodes without a Node", dropped);
+}
+
+void Distributor::Sweep() {
+  std::lock_guard lock(mu_);
+  SweepLocked();
+}
+
+void Distributor::SweepLocked() {
+  const auto now = options_.clock->MonotonicNow();
+  for (AgentStream* s : live_) s->CheckHelloDeadlineLocked(now);
+  for (auto it = nodes_.begin(); it != nodes_.end();) {
+    Node& n = it->second;
+    if (n.stream != nullptr || now - n.last_seen <= options_.forget_after) {
+      ++it;
+      continue;
+    }
+    if (!n.slot.desired()) {
+      it = nodes_.erase(it);  // nothing the controller wants there: nothing worth keeping
+      continue;
+    }
+    // The fence stays (the agent gets it when it comes back); what the agent sent goes.
+    n.hello.reset();
+    n.last_report.reset();
+    ++it;
+  }
+}
+
+size_t Distributor::NodeCount() const {
+  std::lock_guard lock(mu_);
+  return nodes_.size();
 }
 
 AgentState Distributor::SnapshotLocked(const std::string& name, const Node& n) const {

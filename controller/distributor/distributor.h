@@ -8,6 +8,17 @@
 // answered. Reports, ACKs, NACKs and (dis)connections go to an AgentObserver. A second stream
 // for a node replaces the first; a node with no stream for longer than `stale_after` is stale.
 //
+// Bounded (a controller that every agent dials must not be exhausted by one of them): received
+// messages are capped at `max_receive_message_bytes`; a stream that has not said hello within
+// `hello_timeout` is ended (DEADLINE_EXCEEDED); at most `max_streams` streams are open at once
+// (more: RESOURCE_EXHAUSTED); a hello's node name must be a DNS subdomain of at most 253
+// characters (INVALID_ARGUMENT) and, through `admit_node`, have a Node object. A hello for a
+// node without one is refused with FAILED_PRECONDITION, not PERMISSION_DENIED: it is a state
+// that usually passes (an agent that starts before its kubelet registered the Node retries with
+// backoff), whereas PERMISSION_DENIED means the caller's identity does not allow it. Per-node
+// state goes when the Node is deleted (Forget) and, for a node whose agent stayed away longer
+// than `forget_after`, the stored hello and report go (the whole entry when no fence is held).
+//
 // Built on grpc's callback API: no thread per stream (grpc's own executor runs the reactions),
 // so one process can hold thousands of agents. mTLS with the client certificate required and
 // all three files (CA, cert, key) re-read on change by grpc's FileWatcherCertificateProvider;
@@ -17,12 +28,14 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "controller/distributor/agent_observer.h"
@@ -61,6 +74,24 @@ struct DistributorOptions {
   // Agents may ping this often (their keepalive_time must not be shorter).
   std::chrono::milliseconds min_client_ping_interval{10'000};
   std::chrono::milliseconds stale_after{60'000};
+  // Largest message accepted from an agent (hello, report, NACK). A NodeReport of a node with
+  // 250 pods is about 100 KiB; grpc's default (4 MiB) let each agent pin megabytes.
+  int max_receive_message_bytes = 256 * 1024;
+  // A stream that sends no hello within this is ended.
+  std::chrono::milliseconds hello_timeout{10'000};
+  // Open streams at once, including those still before their hello.
+  size_t max_streams = 10'000;
+  // Streams one connection may open at once (an agent needs one); 0: grpc's default (no
+  // limit of its own; max_streams still bounds the total).
+  int max_streams_per_connection = 0;
+  // An agent disconnected this long loses its stored hello and report (and its whole entry when
+  // the node holds no fence).
+  std::chrono::milliseconds forget_after{600'000};
+  // How often streams without hello and long-gone agents are looked for.
+  std::chrono::milliseconds sweep_interval{1'000};
+  // Whether an agent may speak for this node (e.g. a Node object of that name exists). Called
+  // under the Distributor's lock: it must not call back into the Distributor. Unset: any node.
+  std::function<bool(const std::string& node)> admit_node;
   TimeSourcePtr clock;        // default: RealTimeSource
   AgentObserverPtr observer;  // optional
 };
@@ -99,6 +130,14 @@ class Distributor {
   Status Disconnect(const std::string& node);
   // Drops everything known about the node (e.g. the Node object was deleted) and ends its stream.
   void Forget(const std::string& node);
+  // Re-asks `admit_node` for every known node and forgets those it refuses (call when the set
+  // of nodes becomes known, e.g. after the controller's initial lists).
+  void RevalidateNodes();
+  // One sweep now: ends streams past the hello deadline, sheds state of long-gone agents (also
+  // run every sweep_interval by a thread of its own).
+  void Sweep();
+  // Node entries held (bounded: tests and metrics).
+  size_t NodeCount() const;
 
   std::optional<AgentState> GetAgent(const std::string& node) const;
   std::vector<AgentState> ListAgents() const;
@@ -121,6 +160,7 @@ class Distributor {
   };
 
   explicit Distributor(DistributorOptions options);
+  void SweepLocked();                                                       // requires mu_
   std::string NextNonceLocked();                                            // requires mu_
   AgentState SnapshotLocked(const std::string& name, const Node& n) const;  // requires mu_
 
@@ -136,6 +176,8 @@ class Distributor {
   std::set<AgentStream*> live_;                     // guarded by mu_; every open stream
   bool shut_down_ = false;                          // guarded by mu_
   std::condition_variable streams_done_;            // signalled when live_ becomes empty
+  std::condition_variable sweep_wake_;              // signalled on shutdown
+  std::thread sweeper_;
 };
 
 }  // namespace feedguard::controller

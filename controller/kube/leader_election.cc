@@ -133,7 +133,10 @@ bool LeaderElector::TryAcquireOrRenew() {
 Status LeaderElector::Release() {
   FG_ASSIGN_OR_RETURN(Json lease,
                       client_->Get(LeasesGvr(), config_.lease_namespace, config_.lease_name));
-  if (lease["spec"].value("holderIdentity", "") != config_.identity) return OkStatus();
+  if (!lease.is_object()) return Internal("lease is not an object");
+  if (!lease["spec"].is_object()) return OkStatus();  // nobody holds it
+  const Json& holder = lease["spec"]["holderIdentity"];
+  if (!holder.is_string() || holder.get<std::string>() != config_.identity) return OkStatus();
   const std::string now = FormatMicroTime(clock_->WallNow());
   lease["spec"]["holderIdentity"] = "";
   lease["spec"]["leaseDurationSeconds"] = 1;

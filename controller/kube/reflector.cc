@@ -1,5 +1,6 @@
 #include "controller/kube/reflector.h"
 
+#include <algorithm>
 #include <random>
 #include <unordered_map>
 
@@ -48,11 +49,29 @@ void Reflector::SetLastResourceVersion(std::string rv) {
   last_rv_ = std::move(rv);
 }
 
+void Reflector::Deliver(const Json& obj, const std::function<void()>& call) const {
+  try {
+    call();
+  } catch (const std::exception& e) {
+    spdlog::warn("reflector {}: handler failed on {}, skipped: {}", options_.gvr.resource,
+                 ObjectKey(obj), e.what());
+  }
+}
+
 ObjectPtr Reflector::Prepare(Json raw) const {
   if (!options_.transform) return std::make_shared<const Json>(std::move(raw));
   const std::string name = NameOf(raw), ns = NamespaceOf(raw), rv = ResourceVersionOf(raw),
                     uid = UidOf(raw);
-  Json t = options_.transform(std::move(raw));
+  Json t;
+  try {
+    t = options_.transform(std::move(raw));
+  } catch (const std::exception& e) {
+    // A transform that trips over a malformed object: keep only its identity (put back below)
+    // rather than let the exception end the reflector.
+    spdlog::warn("reflector {}: transform failed on {}/{}, keeping its metadata only: {}",
+                 options_.gvr.resource, ns, name, e.what());
+    t = Json::object();
+  }
   PutBack(t, "name", name);
   PutBack(t, "namespace", ns);
   PutBack(t, "resourceVersion", rv);
@@ -100,29 +119,48 @@ Status Reflector::ListAndReplace(const std::string& resource_version, const Stop
     std::lock_guard<std::mutex> lock(mu_);
     last_rv_ = list_rv;
     first_sync = !synced_;
-    synced_ = true;
     stats_.lists++;
   }
   for (const auto& [before, after] : changes) {
     if (before == nullptr) {
-      if (handlers_.on_add) handlers_.on_add(after);
+      if (handlers_.on_add) Deliver(*after, [&] { handlers_.on_add(after); });
     } else if (handlers_.on_update) {
-      handlers_.on_update(before, after);
+      Deliver(*after, [&] { handlers_.on_update(before, after); });
     }
   }
   for (const auto& [key, gone] : old) {
-    if (handlers_.on_delete) handlers_.on_delete(gone);
+    if (handlers_.on_delete) Deliver(*gone, [&] { handlers_.on_delete(gone); });
   }
-  if (first_sync && handlers_.on_synced) handlers_.on_synced();
+  if (first_sync) {
+    // Synced means "the handlers have seen the whole initial list", not "the list arrived":
+    // a controller that starts distributing on HasSynced() must not miss a listed object.
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      synced_ = true;
+    }
+    if (handlers_.on_synced) handlers_.on_synced();
+  }
   return OkStatus();
 }
 
 Status Reflector::HandleEvent(Json& event, int* events) {
-  const std::string type = event.value("type", "");
+  // Every field type-checked: a malformed event is an error (the watch is re-opened), never an
+  // exception.
+  if (!event.is_object()) return Internal("watch event is not a JSON object");
+  auto t = event.find("type");
+  const std::string type = t != event.end() && t->is_string() ? t->get<std::string>() : "";
   Json& object = event["object"];
   if (type == "ERROR") {
-    const int code = object.is_object() ? object.value("code", 0) : 0;
-    const std::string msg = object.is_object() ? object.value("message", "") : "";
+    int code = 0;
+    std::string msg;
+    if (object.is_object()) {
+      auto c = object.find("code");
+      if (c != object.end() && c->is_number_integer()) {
+        code = static_cast<int>(std::clamp<int64_t>(c->get<int64_t>(), 0, 999));
+      }
+      auto m = object.find("message");
+      if (m != object.end() && m->is_string()) msg = m->get<std::string>();
+    }
     if (code == 410) return ExpiredError(msg);
     return Unavailable("watch error " + std::to_string(code) + ": " + msg);
   }
@@ -136,6 +174,7 @@ Status Reflector::HandleEvent(Json& event, int* events) {
   if (type != "ADDED" && type != "MODIFIED" && type != "DELETED") {
     return Internal("unknown watch event type '" + type + "'");
   }
+  if (!object.is_object()) return Internal("watch event " + type + " without an object");
   const std::string key = ObjectKey(object);
   ObjectPtr obj = Prepare(std::move(object));
   bool duplicate = false;
@@ -145,7 +184,7 @@ Status Reflector::HandleEvent(Json& event, int* events) {
     if (old == nullptr) {
       duplicate = true;
     } else if (handlers_.on_delete) {
-      handlers_.on_delete(obj);
+      Deliver(*obj, [&] { handlers_.on_delete(obj); });
     }
   } else {
     ObjectPtr existing = store_->Get(key);
@@ -156,9 +195,9 @@ Status Reflector::HandleEvent(Json& event, int* events) {
       ObjectPtr old = store_->Upsert(obj);
       SetLastResourceVersion(rv);
       if (old == nullptr) {
-        if (handlers_.on_add) handlers_.on_add(obj);
+        if (handlers_.on_add) Deliver(*obj, [&] { handlers_.on_add(obj); });
       } else if (handlers_.on_update) {
-        handlers_.on_update(old, obj);
+        Deliver(*obj, [&] { handlers_.on_update(old, obj); });
       }
     }
   }

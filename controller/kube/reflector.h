@@ -68,6 +68,8 @@ class Reflector {
   Status WatchOnce(const StopSignal& stop, int* events);
   Status HandleEvent(Json& event, int* events);
   ObjectPtr Prepare(Json raw) const;
+  // Runs a handler; an exception it throws is logged as a skipped object, never propagated.
+  void Deliver(const Json& obj, const std::function<void()>& call) const;
   void SetLastResourceVersion(std::string rv);
 
   const ClientPtr client_;

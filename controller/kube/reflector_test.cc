@@ -206,5 +206,71 @@ TEST_F(ReflectorTest, ExpiredAgainAfterRelistAtOldRvListsFromScratch) {
   EXPECT_EQ(sleeper_->sleeps().size(), 1u);  // the third 410 in a row backs off
 }
 
+TEST_F(ReflectorTest, SyncedOnlyAfterHandlersSawTheWholeInitialList) {
+  // A controller that starts distributing on HasSynced() must not miss a listed object: while
+  // the handlers still receive the initial list, the reflector is not synced.
+  steps_.push_back({"limit=500", {HttpResponse{200, ListBody(10, {Cm("a", 5), Cm("b", 6)})}}});
+  Reflector* self = nullptr;
+  std::vector<bool> synced_during_adds;
+  ResourceEventHandlers h;
+  h.on_add = [&](const ObjectPtr&) { synced_during_adds.push_back(self->HasSynced()); };
+  bool synced_in_callback = false;
+  h.on_synced = [&] { synced_in_callback = self->HasSynced(); };
+  ReflectorOptions o;
+  o.gvr = ConfigMapsGvr();
+  o.ns = "ns";
+  o.seed = 99;
+  Reflector r(std::make_shared<Client>(Server()), store_, o, h, clock_, sleeper_);
+  self = &r;
+  r.Run(*stop_);
+  EXPECT_EQ(synced_during_adds, (std::vector<bool>{false, false}));
+  EXPECT_TRUE(synced_in_callback);
+  EXPECT_TRUE(r.HasSynced());
+}
+
+TEST_F(ReflectorTest, MalformedEventsAndThrowingHandlersNeverEscape) {
+  steps_.push_back({"limit=500", {HttpResponse{200, ListBody(10, {Cm("a", 5)})}}});
+  // Wrong JSON types in every place the reflector reads: the watch is re-opened, no throw.
+  steps_.push_back({"resourceVersion=10",
+                    {HttpResponse{200, ""},
+                     {R"({"type":7,"object":{}})"
+                      "\n"}}});
+  steps_.push_back({"resourceVersion=10",
+                    {HttpResponse{200, ""},
+                     {R"({"type":"ERROR","object":{"code":"410","message":5}})"
+                      "\n"}}});
+  steps_.push_back({"resourceVersion=10",
+                    {HttpResponse{200, ""},
+                     {R"({"type":"ADDED","object":"not an object"})"
+                      "\n"}}});
+  steps_.push_back(
+      {"resourceVersion=10",
+       {HttpResponse{200, ""},
+        {R"({"type":"ADDED","object":{"metadata":{"name":"bad","namespace":"ns","resourceVersion":"11"},"data":5}})"
+         "\n"}}});
+  steps_.push_back({"resourceVersion=11", {HttpResponse{200, ""}, {Ev("ADDED", Cm("c", 12))}}});
+  ResourceEventHandlers h;
+  std::vector<std::string> added;
+  h.on_add = [&](const ObjectPtr& o) {
+    if (NameOf(*o) == "bad") (void)o->at("data");  // gone with the transform: throws
+    added.push_back(NameOf(*o));
+  };
+  ReflectorOptions o;
+  o.gvr = ConfigMapsGvr();
+  o.ns = "ns";
+  o.seed = 99;
+  // A transform that throws on what it does not expect.
+  o.transform = [](Json j) {
+    if (j["data"].is_number()) throw std::runtime_error("transform: unexpected data");
+    return j;
+  };
+  Reflector r(std::make_shared<Client>(Server()), store_, o, h, clock_, sleeper_);
+  EXPECT_NO_THROW(r.Run(*stop_));
+  EXPECT_EQ(added, (std::vector<std::string>{"a", "c"}));  // "bad" skipped, the rest goes on
+  ASSERT_NE(store_->Get("ns/bad"), nullptr);               // kept by its identity only
+  EXPECT_FALSE(store_->Get("ns/bad")->contains("data"));
+  EXPECT_EQ(r.LastResourceVersion(), "12");
+}
+
 }  // namespace
 }  // namespace feedguard::kube

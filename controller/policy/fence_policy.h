@@ -20,6 +20,8 @@ inline constexpr char kFencePolicyResource[] = "fencepolicies";
 inline constexpr char kFencePolicyKind[] = "FencePolicy";
 // Set on every FencePolicy so deletion waits until every node reverted its fences.
 inline constexpr char kFencePolicyFinalizer[] = "feedguard.io/revert-fences";
+// spec.neighbours.maxCPU of a Quota fence when the policy does not set it.
+inline constexpr int32_t kDefaultQuotaMaxCpuPercent = 75;
 
 enum class PolicyMode { kEnforce, kDryRun };
 enum class CpuPlacement { kWholeCores, kThreads };
@@ -41,7 +43,9 @@ struct NeighbourSpec {
   std::vector<std::string> exclude_namespaces;
   std::vector<std::string> exclude_priority_classes;
   NeighbourFenceMode fence = NeighbourFenceMode::kIdle;
-  int32_t max_cpu_percent = 0;  // 0 = no cap
+  // Quota only: the cap on all neighbours together, percent of the CPUs left after trainers
+  // (kDefaultQuotaMaxCpuPercent when absent). 0 for the other fences (maxCPU is rejected there).
+  int32_t max_cpu_percent = 0;
 };
 
 struct FencePolicy {
@@ -67,8 +71,11 @@ struct FieldError {
   std::string message;
 };
 
-// Parses a FencePolicy object. Type errors that slipped past the schema (or came from a file)
-// are returned as field errors in `errors`; the result is still usable for its metadata.
+// Parses a FencePolicy object. Never throws: every member is type-checked and validated as the
+// CRD would (types, enums, ranges, required fields, label syntax, list sizes), because the
+// installed CRD may be older or looser than this code. Problems are returned as field errors in
+// `errors` ("spec.trainers.cpu.cores: must be between 1 and 1024"); an explicit zero or
+// out-of-range value is an error, never "unset". The result is still usable for its metadata.
 struct ParsedPolicy {
   FencePolicy policy;
   std::vector<FieldError> errors;

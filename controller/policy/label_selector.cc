@@ -4,29 +4,105 @@
 
 #include <nlohmann/json.hpp>
 
+#include "controller/sanitize/sanitize.h"
+
 namespace feedguard::controller {
+namespace {
+
+bool IsAlnum(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+}
+
+// A label name or value: [A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?, at most 63 characters.
+bool IsLabelName(const std::string& s) {
+  if (s.empty() || s.size() > 63 || !IsAlnum(s.front()) || !IsAlnum(s.back())) return false;
+  return std::all_of(s.begin(), s.end(),
+                     [](char c) { return IsAlnum(c) || c == '-' || c == '_' || c == '.'; });
+}
+
+const char* OpName(LabelSelector::Op op) {
+  switch (op) {
+    case LabelSelector::Op::kIn:
+      return "In";
+    case LabelSelector::Op::kNotIn:
+      return "NotIn";
+    case LabelSelector::Op::kExists:
+      return "Exists";
+    case LabelSelector::Op::kDoesNotExist:
+      return "DoesNotExist";
+  }
+  return "";
+}
+
+}  // namespace
+
+std::string CheckLabelKey(const std::string& key) {
+  if (key.empty()) return "must not be empty";
+  if (key.size() > 317) return "must be at most 317 characters";
+  std::string name = key;
+  if (auto slash = key.find('/'); slash != std::string::npos) {
+    if (!IsDnsSubdomain(key.substr(0, slash))) {
+      return "prefix before \"/\" must be a DNS subdomain (lowercase, at most 253 characters)";
+    }
+    name = key.substr(slash + 1);
+  }
+  if (!IsLabelName(name)) {
+    return "name must be at most 63 characters of letters, digits, \"-\", \"_\" and \".\", "
+           "starting and ending with a letter or digit";
+  }
+  return "";
+}
+
+std::string CheckLabelValue(const std::string& value) {
+  if (value.empty() || IsLabelName(value)) return "";
+  return "must be at most 63 characters of letters, digits, \"-\", \"_\" and \".\", starting "
+         "and ending with a letter or digit";
+}
 
 Result<LabelSelector> LabelSelector::FromJson(const nlohmann::json& j, const std::string& field) {
   LabelSelector s;
   if (j.is_null()) return s;
-  if (!j.is_object()) return InvalidArgument(field + ": must be an object");
+  if (!j.is_object()) return InvalidArgument(field + ": expected object");
   if (auto it = j.find("matchLabels"); it != j.end() && !it->is_null()) {
-    if (!it->is_object()) return InvalidArgument(field + ".matchLabels: must be a map");
+    const std::string f = field + ".matchLabels";
+    if (!it->is_object()) return InvalidArgument(f + ": expected map of strings");
+    if (it->size() > kMaxMatchLabels) {
+      return InvalidArgument(f + ": at most " + std::to_string(kMaxMatchLabels) + " entries");
+    }
     for (auto& [k, v] : it->items()) {
-      if (!v.is_string())
-        return InvalidArgument(field + ".matchLabels." + k + ": must be a string");
+      const std::string kf = f + "." + SafeText(k, 317);
+      if (std::string why = CheckLabelKey(k); !why.empty()) {
+        return InvalidArgument(kf + ": label key " + why);
+      }
+      if (!v.is_string()) return InvalidArgument(kf + ": expected string");
+      if (std::string why = CheckLabelValue(v.get<std::string>()); !why.empty()) {
+        return InvalidArgument(kf + ": label value " + why);
+      }
       s.match_labels_[k] = v.get<std::string>();
     }
   }
   if (auto it = j.find("matchExpressions"); it != j.end() && !it->is_null()) {
-    if (!it->is_array()) return InvalidArgument(field + ".matchExpressions: must be a list");
+    if (!it->is_array()) return InvalidArgument(field + ".matchExpressions: expected list");
+    if (it->size() > kMaxMatchExpressions) {
+      return InvalidArgument(field + ".matchExpressions: at most " +
+                             std::to_string(kMaxMatchExpressions) + " entries");
+    }
     int i = 0;
     for (const auto& e : *it) {
       std::string f = field + ".matchExpressions[" + std::to_string(i++) + "]";
+      if (!e.is_object()) return InvalidArgument(f + ": expected object");
       Requirement r;
-      r.key = e.value("key", "");
-      if (r.key.empty()) return InvalidArgument(f + ".key: required");
-      std::string op = e.value("operator", "");
+      auto key = e.find("key");
+      if (key == e.end() || key->is_null()) return InvalidArgument(f + ".key: required");
+      if (!key->is_string()) return InvalidArgument(f + ".key: expected string");
+      r.key = key->get<std::string>();
+      if (std::string why = CheckLabelKey(r.key); !why.empty()) {
+        return InvalidArgument(f + ".key: label key " + why);
+      }
+      auto opj = e.find("operator");
+      if (opj == e.end() || opj->is_null()) return InvalidArgument(f + ".operator: required");
+      if (!opj->is_string()) return InvalidArgument(f + ".operator: expected string");
+      const std::string op = opj->get<std::string>();
       if (op == "In")
         r.op = Op::kIn;
       else if (op == "NotIn")
@@ -36,10 +112,23 @@ Result<LabelSelector> LabelSelector::FromJson(const nlohmann::json& j, const std
       else if (op == "DoesNotExist")
         r.op = Op::kDoesNotExist;
       else
-        return InvalidArgument(f + ".operator: \"" + op +
+        return InvalidArgument(f + ".operator: \"" + SafeText(op, 64) +
                                "\" is not In, NotIn, Exists or DoesNotExist");
-      if (auto v = e.find("values"); v != e.end() && v->is_array()) {
-        for (const auto& x : *v) r.values.push_back(x.get<std::string>());
+      if (auto v = e.find("values"); v != e.end() && !v->is_null()) {
+        if (!v->is_array()) return InvalidArgument(f + ".values: expected list of strings");
+        if (v->size() > kMaxExpressionValues) {
+          return InvalidArgument(f + ".values: at most " + std::to_string(kMaxExpressionValues) +
+                                 " entries");
+        }
+        int k = 0;
+        for (const auto& x : *v) {
+          const std::string xf = f + ".values[" + std::to_string(k++) + "]";
+          if (!x.is_string()) return InvalidArgument(xf + ": expected string");
+          if (std::string why = CheckLabelValue(x.get<std::string>()); !why.empty()) {
+            return InvalidArgument(xf + ": label value " + why);
+          }
+          r.values.push_back(x.get<std::string>());
+        }
       }
       bool needs_values = r.op == Op::kIn || r.op == Op::kNotIn;
       if (needs_values && r.values.empty())
@@ -77,6 +166,31 @@ bool LabelSelector::Matches(const Labels& labels) const {
     }
   }
   return true;
+}
+
+bool LabelSelector::HasPositiveRequirement() const {
+  if (!match_labels_.empty()) return true;
+  return std::any_of(expressions_.begin(), expressions_.end(),
+                     [](const Requirement& r) { return r.op == Op::kIn || r.op == Op::kExists; });
+}
+
+bool LabelSelector::Equivalent(const LabelSelector& other) const {
+  auto canonical = [](const LabelSelector& s) {
+    std::vector<std::string> out;
+    for (const auto& [k, v] : s.match_labels_) out.push_back(k + "\n=\n" + v);
+    for (const auto& r : s.expressions_) {
+      std::vector<std::string> values = r.values;
+      std::sort(values.begin(), values.end());
+      values.erase(std::unique(values.begin(), values.end()), values.end());
+      std::string one = r.key + "\n" + OpName(r.op);
+      for (const auto& v : values) one += "\n" + v;
+      out.push_back(std::move(one));
+    }
+    std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+    return out;
+  };
+  return canonical(*this) == canonical(other);
 }
 
 Labels LabelsFromJson(const nlohmann::json& j) {

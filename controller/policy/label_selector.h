@@ -24,11 +24,19 @@ class LabelSelector {
 
   // An empty selector ({}) matches everything, as in Kubernetes.
   LabelSelector() = default;
-  // `field` names the selector in error messages, e.g. "spec.trainers.podSelector".
+  // `field` names the selector in error messages, e.g. "spec.trainers.podSelector". Every
+  // member is type-checked and validated as the CRD does (label key and value syntax, list and
+  // map sizes, values required for In/NotIn and forbidden for Exists/DoesNotExist); the error
+  // names the offending field: "sel.matchExpressions[0].key: expected string".
   static Result<LabelSelector> FromJson(const nlohmann::json& j, const std::string& field);
 
   bool Matches(const Labels& labels) const;
   bool empty() const { return match_labels_.empty() && expressions_.empty(); }
+  // Whether some condition requires a label to be present (a matchLabels entry, In or Exists).
+  // A selector without one (only NotIn / DoesNotExist) matches every pod that lacks a label.
+  bool HasPositiveRequirement() const;
+  // Same requirements (order of matchExpressions and of their values ignored).
+  bool Equivalent(const LabelSelector& other) const;
 
  private:
   Labels match_labels_;
@@ -36,5 +44,16 @@ class LabelSelector {
 };
 
 Labels LabelsFromJson(const nlohmann::json& j);  // metadata.labels; missing → empty
+
+// Kubernetes label syntax: a key is an optional DNS-subdomain prefix and "/" followed by a
+// name of at most 63 characters ([A-Za-z0-9][-A-Za-z0-9_.]*[A-Za-z0-9]); a value is empty or
+// such a name. An empty string when valid, else what is wrong.
+std::string CheckLabelKey(const std::string& key);
+std::string CheckLabelValue(const std::string& value);
+
+// Selector limits (the CRD's maxProperties / maxItems).
+inline constexpr size_t kMaxMatchLabels = 64;
+inline constexpr size_t kMaxMatchExpressions = 32;
+inline constexpr size_t kMaxExpressionValues = 64;
 
 }  // namespace feedguard::controller

@@ -1,5 +1,6 @@
 #include "controller/reconciler/reconciler.h"
 
+#include <functional>
 #include <thread>
 
 #include <spdlog/spdlog.h>
@@ -10,7 +11,11 @@ namespace feedguard::controller {
 namespace {
 
 std::string NameOf(const nlohmann::json& obj) {
-  return obj.contains("metadata") ? obj["metadata"].value("name", "") : "";
+  if (!obj.is_object()) return "";
+  auto m = obj.find("metadata");
+  if (m == obj.end() || !m->is_object()) return "";
+  auto n = m->find("name");
+  return n != m->end() && n->is_string() ? n->get<std::string>() : "";
 }
 
 std::set<std::string> PoliciesIn(const feedguard::v1::NodeFence& f) {
@@ -47,6 +52,10 @@ void Reconciler::MarkPolicyDirtyLocked(const std::string& name) {
 
 void Reconciler::UpsertPolicy(const nlohmann::json& obj) {
   ParsedPolicy parsed = ParseFencePolicy(obj);
+  if (parsed.policy.name.empty()) {
+    spdlog::warn("reconciler: skipping a FencePolicy without metadata.name");
+    return;
+  }
   std::vector<FieldError> invalid = parsed.errors;
   for (auto& e : ValidateFencePolicy(parsed.policy)) invalid.push_back(e);
   std::lock_guard<std::mutex> l(mu_);
@@ -77,6 +86,10 @@ void Reconciler::DeletePolicy(const nlohmann::json& obj) {
 
 void Reconciler::UpsertPod(const nlohmann::json& obj) {
   PodInfo pod = PodFromJson(obj);
+  if (pod.uid.empty()) {
+    spdlog::warn("reconciler: skipping pod {}/{} without metadata.uid", pod.ns, pod.name);
+    return;
+  }
   std::lock_guard<std::mutex> l(mu_);
   auto prev = pod_node_.find(pod.uid);
   if (prev != pod_node_.end() && prev->second != pod.node_name) {
@@ -105,6 +118,14 @@ void Reconciler::DeletePod(const nlohmann::json& obj) {
 
 void Reconciler::UpsertNode(const nlohmann::json& obj) {
   NodeInfo info = NodeFromJson(obj);
+  if (info.name.empty()) {
+    spdlog::warn("reconciler: skipping a Node without metadata.name");
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> l(admission_mu_);
+    admissible_nodes_.insert(info.name);
+  }
   std::lock_guard<std::mutex> l(mu_);
   NodeEntry& n = nodes_[info.name];
   n.exists = true;
@@ -113,16 +134,25 @@ void Reconciler::UpsertNode(const nlohmann::json& obj) {
 }
 
 void Reconciler::DeleteNode(const nlohmann::json& obj) {
-  std::lock_guard<std::mutex> l(mu_);
   std::string name = NameOf(obj);
-  nodes_.erase(name);
-  dirty_nodes_.erase(name);
-  for (auto& [p, per_node] : per_policy_) per_node.erase(name);
-  for (auto& [p, e] : policies_) e.status_dirty = true;
+  if (name.empty()) return;
+  {
+    std::lock_guard<std::mutex> l(admission_mu_);
+    admissible_nodes_.erase(name);
+  }
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    nodes_.erase(name);
+    dirty_nodes_.erase(name);
+    for (auto& [p, per_node] : per_policy_) per_node.erase(name);
+    for (auto& [p, e] : policies_) e.status_dirty = true;
+  }
+  sink_->Forget(name);  // outside mu_: the distributor calls NodeAdmissible under its own lock
 }
 
 void Reconciler::UpsertNamespace(const nlohmann::json& obj) {
   NamespaceInfo ns = NamespaceFromJson(obj);
+  if (ns.name.empty()) return;
   std::lock_guard<std::mutex> l(mu_);
   auto& labels = namespaces_[ns.name];
   if (labels != ns.labels) {
@@ -216,8 +246,16 @@ bool Reconciler::Step() {
 
 bool Reconciler::StepFences() {
   std::vector<feedguard::v1::NodeFence> to_send;
+  bool first_resolution = false;
   {
     std::lock_guard<std::mutex> l(mu_);
+    // Before every informer delivered its initial list, a fence would be computed from a
+    // partial view (e.g. the nodes but not yet their pods) and withdraw what agents enforce.
+    if (!informers_synced_) return false;
+    if (!resolved_) {
+      MarkAllNodesDirtyLocked();
+      first_resolution = true;
+    }
     std::set<std::string> dirty;
     dirty.swap(dirty_nodes_);
     for (const auto& node : dirty) {
@@ -229,7 +267,35 @@ bool Reconciler::StepFences() {
     Status st = sink_->SetDesired(f);
     if (!st.ok()) spdlog::warn("SetDesired({}): {}", f.node_name(), st.ToString());
   }
-  return !to_send.empty();
+  if (first_resolution) {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      resolved_ = true;
+    }
+    {
+      std::lock_guard<std::mutex> l(admission_mu_);
+      nodes_known_ = true;
+    }
+    spdlog::info("reconciler: initial lists delivered and every node resolved; {} fences out",
+                 to_send.size());
+    sink_->OnNodesKnown();
+  }
+  return !to_send.empty() || first_resolution;
+}
+
+void Reconciler::MarkInformersSynced() {
+  std::lock_guard<std::mutex> l(mu_);
+  informers_synced_ = true;
+}
+
+bool Reconciler::Synced() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return resolved_;
+}
+
+bool Reconciler::NodeAdmissible(const std::string& node) const {
+  std::lock_guard<std::mutex> l(admission_mu_);
+  return !nodes_known_ || admissible_nodes_.count(node) > 0;
 }
 
 bool Reconciler::StepApiWrites() {
@@ -238,6 +304,9 @@ bool Reconciler::StepApiWrites() {
   const auto now = clock_->MonotonicNow();
   {
     std::lock_guard<std::mutex> l(mu_);
+    // Status and finalizers judged from a partial view would be wrong (a deleting policy's
+    // finalizer removed before its nodes are even known): wait for the first full resolution.
+    if (!resolved_) return false;
     for (auto& [name, e] : policies_) {
       if (e.finalizer_pending) finalizers_to_add.push_back(name);
       if (e.policy.deleting && e.policy.HasFinalizer()) {
@@ -321,10 +390,17 @@ bool Reconciler::StepApiWrites() {
     if (ws.ok()) {
       stats_.status_writes++;
       // Events on condition transitions.
+      // `prev` may be whatever the API server held (a loose CRD): type-check every step.
       auto cond = [](const nlohmann::json& s, const std::string& type) -> std::string {
-        if (!s.is_object() || !s.contains("conditions")) return "";
-        for (const auto& c : s["conditions"])
-          if (c.value("type", "") == type) return c.value("status", "");
+        if (!s.is_object()) return "";
+        auto cs = s.find("conditions");
+        if (cs == s.end() || !cs->is_array()) return "";
+        for (const auto& c : *cs) {
+          if (!c.is_object()) continue;
+          auto t = c.find("type"), v = c.find("status");
+          if (t == c.end() || !t->is_string() || *t != type) continue;
+          return v != c.end() && v->is_string() ? v->get<std::string>() : "";
+        }
         return "";
       };
       const nlohmann::json prev = it->second.last_status;
@@ -334,7 +410,7 @@ bool Reconciler::StepApiWrites() {
       }
       if (cond(st, "Ready") == "True" && cond(prev, "Ready") != "True") {
         writer_->Event(name, "Normal", "Enforced",
-                       std::to_string(st["nodes"]["enforced"].get<int>()) + " nodes enforced");
+                       std::to_string(st["nodes"].value("enforced", 0)) + " nodes enforced");
       }
       if (cond(st, "Degraded") == "True" && cond(prev, "Degraded") != "True") {
         writer_->Event(name, "Warning", "Degraded", "some nodes failed or are stale");
@@ -351,16 +427,25 @@ bool Reconciler::StepApiWrites() {
 }
 
 void Reconciler::Run(const kube::StopSignal& stop) {
+  // Last line of defence: every input is type-checked where it is read, but an exception that
+  // still escaped a pass must not end the thread (std::terminate): log it and go on.
+  auto guarded = [](const char* what, const std::function<void()>& step) {
+    try {
+      step();
+    } catch (const std::exception& e) {
+      spdlog::error("reconciler: {} pass failed: {}", what, e.what());
+    }
+  };
   // API writes (status, finalizers, Events) take round trips to the API server; they run on
   // their own thread so a slow write never delays the next NodeFence.
   std::thread writes([&] {
     while (!stop.IsSet()) {
-      StepApiWrites();
+      guarded("status", [&] { StepApiWrites(); });
       stop.WaitFor(options_.tick);
     }
   });
   while (!stop.IsSet()) {
-    StepFences();
+    guarded("fence", [&] { StepFences(); });
     stop.WaitFor(options_.tick);
   }
   writes.join();

@@ -7,6 +7,12 @@
 // coalesced status at most once per `status_interval` per policy, only when it changed.
 // Deletion: a policy being deleted leaves every NodeFence; its finalizer is removed once no
 // agent's acknowledged fence still contains it (nodes that no longer exist do not block).
+//
+// Never withdraw on start: until MarkInformersSynced() (every informer has delivered its
+// initial list) the loop hands no fence to the sink and writes nothing to the API server; the
+// first pass after it resolves every node, and only then are fences sent and Synced() true. A
+// fresh leader therefore never sends a fence computed from a partial view (agents keep their
+// last fence meanwhile: they are fail-static).
 #pragma once
 
 #include <chrono>
@@ -44,6 +50,11 @@ class FenceSink {
   };
   // nullopt: no agent ever connected for this node.
   virtual std::optional<Agent> GetAgent(const std::string& node) const = 0;
+  // The Node object is gone: drop everything held for it (ends its agent's stream).
+  virtual void Forget(const std::string& node) { (void)node; }
+  // The first full resolution ran: nodes are known from now on (streams of agents for nodes
+  // without a Node object may be ended).
+  virtual void OnNodesKnown() {}
 };
 using FenceSinkPtr = std::shared_ptr<FenceSink>;
 
@@ -89,6 +100,13 @@ class Reconciler final : public AgentObserver {
   void DeleteNode(const nlohmann::json& obj);
   void UpsertNamespace(const nlohmann::json& obj);
   void DeleteNamespace(const nlohmann::json& obj);
+  // Every informer has delivered its initial list (call once; later calls are no-ops).
+  void MarkInformersSynced();
+  // True once a full resolution ran after MarkInformersSynced(): fences may flow (/readyz).
+  bool Synced() const;
+  // Whether an agent may speak for `node`: true while nodes are not known yet (before the
+  // first full resolution), then only when a Node object of that name exists.
+  bool NodeAdmissible(const std::string& node) const;
 
   // ---- AgentObserver ----
   void OnConnected(const std::string& node, const feedguard::v1::AgentHello& hello) override;
@@ -150,6 +168,13 @@ class Reconciler final : public AgentObserver {
   std::map<std::string, std::map<std::string, PolicyOnNode>> per_policy_;  // guarded by mu_
   uint64_t version_counter_ = 0;                                           // guarded by mu_
   ReconcilerStats stats_;                                                  // guarded by mu_
+  bool informers_synced_ = false;                                          // guarded by mu_
+  bool resolved_ = false;                                                  // guarded by mu_
+  // Node names for NodeAdmissible, under a lock of their own: the distributor asks on every
+  // hello under its lock, which must never wait for a long recompute under mu_.
+  mutable std::mutex admission_mu_;
+  std::set<std::string> admissible_nodes_;  // guarded by admission_mu_
+  bool nodes_known_ = false;                // guarded by admission_mu_
 };
 using ReconcilerPtr = std::shared_ptr<Reconciler>;
 

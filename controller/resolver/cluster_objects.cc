@@ -1,7 +1,9 @@
 #include "controller/resolver/cluster_objects.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstdint>
 
 #include <nlohmann/json.hpp>
 
@@ -21,6 +23,15 @@ const nlohmann::json& Obj(const nlohmann::json& j, const char* key) {
   return it == j.end() ? kNull : *it;
 }
 
+// Bounds that keep every sum below int64/int32 overflow whatever a pod spec says.
+constexpr int64_t kMaxCpuCores = 1'000'000'000;
+constexpr int64_t kMaxGpusPerContainer = 1024;
+
+int64_t SaturatingAdd(int64_t a, int64_t b) {
+  int64_t r = 0;
+  return __builtin_add_overflow(a, b, &r) ? INT64_MAX : r;
+}
+
 bool IsGpuResource(const std::string& name) {
   return name == "nvidia.com/gpu" || name.rfind("nvidia.com/mig-", 0) == 0;
 }
@@ -32,14 +43,17 @@ Result<int64_t> ParseCpuMilli(const std::string& q) {
   if (q.back() == 'm') {
     int64_t v = 0;
     auto [p, ec] = std::from_chars(q.data(), q.data() + q.size() - 1, v);
-    if (ec != std::errc() || p != q.data() + q.size() - 1 || v < 0) {
+    if (ec != std::errc() || p != q.data() + q.size() - 1 || v < 0 || v > kMaxCpuCores * 1000) {
       return InvalidArgument("bad CPU quantity \"" + q + "\"");
     }
     return v;
   }
   double v = 0;
   auto [p, ec] = std::from_chars(q.data(), q.data() + q.size(), v);
-  if (ec != std::errc() || p != q.data() + q.size() || v < 0) {
+  // from_chars also reads "inf" and "nan"; and a huge value would overflow int64 millicores
+  // (undefined behaviour): no node has a billion cores.
+  if (ec != std::errc() || p != q.data() + q.size() || !std::isfinite(v) || v < 0 ||
+      v > kMaxCpuCores) {
     return InvalidArgument("bad CPU quantity \"" + q + "\"");
   }
   // Kubernetes rounds fractional millicores up.
@@ -61,6 +75,7 @@ PodInfo PodFromJson(const nlohmann::json& pod) {
   p.phase = Str(status, "phase");
 
   bool every_limited = true, any_resources = false, guaranteed = true;
+  int64_t gpus = 0;
   const auto& containers = Obj(spec, "containers");
   if (containers.is_array()) {
     for (const auto& c : containers) {
@@ -74,8 +89,8 @@ PodInfo PodFromJson(const nlohmann::json& pod) {
       int64_t rq_m = 0, lm_m = 0;
       if (auto v = ParseCpuMilli(rq); !rq.empty() && v.ok()) rq_m = *v;
       if (auto v = ParseCpuMilli(lm); !lm.empty() && v.ok()) lm_m = *v;
-      p.cpu_request_milli += rq_m;
-      p.cpu_limit_milli += lm_m;
+      p.cpu_request_milli = SaturatingAdd(p.cpu_request_milli, rq_m);
+      p.cpu_limit_milli = SaturatingAdd(p.cpu_limit_milli, lm_m);
       if (lm_m == 0) every_limited = false;
       if (!rq.empty() || !lm.empty() || !Str(req, "memory").empty() || !Str(lim, "memory").empty())
         any_resources = true;
@@ -85,14 +100,24 @@ PodInfo PodFromJson(const nlohmann::json& pod) {
       if (lm_m == 0 || rq_m != lm_m || lmem.empty() || rm != lmem) guaranteed = false;
       if (lim.is_object()) {
         for (auto& [name, v] : lim.items()) {
-          if (IsGpuResource(name) && v.is_string())
-            p.gpus += std::atoi(v.get<std::string>().c_str());
-          if (IsGpuResource(name) && v.is_number_integer()) p.gpus += v.get<int>();
+          if (!IsGpuResource(name)) continue;
+          int64_t n = 0;
+          if (v.is_string()) {
+            const std::string t = v.get<std::string>();
+            auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), n);
+            if (ec != std::errc() || end != t.data() + t.size()) n = 0;
+          } else if (v.is_number_integer() && !v.is_number_unsigned()) {
+            n = v.get<int64_t>();
+          } else if (v.is_number_unsigned()) {
+            n = kMaxGpusPerContainer;
+          }
+          gpus = SaturatingAdd(gpus, std::clamp<int64_t>(n, 0, kMaxGpusPerContainer));
         }
       }
     }
   }
   if (!every_limited) p.cpu_limit_milli = 0;
+  p.gpus = static_cast<int32_t>(std::min<int64_t>(gpus, INT32_MAX));
   std::string qos = Str(status, "qosClass");
   if (qos == "Guaranteed")
     p.qos = PodQos::kGuaranteed;

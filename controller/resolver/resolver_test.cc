@@ -190,5 +190,57 @@ TEST(ClusterObjectsTest, CpuQuantities) {
   EXPECT_FALSE(ParseCpuMilli("-1").ok());
 }
 
+TEST(ClusterObjectsTest, QuantitiesThatWouldOverflowAreRejected) {
+  for (const char* q :
+       {"inf", "nan", "-inf", "1e300", "9223372036854775807", "99999999999999999999m", "1e16"}) {
+    EXPECT_FALSE(ParseCpuMilli(q).ok()) << q;
+  }
+  EXPECT_EQ(*ParseCpuMilli("1e3"), 1'000'000);
+}
+
+TEST(ClusterObjectsTest, MalformedPodsProjectWithoutThrowing) {
+  const nlohmann::json pods[] = {
+      nullptr,
+      1,
+      "pod",
+      nlohmann::json::array(),
+      {{"metadata", "x"}, {"spec", 1}, {"status", {1, 2}}},
+      {{"metadata", {{"uid", 1}, {"labels", {1}}}},
+       {"spec", {{"containers", {1, "x", {{"resources", 5}}, {{"resources", {{"limits", 7}}}}}}}}},
+      {{"metadata", {{"uid", "u"}}},
+       {"spec",
+        {{"containers",
+          {{{"name", "a"},
+            {"resources",
+             {{"requests", {{"cpu", "1e300"}}},
+              {"limits",
+               {{"cpu", 5},
+                {"nvidia.com/gpu", "99999999999"},
+                {"nvidia.com/mig-1g", -4},
+                {"nvidia.com/mig-2g", 18446744073709551615ull}}}}}}}}}},
+       {"status", {{"containerStatuses", {1, {{"name", 2}}}}}}},
+  };
+  for (const auto& j : pods) {
+    PodInfo p;
+    ASSERT_NO_THROW(p = PodFromJson(j)) << j.dump();
+    EXPECT_GE(p.gpus, 0);
+    EXPECT_GE(p.cpu_request_milli, 0);
+    EXPECT_NO_THROW(NodeFromJson(j));
+    EXPECT_NO_THROW(NamespaceFromJson(j));
+  }
+  // Many huge containers: the sums saturate instead of overflowing.
+  nlohmann::json big = {{"metadata", {{"uid", "u"}}},
+                        {"spec", {{"containers", nlohmann::json::array()}}}};
+  for (int i = 0; i < 20; ++i) {
+    big["spec"]["containers"].push_back(
+        {{"name", "c" + std::to_string(i)},
+         {"resources", {{"limits", {{"cpu", "999999999"}, {"nvidia.com/gpu", "1024"}}}}}});
+  }
+  PodInfo p = PodFromJson(big);
+  EXPECT_GT(p.cpu_request_milli, 0);
+  EXPECT_GT(p.cpu_limit_milli, 0);
+  EXPECT_EQ(p.gpus, 20 * 1024);
+}
+
 }  // namespace
 }  // namespace feedguard::controller

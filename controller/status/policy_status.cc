@@ -1,5 +1,7 @@
 #include "controller/status/policy_status.h"
 
+#include "controller/sanitize/sanitize.h"
+
 #include <algorithm>
 #include <ctime>
 #include <map>
@@ -10,11 +12,30 @@ namespace {
 
 namespace v1 = feedguard::v1;
 
+// Bounds well inside the CRD's (failures[].message ≤ 1024, conditions[].message ≤ 32768).
+constexpr size_t kMaxFailureMessage = 512;
+constexpr size_t kMaxConditionMessage = 4096;
+
 struct Failure {
   std::string node;
   std::string reason;
   std::string message;
 };
+
+// The string member `key` of `j`, or `fallback` when `j` is no object or the member is no
+// string (a previous status comes from the API server, maybe under a looser CRD).
+std::string StringMember(const nlohmann::json& j, const char* key, const std::string& fallback) {
+  if (!j.is_object()) return fallback;
+  auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : fallback;
+}
+
+const nlohmann::json& ArrayMember(const nlohmann::json& j, const char* key) {
+  static const nlohmann::json kEmpty = nlohmann::json::array();
+  if (!j.is_object()) return kEmpty;
+  auto it = j.find(key);
+  return it != j.end() && it->is_array() ? *it : kEmpty;
+}
 
 // Builds a metav1.Condition, keeping lastTransitionTime when the status did not change.
 nlohmann::json Condition(const nlohmann::json& previous, const std::string& type, bool value,
@@ -22,32 +43,40 @@ nlohmann::json Condition(const nlohmann::json& previous, const std::string& type
                          const std::string& now) {
   std::string status = value ? "True" : "False";
   std::string since = now;
-  if (previous.is_object() && previous.contains("conditions") &&
-      previous["conditions"].is_array()) {
-    for (const auto& c : previous["conditions"]) {
-      if (c.value("type", "") == type && c.value("status", "") == status) {
-        since = c.value("lastTransitionTime", now);
-      }
+  for (const auto& c : ArrayMember(previous, "conditions")) {
+    if (StringMember(c, "type", "") == type && StringMember(c, "status", "") == status) {
+      since = StringMember(c, "lastTransitionTime", now);
     }
   }
   return {{"type", type},
           {"status", status},
           {"reason", reason},
-          {"message", message},
+          {"message", SafeText(message, kMaxConditionMessage)},
           {"lastTransitionTime", since},
           {"observedGeneration", generation}};
 }
 
 std::string PreviousSince(const nlohmann::json& previous, const Failure& f,
                           const std::string& now) {
-  if (previous.is_object() && previous.contains("failures") && previous["failures"].is_array()) {
-    for (const auto& p : previous["failures"]) {
-      if (p.value("node", "") == f.node && p.value("reason", "") == f.reason) {
-        return p.value("since", now);
-      }
+  for (const auto& p : ArrayMember(previous, "failures")) {
+    if (StringMember(p, "node", "") == f.node && StringMember(p, "reason", "") == f.reason) {
+      return StringMember(p, "since", now);
     }
   }
   return now;
+}
+
+// What an agent said about one pod, made fit for status: a reason outside the CRD's pattern
+// becomes AgentReported (the original, made safe, leads the message), all text valid UTF-8 and
+// bounded.
+Failure AgentFailure(const std::string& node, const v1::PodReport& pod) {
+  std::string reason = pod.reason().empty() ? "NotEnforced" : SafeReason(pod.reason());
+  std::string message = SafeText(pod.namespace_(), 63) + "/" + SafeText(pod.name(), 253) + ": ";
+  if (reason != pod.reason() && !pod.reason().empty()) {
+    message += "(" + SafeText(pod.reason(), 64) + ") ";
+  }
+  message += SafeText(pod.message(), kMaxFailureMessage);
+  return {node, std::move(reason), SafeText(message, kMaxFailureMessage)};
 }
 
 // At most `max` bytes of `s`, cut on a UTF-8 character boundary (a status object with a split
@@ -135,7 +164,7 @@ nlohmann::json ComputePolicyStatus(const PolicyStatusInput& in) {
       const AgentView& a = it->second;
       if (!a.nack_error.empty()) {
         ++failed;
-        failures.push_back({node, "FenceRejected", a.nack_error});
+        failures.push_back({node, "FenceRejected", SafeText(a.nack_error, kMaxFailureMessage)});
         continue;
       }
       if (a.acked_version < a.desired_version) continue;  // in flight: neither yet
@@ -157,8 +186,7 @@ nlohmann::json ComputePolicyStatus(const PolicyStatusInput& in) {
           }
           if (!pod.enforced()) {
             node_ok = false;
-            failures.push_back({node, pod.reason().empty() ? "NotEnforced" : pod.reason(),
-                                pod.namespace_() + "/" + pod.name() + ": " + pod.message()});
+            failures.push_back(AgentFailure(node, pod));
           }
         }
       }

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cctype>
+
 namespace feedguard::controller {
 namespace {
 
@@ -191,6 +193,57 @@ TEST_F(PolicyStatusTest, ConflictsAreReported) {
   const auto* c = FindCondition(st, "Conflicting");
   EXPECT_EQ((*c)["status"], "True");
   EXPECT_EQ((*c)["message"], "1 pods: ml/t is claimed by higher-ranked policy other");
+}
+
+// What the CRD accepts for status.failures[] (the API server rejects the whole status
+// otherwise, for good: every later write of the policy carries the same entry).
+bool FailureFitsTheCrd(const nlohmann::json& f) {
+  const std::string reason = f["reason"];
+  if (reason.empty() || reason.size() > 128) return false;
+  if (!std::isalpha(static_cast<unsigned char>(reason.front())) || reason.back() == '_') {
+    return false;
+  }
+  for (char c : reason) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') return false;
+  }
+  return f["message"].get<std::string>().size() <= 1024 &&
+         f["node"].get<std::string>().size() <= 253;
+}
+
+TEST_F(PolicyStatusTest, HostileReportStillGivesAStatusTheCrdAccepts) {
+  Node("a", 1, true, 3, 3);
+  Node("b", 1, true, 3, 3);
+  auto* r = Report("a");
+  AddPod(r, "t", v1::PodReport::TRAINER, false, "not camel\ncase " + std::string(500, 'x'));
+  r->mutable_pods(0)->set_message(std::string(100000, '\xff'));
+  r->mutable_pods(0)->set_name("pod\xc3");
+  auto* r2 = Report("b");
+  AddPod(r2, "t\x80", v1::PodReport::TRAINER, false, "Bad\xfeReason");
+  r2->mutable_pods(0)->set_cpu_pressure_some_avg10(1e308);
+  r2->set_overwrites_total(UINT64_MAX);
+  in_.agents["b"].nack_error.clear();
+  nlohmann::json st;
+  ASSERT_NO_THROW(st = ComputePolicyStatus(in_));
+  ASSERT_NO_THROW((void)st.dump());  // what the status write does first
+  ASSERT_EQ(st["failures"].size(), 2u);
+  for (const auto& f : st["failures"]) {
+    EXPECT_TRUE(FailureFitsTheCrd(f)) << f.dump(-1, ' ', true);
+    EXPECT_EQ(f["reason"], "AgentReported");
+  }
+  // The agent's own reason is not lost: it leads the message, made safe.
+  EXPECT_NE(st["failures"][0]["message"].get<std::string>().find("(not camel case"),
+            std::string::npos)
+      << st["failures"][0]["message"];
+}
+
+TEST_F(PolicyStatusTest, NackErrorIsMadeSafeForStatus) {
+  Node("a", 1, true, 3, 2);
+  in_.agents["a"].nack_error = "bad\xff\nline " + std::string(5000, 'e');
+  nlohmann::json st = ComputePolicyStatus(in_);
+  ASSERT_NO_THROW((void)st.dump());
+  ASSERT_EQ(st["failures"].size(), 1u);
+  EXPECT_TRUE(FailureFitsTheCrd(st["failures"][0]));
+  EXPECT_EQ(st["failures"][0]["message"].get<std::string>().find('\n'), std::string::npos);
 }
 
 }  // namespace

@@ -133,8 +133,8 @@ table="$(kc get fp 2>&1)"
 echo "$table"
 header="$(head -1 <<<"$table" | tr -s ' ')"
 row="$(grep '^valid-minimal ' <<<"$table" | tr -s ' ')"
-if [[ "$header" == "NAME MODE NODES ENFORCED TRAINERS READY AGE" ]]; then pass "kubectl get fp columns: $header"; else bad "kubectl get fp header: '$header'"; fi
-if [[ "$row" =~ ^valid-minimal\ Enforce\ 3\ 2\ 5\ False\ [0-9]+[smh] ]]; then pass "kubectl get fp row: $row"; else bad "kubectl get fp row: '$row'"; fi
+if [[ "$header" == "NAME MODE NODES ENFORCED TRAINERS READY REASON AGE" ]]; then pass "kubectl get fp columns: $header"; else bad "kubectl get fp header: '$header'"; fi
+if [[ "$row" =~ ^valid-minimal\ Enforce\ 3\ 2\ 5\ False\ NodesFailed\ [0-9]+[smh] ]]; then pass "kubectl get fp row: $row"; else bad "kubectl get fp row: '$row'"; fi
 wide="$(kc get fp -o wide 2>&1 | head -1 | tr -s ' ')"
 if [[ "$wide" == *PRIORITY* ]]; then pass "kubectl get fp -o wide adds PRIORITY"; else bad "wide header: $wide"; fi
 n="$(kc get feedguard -o name 2>/dev/null | grep -c 'fencepolicy.feedguard.io/valid-')"

@@ -1,0 +1,285 @@
+// The Distributor's bounds against hostile or broken agents (issue 13): a real server on
+// 127.0.0.1 (insecure: identity is tested in tests/integration/grpc) and raw gRPC streams.
+#include "controller/distributor/distributor.h"
+
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "feedguard/v1/nodefence.grpc.pb.h"
+
+namespace feedguard::controller {
+namespace {
+
+namespace v1 = feedguard::v1;
+using namespace std::chrono_literals;
+
+class DistributorBoundsTest : public ::testing::Test {
+ protected:
+  DistributorOptions Options() {
+    DistributorOptions o;
+    o.insecure = true;
+    o.admit_node = [this](const std::string& node) {
+      std::lock_guard l(mu_);
+      return nodes_.count(node) > 0;
+    };
+    return o;
+  }
+  std::unique_ptr<Distributor> Start(DistributorOptions o) {
+    auto d = Distributor::Start(std::move(o));
+    EXPECT_TRUE(d.ok()) << d.status().ToString();
+    return d.ok() ? std::move(d).value() : nullptr;
+  }
+  std::unique_ptr<v1::FenceDistribution::Stub> Stub(int port) {
+    grpc::ChannelArguments args;
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    args.SetMaxSendMessageSize(64 << 20);
+    return v1::FenceDistribution::NewStub(grpc::CreateCustomChannel(
+        "127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials(), args));
+  }
+  // Sends `messages`, half-closes, drains, returns the final status.
+  grpc::Status Exchange(v1::FenceDistribution::Stub& stub,
+                        const std::vector<v1::AgentMessage>& messages) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + 10s);
+    auto rw = stub.Stream(&ctx);
+    for (const auto& m : messages) rw->Write(m);
+    rw->WritesDone();
+    v1::ControllerMessage in;
+    while (rw->Read(&in)) {
+    }
+    return rw->Finish();
+  }
+  static v1::AgentMessage Hello(const std::string& node) {
+    v1::AgentMessage m;
+    m.mutable_hello()->set_node_name(node);
+    return m;
+  }
+  static v1::NodeFence Fence(const std::string& node, uint64_t version) {
+    v1::NodeFence f;
+    f.set_node_name(node);
+    f.set_version(version);
+    return f;
+  }
+  void AddNode(const std::string& n) {
+    std::lock_guard l(mu_);
+    nodes_.insert(n);
+  }
+  void RemoveNode(const std::string& n) {
+    std::lock_guard l(mu_);
+    nodes_.erase(n);
+  }
+
+  std::mutex mu_;
+  std::set<std::string> nodes_;  // guarded by mu_: the "Node objects"
+};
+
+TEST_F(DistributorBoundsTest, FloodOfInventedNodeNamesLeavesPerNodeStateBounded) {
+  AddNode("gpu-1");
+  auto d = Start(Options());
+  ASSERT_TRUE(d);
+  ASSERT_TRUE(d->SetDesired(Fence("gpu-1", 1)).ok());
+  auto stub = Stub(d->port());
+  for (int i = 0; i < 300; ++i) {
+    grpc::Status st = Exchange(*stub, {Hello("invented-" + std::to_string(i))});
+    ASSERT_EQ(st.error_code(), grpc::StatusCode::FAILED_PRECONDITION)
+        << i << ": " << st.error_message();
+  }
+  EXPECT_EQ(d->NodeCount(), 1u);  // gpu-1's slot only
+  EXPECT_FALSE(d->GetAgent("invented-0").has_value());
+  // The real agent is still served: it gets its fence.
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + 10s);
+  auto rw = stub->Stream(&ctx);
+  ASSERT_TRUE(rw->Write(Hello("gpu-1")));
+  v1::ControllerMessage in;
+  ASSERT_TRUE(rw->Read(&in));
+  EXPECT_EQ(in.update().fence().version(), 1u);
+  ctx.TryCancel();
+}
+
+TEST_F(DistributorBoundsTest, HelloNodeNameMustBeANodeName) {
+  auto d = Start(Options());
+  ASSERT_TRUE(d);
+  auto stub = Stub(d->port());
+  for (const std::string& bad :
+       {std::string(254, 'a'), std::string("UPPER"), std::string("a/b"), std::string("a b")}) {
+    EXPECT_EQ(Exchange(*stub, {Hello(bad)}).error_code(), grpc::StatusCode::INVALID_ARGUMENT)
+        << bad.substr(0, 20);
+  }
+  EXPECT_EQ(d->NodeCount(), 0u);
+}
+
+TEST_F(DistributorBoundsTest, OversizeMessageEndsTheStreamAndIsNotKept) {
+  AddNode("gpu-1");
+  auto d = Start(Options());
+  ASSERT_TRUE(d);
+  auto stub = Stub(d->port());
+  v1::AgentMessage report;
+  auto* pod = report.mutable_report()->add_pods();
+  pod->set_message(std::string(300 * 1024, 'x'));  // over the 256 KiB cap
+  grpc::Status st = Exchange(*stub, {Hello("gpu-1"), report});
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << st.error_message();
+  auto a = d->GetAgent("gpu-1");
+  ASSERT_TRUE(a.has_value());
+  EXPECT_FALSE(a->last_report.has_value());
+}
+
+TEST_F(DistributorBoundsTest, StreamWithoutHelloIsEndedAtTheDeadline) {
+  auto o = Options();
+  o.hello_timeout = 300ms;
+  o.sweep_interval = 50ms;
+  auto d = Start(o);
+  ASSERT_TRUE(d);
+  auto stub = Stub(d->port());
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + 10s);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto rw = stub->Stream(&ctx);  // says nothing
+  v1::ControllerMessage in;
+  EXPECT_FALSE(rw->Read(&in));
+  grpc::Status st = rw->Finish();
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED) << st.error_message();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
+}
+
+TEST_F(DistributorBoundsTest, StreamsAreCapped) {
+  for (int i = 0; i < 3; ++i) AddNode("gpu-" + std::to_string(i));
+  auto o = Options();
+  o.max_streams = 3;
+  auto d = Start(o);
+  ASSERT_TRUE(d);
+  std::vector<std::unique_ptr<v1::FenceDistribution::Stub>> stubs;
+  std::vector<std::unique_ptr<grpc::ClientContext>> ctxs;
+  std::vector<std::unique_ptr<grpc::ClientReaderWriter<v1::AgentMessage, v1::ControllerMessage>>>
+      streams;
+  for (int i = 0; i < 3; ++i) {
+    stubs.push_back(Stub(d->port()));
+    ctxs.push_back(std::make_unique<grpc::ClientContext>());
+    streams.push_back(stubs.back()->Stream(ctxs.back().get()));
+    ASSERT_TRUE(streams.back()->Write(Hello("gpu-" + std::to_string(i))));
+  }
+  for (int i = 0; i < 100 && d->ConnectedCount() < 3; ++i) std::this_thread::sleep_for(20ms);
+  ASSERT_EQ(d->ConnectedCount(), 3u);
+  auto extra = Stub(d->port());
+  EXPECT_EQ(Exchange(*extra, {Hello("gpu-0")}).error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  for (auto& c : ctxs) c->TryCancel();
+}
+
+TEST_F(DistributorBoundsTest, ForgetEndsTheStreamAndDropsTheNode) {
+  AddNode("gpu-1");
+  auto d = Start(Options());
+  ASSERT_TRUE(d);
+  auto stub = Stub(d->port());
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + 10s);
+  auto rw = stub->Stream(&ctx);
+  ASSERT_TRUE(rw->Write(Hello("gpu-1")));
+  for (int i = 0; i < 100 && d->ConnectedCount() < 1; ++i) std::this_thread::sleep_for(20ms);
+  ASSERT_EQ(d->ConnectedCount(), 1u);
+  RemoveNode("gpu-1");
+  d->Forget("gpu-1");  // the Node was deleted
+  v1::ControllerMessage in;
+  EXPECT_FALSE(rw->Read(&in));
+  EXPECT_EQ(rw->Finish().error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(d->NodeCount(), 0u);
+}
+
+TEST_F(DistributorBoundsTest, RevalidateForgetsNodesAdmittedBeforeNodesWereKnown) {
+  std::atomic<bool> known{false};
+  auto o = Options();
+  o.admit_node = [&](const std::string& node) { return !known || node == "gpu-1"; };
+  auto d = Start(o);
+  ASSERT_TRUE(d);
+  auto stub = Stub(d->port());
+  grpc::ClientContext ctx;
+  auto rw = stub->Stream(&ctx);
+  ASSERT_TRUE(rw->Write(Hello("ghost")));
+  for (int i = 0; i < 100 && d->ConnectedCount() < 1; ++i) std::this_thread::sleep_for(20ms);
+  ASSERT_EQ(d->ConnectedCount(), 1u);
+  known = true;
+  d->RevalidateNodes();
+  v1::ControllerMessage in;
+  EXPECT_FALSE(rw->Read(&in));
+  EXPECT_EQ(rw->Finish().error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_EQ(d->NodeCount(), 0u);
+}
+
+TEST_F(DistributorBoundsTest, LongGoneAgentsShedTheirState) {
+  AddNode("gpu-1");
+  AddNode("gpu-2");
+  auto clock = std::make_shared<ManualTimeSource>();
+  auto o = Options();
+  o.clock = clock;
+  o.forget_after = 10min;
+  o.sweep_interval = 1h;  // sweeps only when the test says
+  auto d = Start(o);
+  ASSERT_TRUE(d);
+  ASSERT_TRUE(d->SetDesired(Fence("gpu-2", 5)).ok());
+  auto stub = Stub(d->port());
+  v1::AgentMessage report;
+  report.mutable_report()->set_overwrites_total(7);
+  for (const char* n : {"gpu-1", "gpu-2"}) {
+    grpc::ClientContext ctx;
+    auto rw = stub->Stream(&ctx);
+    ASSERT_TRUE(rw->Write(Hello(n)));
+    ASSERT_TRUE(rw->Write(report));
+    for (int i = 0; i < 100; ++i) {
+      auto a = d->GetAgent(n);
+      if (a && a->last_report) break;
+      std::this_thread::sleep_for(20ms);
+    }
+    ctx.TryCancel();
+    (void)rw->Finish();
+  }
+  for (int i = 0; i < 100 && d->ConnectedCount() > 0; ++i) std::this_thread::sleep_for(20ms);
+  ASSERT_EQ(d->ConnectedCount(), 0u);
+  clock->Advance(9min);
+  d->Sweep();
+  EXPECT_EQ(d->NodeCount(), 2u);  // within the grace period: kept
+  ASSERT_TRUE(d->GetAgent("gpu-1")->last_report.has_value());
+  clock->Advance(2min);
+  d->Sweep();
+  EXPECT_FALSE(d->GetAgent("gpu-1").has_value());  // no fence held: gone entirely
+  auto g2 = d->GetAgent("gpu-2");
+  ASSERT_TRUE(g2.has_value());  // the fence stays for when the agent comes back
+  EXPECT_EQ(g2->desired_version, 5u);
+  EXPECT_FALSE(g2->hello.has_value());
+  EXPECT_FALSE(g2->last_report.has_value());
+}
+
+TEST_F(DistributorBoundsTest, NackErrorIsMadeSafe) {
+  AddNode("gpu-1");
+  auto d = Start(Options());
+  ASSERT_TRUE(d);
+  ASSERT_TRUE(d->SetDesired(Fence("gpu-1", 3)).ok());
+  auto stub = Stub(d->port());
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + 10s);
+  auto rw = stub->Stream(&ctx);
+  ASSERT_TRUE(rw->Write(Hello("gpu-1")));
+  v1::ControllerMessage in;
+  ASSERT_TRUE(rw->Read(&in));
+  v1::AgentMessage nack;
+  nack.mutable_nack()->set_version(3);
+  nack.mutable_nack()->set_nonce(in.update().nonce());
+  nack.mutable_nack()->set_error("line one\nforged log line " + std::string(5000, 'e'));
+  ASSERT_TRUE(rw->Write(nack));
+  std::optional<AgentState> a;
+  for (int i = 0; i < 100; ++i) {
+    a = d->GetAgent("gpu-1");
+    if (a && a->last_nack) break;
+    std::this_thread::sleep_for(20ms);
+  }
+  ASSERT_TRUE(a && a->last_nack);
+  EXPECT_EQ(a->last_nack->error.find('\n'), std::string::npos);
+  EXPECT_LE(a->last_nack->error.size(), 1024u);
+  ctx.TryCancel();
+}
+
+}  // namespace
+}  // namespace feedguard::controller

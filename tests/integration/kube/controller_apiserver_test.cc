@@ -1,0 +1,387 @@
+// feedguard-controller against a real kube-apiserver + etcd (tests/testbed), each test on a
+// private test bed (it installs CRDs of its own, one of them deliberately loose): the process
+// as shipped, an agent's stream spoken by a raw gRPC client.
+//
+// - Never withdraw on start (issue 14): a controller started on a cluster that already holds a
+//   policy and its pods sends a node nothing until it knows them all: the first fence an agent
+//   gets already holds the policy.
+// - No object can crash it (issue 13): under a CRD that validates nothing, malformed
+//   FencePolicies become Invalid conditions naming the field; the process stays up.
+//
+// These FAIL, never skip, when the test bed cannot start: they run only under `apiserver`.
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "controller/kube/client.h"
+#include "controller/kube/curl_transport.h"
+#include "controller/kube/kubeconfig.h"
+#include "feedguard/v1/nodefence.grpc.pb.h"
+
+namespace feedguard::kube {
+namespace {
+
+namespace fs = std::filesystem;
+namespace v1 = feedguard::v1;
+using namespace std::chrono_literals;
+
+const Gvr kFencePolicies{"feedguard.io", "v1alpha1", "fencepolicies"};
+const Gvr kNamespaces{"", "v1", "namespaces"};
+
+int Shell(const std::string& cmd) {
+  const int rc = std::system(cmd.c_str());
+  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+int FreePort() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+// The controller process: started with fork/exec, stopped (SIGTERM, then SIGKILL) by its pid.
+class ControllerProcess {
+ public:
+  ControllerProcess(const std::string& kubeconfig, const std::string& log, int grpc_port,
+                    int metrics_port) {
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      FILE* f = std::freopen(log.c_str(), "w", stdout);
+      (void)f;
+      ::dup2(::fileno(stdout), 2);
+      const std::string g = "127.0.0.1:" + std::to_string(grpc_port);
+      const std::string m = "127.0.0.1:" + std::to_string(metrics_port);
+      // FG_CONTROLLER_BIN in the environment runs another build (e.g. an older one, to show
+      // what these tests catch).
+      const char* env = std::getenv("FG_CONTROLLER_BIN");
+      const char* bin = env && *env ? env : FG_CONTROLLER_BIN;
+      ::execl(bin, bin, "--kubeconfig", kubeconfig.c_str(), "--insecure", "--listen-grpc",
+              g.c_str(), "--metrics-addr", m.c_str(), "--status-interval-ms", "200",
+              static_cast<char*>(nullptr));
+      std::_Exit(127);
+    }
+  }
+  ~ControllerProcess() { Stop(); }
+  ControllerProcess(const ControllerProcess&) = delete;
+  ControllerProcess& operator=(const ControllerProcess&) = delete;
+
+  // Whether it is still running (reaps it if not).
+  bool Alive() {
+    if (pid_ <= 0) return false;
+    int st = 0;
+    if (::waitpid(pid_, &st, WNOHANG) == pid_) {
+      exit_status_ = st;
+      pid_ = -1;
+      return false;
+    }
+    return true;
+  }
+  int exit_status() const { return exit_status_; }
+  void Stop() {
+    if (!Alive()) return;
+    ::kill(pid_, SIGTERM);
+    for (int i = 0; i < 100 && Alive(); ++i) std::this_thread::sleep_for(50ms);
+    if (Alive()) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+      pid_ = -1;
+    }
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int exit_status_ = 0;
+};
+
+class ControllerApiserverTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::string(FG_PRIVATE_TESTBED_BASE) + "-ctrl-" +
+           ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    Script("down");  // leftovers of a crashed run (stops only what that run started)
+    ASSERT_EQ(Script("up"), 0) << "testbed.sh up " << dir_ << " failed";
+    up_ = true;
+    kubeconfig_ = dir_ + "/kubeconfig";
+    auto cfg = LoadKubeconfig(kubeconfig_);
+    ASSERT_TRUE(cfg.ok()) << cfg.status().ToString();
+    auto transport = CurlTransport::Create(*cfg, std::make_shared<RealTimeSource>());
+    ASSERT_TRUE(transport.ok()) << transport.status().ToString();
+    client_ = std::make_shared<Client>(*transport);
+  }
+  void TearDown() override {
+    controller_.reset();
+    if (HasFailure() && fs::exists(dir_ + "/controller.log")) {
+      std::ifstream in(dir_ + "/controller.log");
+      std::string line;
+      int n = 0;
+      std::cerr << "---- controller.log (head) ----\n";
+      while (std::getline(in, line) && n++ < 200) std::cerr << line << "\n";
+    }
+    if (up_) {
+      EXPECT_EQ(Script("down"), 0);
+    }
+    // What this test wrote there itself (the log was printed above on failure).
+    std::error_code ec;
+    fs::remove(dir_ + "/controller.log", ec);
+    fs::remove(dir_ + "/loose-crd.json", ec);
+    fs::remove(dir_, ec);  // only if empty
+  }
+  int Script(const std::string& verb) {
+    return Shell(std::string(FG_TESTBED_SH) + " " + verb + " " + dir_ + " >/dev/null 2>&1");
+  }
+  int Kubectl(const std::string& args) {
+    return Shell("kubectl --kubeconfig " + kubeconfig_ + " --request-timeout=30s " + args +
+                 " >/dev/null 2>&1");
+  }
+  void InstallCrd(const std::string& file) {
+    ASSERT_EQ(Kubectl("apply -f " + file), 0) << file;
+    ASSERT_EQ(Kubectl("wait --for=condition=Established --timeout=60s "
+                      "crd/fencepolicies.feedguard.io"),
+              0);
+    // The new resource is served a moment after Established.
+    for (int i = 0; i < 100; ++i) {
+      if (client_->List(kFencePolicies, "", {}).ok()) return;
+      std::this_thread::sleep_for(100ms);
+    }
+    FAIL() << "fencepolicies never served";
+  }
+  void StartController() {
+    grpc_port_ = FreePort();
+    metrics_port_ = FreePort();
+    ASSERT_GT(grpc_port_, 0);
+    ASSERT_GT(metrics_port_, 0);
+    controller_ = std::make_unique<ControllerProcess>(kubeconfig_, dir_ + "/controller.log",
+                                                      grpc_port_, metrics_port_);
+  }
+  Json Node(const std::string& name) {
+    return {{"apiVersion", "v1"}, {"kind", "Node"}, {"metadata", {{"name", name}}}};
+  }
+  Json Pod(const std::string& ns, const std::string& name, const std::string& node,
+           const std::string& role) {
+    Json p = {{"apiVersion", "v1"},
+              {"kind", "Pod"},
+              {"metadata", {{"name", name}, {"namespace", ns}}},
+              {"spec",
+               {{"nodeName", node},
+                {"containers", {{{"name", "main"}, {"image", "registry.invalid/none"}}}}}}};
+    if (!role.empty()) p["metadata"]["labels"]["feedguard.io/role"] = role;
+    return p;
+  }
+
+  std::string dir_;
+  std::string kubeconfig_;
+  bool up_ = false;
+  ClientPtr client_;
+  std::unique_ptr<ControllerProcess> controller_;
+  int grpc_port_ = 0;
+  int metrics_port_ = 0;
+};
+
+TEST_F(ControllerApiserverTest, FirstFenceAfterStartAlreadyHoldsThePolicy) {
+  InstallCrd(FG_CRD_FILE);
+  ASSERT_TRUE(client_->Create(kNamespaces, "", {{"metadata", {{"name", "ml"}}}}).ok());
+  ASSERT_TRUE(client_->Create(NodesGvr(), "", Node("fg-n1")).ok());
+  const Json sel = {{"matchLabels", {{"feedguard.io/role", "trainer"}}}};
+  Json policy = {{"apiVersion", "feedguard.io/v1alpha1"},
+                 {"kind", "FencePolicy"},
+                 {"metadata", {{"name", "start-test"}}},
+                 {"spec", {{"trainers", {{"podSelector", sel}}}}}};
+  ASSERT_TRUE(client_->Create(kFencePolicies, "", policy).ok());
+  ASSERT_TRUE(client_->Create(PodsGvr(), "ml", Pod("ml", "trainer", "fg-n1", "trainer")).ok());
+  ASSERT_TRUE(client_->Create(PodsGvr(), "ml", Pod("ml", "spinner", "fg-n1", "")).ok());
+  // Enough other pods, heavy enough (a 200 KB annotation each: ~80 MB to list), that listing
+  // them takes a while: the window in which a controller that does not wait knows the node and
+  // the policy but not yet the node's pods.
+  for (int n = 0; n < 20; ++n) {
+    ASSERT_TRUE(client_->Create(NodesGvr(), "", Node("fg-other-" + std::to_string(n))).ok());
+  }
+  const std::string ballast(200 * 1000, 'x');
+  for (int i = 0; i < 400; ++i) {
+    Json pod = Pod("ml", "filler-" + std::to_string(i), "fg-other-" + std::to_string(i % 20), "");
+    pod["metadata"]["annotations"]["ballast"] = ballast;
+    auto r = client_->Create(PodsGvr(), "ml", pod);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+  }
+
+  StartController();
+  // The agent of fg-n1 dials at once and waits for the server (wait_for_ready), ACKs every
+  // fence, and records them all for a few seconds after the first.
+  grpc::ChannelArguments args;  // dial again every few ms until the controller listens
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 5);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 5);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 20);
+  auto channel = grpc::CreateCustomChannel("127.0.0.1:" + std::to_string(grpc_port_),
+                                           grpc::InsecureChannelCredentials(), args);
+  auto stub = v1::FenceDistribution::NewStub(channel);
+  grpc::ClientContext ctx;
+  ctx.set_wait_for_ready(true);
+  ctx.set_deadline(std::chrono::system_clock::now() + 120s);
+  auto rw = stub->Stream(&ctx);
+  v1::AgentMessage hello;
+  hello.mutable_hello()->set_node_name("fg-n1");
+  ASSERT_TRUE(rw->Write(hello));
+  std::vector<v1::NodeFence> fences;
+  std::atomic<bool> first{false};
+  std::thread stopper([&] {
+    for (int i = 0; i < 1200 && !first; ++i) std::this_thread::sleep_for(100ms);
+    std::this_thread::sleep_for(4s);
+    ctx.TryCancel();
+  });
+  v1::ControllerMessage in;
+  while (rw->Read(&in)) {
+    fences.push_back(in.update().fence());
+    first = true;
+    v1::AgentMessage ack;
+    ack.mutable_ack()->set_version(in.update().fence().version());
+    ack.mutable_ack()->set_nonce(in.update().nonce());
+    rw->Write(ack);
+  }
+  stopper.join();
+  ASSERT_FALSE(fences.empty()) << "no fence within the deadline";
+  for (size_t i = 0; i < fences.size(); ++i) {
+    const auto& f = fences[i];
+    ASSERT_EQ(f.policies_size(), 1) << "fence #" << i << " (version " << f.version()
+                                    << ") drops the policy: " << f.ShortDebugString();
+    EXPECT_EQ(f.policies(0).name(), "start-test");
+    EXPECT_EQ(f.trainers_size(), 1) << "fence #" << i;
+    EXPECT_EQ(f.neighbours_size(), 1) << "fence #" << i;
+  }
+  EXPECT_TRUE(controller_->Alive());
+  // /readyz says ready by now (the synced flag is set with the first full resolution).
+  EXPECT_EQ(Shell("curl -fsS -m 2 http://127.0.0.1:" + std::to_string(metrics_port_) +
+                  "/readyz >/dev/null"),
+            0);
+}
+
+// A CRD with no schema to speak of: the API server stores whatever it is given, as an old or
+// hand-edited CRD would let through.
+constexpr char kLooseCrd[] = R"({
+  "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+  "metadata": {"name": "fencepolicies.feedguard.io"},
+  "spec": {"group": "feedguard.io", "scope": "Cluster",
+    "names": {"kind": "FencePolicy", "listKind": "FencePolicyList", "plural": "fencepolicies",
+              "singular": "fencepolicy"},
+    "versions": [{"name": "v1alpha1", "served": true, "storage": true,
+      "subresources": {"status": {}},
+      "schema": {"openAPIV3Schema": {"type": "object",
+                                     "x-kubernetes-preserve-unknown-fields": true}}}]}})";
+
+TEST_F(ControllerApiserverTest, MalformedPoliciesUnderALooseCrdNeverCrashTheController) {
+  const std::string crd = dir_ + "/loose-crd.json";
+  { std::ofstream(crd) << kLooseCrd; }
+  InstallCrd(crd);
+  ASSERT_TRUE(client_->Create(NodesGvr(), "", Node("fg-n1")).ok());
+  StartController();
+
+  struct Bad {
+    std::string name;
+    std::string spec;   // JSON
+    std::string field;  // the Invalid message must name it
+  };
+  const std::string sel = R"("podSelector": {"matchLabels": {"feedguard.io/role": "trainer"}})";
+  const std::vector<Bad> bad = {
+      {"bad-key-type",
+       R"({"trainers": {"podSelector": {"matchExpressions": [{"key": 7, "operator": "In",
+           "values": ["a"]}]}}})",
+       "spec.trainers.podSelector.matchExpressions[0].key: expected string"},
+      {"bad-operator-type",
+       R"({"trainers": {"podSelector": {"matchExpressions": [{"key": "k", "operator": [1]}]}}})",
+       "spec.trainers.podSelector.matchExpressions[0].operator: expected string"},
+      {"bad-values-type",
+       R"({"trainers": {"podSelector": {"matchExpressions": [{"key": "k", "operator": "In",
+           "values": [1, 2]}]}}})",
+       "spec.trainers.podSelector.matchExpressions[0].values[0]: expected string"},
+      {"bad-spec-type", R"("a string")", "spec: expected object"},
+      {"bad-trainers-type", R"({"trainers": 5})", "spec.trainers: expected object"},
+      {"bad-cores-zero", R"({"trainers": {)" + sel + R"(, "cpu": {"cores": 0}}})",
+       "spec.trainers.cpu.cores: must be between 1 and 1024"},
+      {"bad-cores-huge", R"({"trainers": {)" + sel + R"(, "cpu": {"cores": 1099511627776}}})",
+       "spec.trainers.cpu.cores: must be between 1 and 1024"},
+      {"bad-mode", R"({"mode": 1, "trainers": {)" + sel + "}}", "spec.mode: expected string"},
+      {"bad-maxcpu", R"({"trainers": {)" + sel + R"(}, "neighbours": {"maxCPU": 4.5}})",
+       "spec.neighbours.maxCPU"},
+      {"bad-exclude",
+       R"({"trainers": {)" + sel + R"(}, "neighbours": {"exclude": {"namespaces": "x"}}})",
+       "spec.neighbours.exclude.namespaces: expected list of strings"},
+      {"bad-notin-only",
+       R"({"trainers": {"podSelector": {"matchExpressions": [{"key": "k", "operator": "NotIn",
+           "values": ["a"]}]}}})",
+       "spec.trainers.podSelector: needs a positive condition"},
+  };
+  for (const auto& b : bad) {
+    Json obj = {{"apiVersion", "feedguard.io/v1alpha1"},
+                {"kind", "FencePolicy"},
+                {"metadata", {{"name", b.name}}},
+                {"spec", Json::parse(b.spec)}};
+    auto r = client_->Create(kFencePolicies, "", obj);
+    ASSERT_TRUE(r.ok()) << b.name << ": " << r.status().ToString();
+  }
+  // A good policy beside them still gets its status.
+  Json good = {{"apiVersion", "feedguard.io/v1alpha1"},
+               {"kind", "FencePolicy"},
+               {"metadata", {{"name", "good"}}},
+               {"spec", Json::parse("{\"trainers\": {" + sel + "}}")}};
+  ASSERT_TRUE(client_->Create(kFencePolicies, "", good).ok());
+
+  auto invalid_message = [&](const std::string& name) -> std::string {
+    auto got = client_->Get(kFencePolicies, "", name);
+    if (!got.ok() || !(*got).contains("status")) return "";
+    const Json& st = (*got)["status"];
+    if (!st.is_object() || !st.contains("conditions")) return "";
+    for (const auto& c : st["conditions"]) {
+      if (c.value("type", "") == "Invalid" && c.value("status", "") == "True") {
+        return c.value("message", "");
+      }
+    }
+    return "";
+  };
+  for (const auto& b : bad) {
+    std::string msg;
+    for (int i = 0; i < 300 && msg.empty(); ++i) {
+      ASSERT_TRUE(controller_->Alive())
+          << "controller died (status " << controller_->exit_status() << ") on " << b.name;
+      msg = invalid_message(b.name);
+      if (msg.empty()) std::this_thread::sleep_for(100ms);
+    }
+    EXPECT_NE(msg.find(b.field), std::string::npos)
+        << b.name << ": Invalid message \"" << msg << "\" does not name " << b.field;
+  }
+  // The valid one: a status without Invalid=True.
+  std::optional<Json> good_status;
+  for (int i = 0; i < 100 && !good_status; ++i) {
+    auto got = client_->Get(kFencePolicies, "", "good");
+    if (got.ok() && got->contains("status")) good_status = (*got)["status"];
+    if (!good_status) std::this_thread::sleep_for(100ms);
+  }
+  ASSERT_TRUE(good_status.has_value());
+  EXPECT_TRUE(invalid_message("good").empty());
+  EXPECT_TRUE(controller_->Alive());
+  EXPECT_EQ(Shell("curl -fsS -m 2 http://127.0.0.1:" + std::to_string(metrics_port_) +
+                  "/healthz >/dev/null"),
+            0);
+}
+
+}  // namespace
+}  // namespace feedguard::kube
