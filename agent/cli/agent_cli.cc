@@ -27,7 +27,8 @@ constexpr char kUsage[] =
     "commands:\n"
     "  run        the node agent: dial the controller, enforce each NodeFence, report\n"
     "  topology   print this node's cores, NUMA nodes and GPUs\n"
-    "  plan       print what a fence file would do here; writes nothing\n"
+    "  plan       print what a fence file would do here (and why each trainer sits where it\n"
+    "             sits; --previous STATE_DIR: as a restarted agent would); writes nothing\n"
     "  apply      enforce a fence file (JSON or YAML NodeFence) on this node\n"
     "  revert     restore every original value the agent replaced (unfence the node)\n"
     "\n"
@@ -158,6 +159,15 @@ Result<Node> BuildNode(const Flags& f, bool open_state = true) {
   }
   o.reserved_cpus = reserved;
   o.cpu_manager_state_path = f.Get("cpu-manager-state");
+  // Plan from what the checkpoint says was written (trainers keep their cores across restarts).
+  // `plan --previous DIR` reads DIR's checkpoint without locking or creating anything.
+  if (open_state) {
+    o.state_dir = f.Get("state-dir");
+  } else if (f.IsSet("previous")) {
+    auto prev = LoadPreviousPlan(f.Get("previous"));
+    if (!prev.ok()) return prev.status().Annotate("--previous");
+    o.state_dir = f.Get("previous");
+  }
   if (!f.Get("pod-resources").empty()) {
     PodResourcesClientOptions po;
     po.endpoint = f.Get("pod-resources");
@@ -352,6 +362,10 @@ int RunAgentCli(int argc, char** argv) {
   Flags f;
   DefineNodeFlags(f);
   if (cmd == "plan" || cmd == "apply") f.Define("fence", "", "NodeFence file (JSON or YAML)");
+  if (cmd == "plan") {
+    f.Define("previous", "",
+             "a state dir: plan as an agent restarted over it would (its trainers are incumbents)");
+  }
   if (cmd == "run") {
     f.Define("controller", "", "controller gRPC address host:port");
     f.Define("node-name", "", "this node's name (must match the client certificate)");
@@ -384,7 +398,10 @@ int RunAgentCli(int argc, char** argv) {
   if (cmd == "topology") {
     auto topo = f.Get("topology-xml").empty() ? LoadLiveTopology()
                                               : LoadTopologyFromXmlFile(f.Get("topology-xml"));
-    if (!topo.ok()) return Fail(topo.status(), 1);
+    // Same exit codes as `plan` for the same bad input: 2 for a bad file, 1 otherwise.
+    if (!topo.ok()) {
+      return Fail(topo.status(), topo.status().code() == StatusCode::kInvalidArgument ? 2 : 1);
+    }
     std::cout << (f.GetBool("json") ? TopologyToJson(*topo).dump(2) + "\n"
                                     : TopologyToTable(*topo));
     return 0;

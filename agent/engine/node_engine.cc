@@ -3,6 +3,7 @@
 #include "agent/cgroup/kernel_facts.h"
 
 #include <cerrno>
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -158,7 +159,61 @@ Result<v1::NodeFence> LoadNodeFenceFile(const std::string& path) {
   return ParseNodeFence(text, path);
 }
 
-NodeEngine::NodeEngine(NodeEngineOptions options) : options_(std::move(options)) {}
+// Why the checkpoint and not a plan file of our own: the checkpoint is what the node actually
+// holds — the enforcer records every value before it writes it, atomically, and drops entries it
+// reverted — so the previous placement can never disagree with the cgroups, needs no second file
+// kept in step (a crash between two saves), and is already there after an upgrade from a version
+// that never wrote a plan file. A trainer's pod-level cpuset.cpus is its placement (the enforcer
+// writes the same set to every cpuset.cpus below it). Neighbours fenced by cpuset appear too;
+// the planner only looks up trainers, and re-validates every incumbent (size, shape, still free)
+// before keeping it. DryRun trainers are never written, so they are re-placed after a restart —
+// harmless, nothing of theirs is on the node.
+Plan PreviousPlanFromCheckpoint(const std::vector<CheckpointEntry>& entries) {
+  std::map<std::string, std::pair<size_t, CpuSet>> best;  // uid → (path length, cpus)
+  for (const auto& e : entries) {
+    if (e.knob != "cpuset.cpus" || e.pod_uid.empty()) continue;
+    std::string value = e.written;
+    while (!value.empty() && (value.back() == '\n' || value.back() == ' ')) value.pop_back();
+    auto cpus = CpuSet::Parse(value);
+    if (!cpus.ok() || cpus->empty()) continue;
+    auto it = best.find(e.pod_uid);
+    // The shortest path of a pod is its pod-level cgroup (containers sit below it).
+    if (it == best.end() || e.path.size() < it->second.first) {
+      best[e.pod_uid] = {e.path.size(), *cpus};
+    }
+  }
+  std::map<std::string, CpuSet> by_uid;
+  for (auto& [uid, v] : best) by_uid[uid] = v.second;
+  return PreviousPlanFromCpusets(by_uid);
+}
+
+Result<std::optional<Plan>> LoadPreviousPlan(const std::string& state_dir) {
+  const std::string path = state_dir + "/checkpoint.json";
+  std::ifstream in(path);
+  if (!in) {
+    std::error_code ec;
+    if (!std::filesystem::exists(state_dir, ec)) {
+      return NotFound("state dir " + state_dir + " does not exist");
+    }
+    return std::optional<Plan>();  // nothing written yet
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  std::map<std::string, CheckpointEntry> entries;
+  uint64_t version = 0;
+  FG_RETURN_IF_ERROR(CheckpointStore::Parse(text.str(), &entries, &version).Annotate(path));
+  std::vector<CheckpointEntry> list;
+  for (auto& [k, e] : entries) list.push_back(std::move(e));
+  return std::optional<Plan>(PreviousPlanFromCheckpoint(list));
+}
+
+NodeEngine::NodeEngine(NodeEngineOptions options) : options_(std::move(options)) {
+  if (!options_.state_dir.empty()) {
+    auto prev = LoadPreviousPlan(options_.state_dir);
+    // Unreadable: plan from scratch (the enforcer refuses a corrupt checkpoint on its own).
+    if (prev.ok()) restart_plan_ = std::move(prev).value();
+  }
+}
 
 Result<Plan> NodeEngine::MakePlanFor(const v1::NodeFence& fence) {
   PlanInput in;
@@ -201,7 +256,7 @@ Result<Plan> NodeEngine::MakePlanFor(const v1::NodeFence& fence) {
   }
   {
     std::lock_guard<std::mutex> l(mu_);
-    in.previous = last_plan_;
+    in.previous = last_plan_ ? last_plan_ : restart_plan_;
   }
   Plan plan = feedguard::agent::MakePlan(options_.topology, in);
   // CPUs the planner was told to avoid must exist on this machine.
@@ -252,6 +307,7 @@ Result<v1::NodeReport> NodeEngine::Apply(const v1::NodeFence& fence) {
   std::lock_guard<std::mutex> l(mu_);
   SampleNeighbourUsageLocked(&plan);
   last_plan_ = plan;
+  restart_plan_.reset();
   last_apply_ = r;
   last_report_ = report;
   return report;
@@ -296,6 +352,7 @@ ApplyReport NodeEngine::RevertAll() {
   std::lock_guard<std::mutex> l(mu_);
   SampleNeighbourUsageLocked(nullptr);
   last_plan_.reset();
+  restart_plan_.reset();
   last_report_.reset();
   return r;
 }

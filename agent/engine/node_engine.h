@@ -9,6 +9,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "agent/cgroup/cgroups.h"
 #include "agent/client/fence_applier.h"
@@ -30,6 +31,10 @@ struct NodeEngineOptions {
   std::shared_ptr<const GpuIdResolver> gpu_resolver;  // null: GPU ids stay unresolved
   CpuSet reserved_cpus;
   std::string cpu_manager_state_path;  // "" = no static CPU manager
+  // The enforcer's state dir ("" = none). At construction the engine reads the checkpoint there
+  // (read-only) and plans its first fence from the trainers' last written cpusets, so trainers
+  // keep their cores across agent restarts and upgrades (LoadPreviousPlan).
+  std::string state_dir;
 };
 
 class NodeEngine final : public FenceApplier {
@@ -65,13 +70,20 @@ class NodeEngine final : public FenceApplier {
 
   NodeEngineOptions options_;
   mutable std::mutex mu_;
-  std::optional<Plan> last_plan_;                         // guarded by mu_
+  std::optional<Plan> last_plan_;     // guarded by mu_
+  std::optional<Plan> restart_plan_;  // from the checkpoint, until the first Apply; guarded by mu_
   std::optional<ApplyReport> last_apply_;                 // guarded by mu_
   std::optional<feedguard::v1::NodeReport> last_report_;  // guarded by mu_
   std::map<std::string, uint64_t> neighbour_usage_ns_;    // uid → last sample; guarded by mu_
   uint64_t neighbour_cpu_ns_ = 0;                         // guarded by mu_
 };
 using NodeEnginePtr = std::shared_ptr<NodeEngine>;
+
+// The previous plan a restarted agent plans from: for each pod in the checkpoint, the value last
+// written to its pod-level cpuset.cpus (PreviousPlanFromCpusets). Read-only, no lock taken (the
+// checkpoint is replaced by atomic rename). nullopt when `state_dir` has no checkpoint yet.
+Result<std::optional<Plan>> LoadPreviousPlan(const std::string& state_dir);
+Plan PreviousPlanFromCheckpoint(const std::vector<CheckpointEntry>& entries);
 
 // Reads a NodeFence from a JSON or YAML file (proto3 JSON mapping; unknown fields rejected).
 Result<feedguard::v1::NodeFence> LoadNodeFenceFile(const std::string& path);

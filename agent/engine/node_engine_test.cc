@@ -34,6 +34,16 @@ v1::PodRef Ref(const PodIdentity& p) {
 class NodeEngineTest : public ::testing::Test {
  protected:
   void SetUp() override {
+    StartEngine();
+
+    trainer_ = node_.AddPod("aaaaaaaa-0001", QosClass::kBurstable, {"t1"}, "ml");
+    n1_ = node_.AddPod("bbbbbbbb-0001", QosClass::kBurstable, {"n1"}, "batch");
+    n2_ = node_.AddPod("bbbbbbbb-0002", QosClass::kBurstable, {"n2"}, "batch");
+  }
+
+  // As the agent starts: checkpoint store opened (locked) in the state dir, then the engine
+  // over the same dir. Call again after engine_.reset() to simulate an agent restart.
+  void StartEngine() {
     auto topo =
         LoadTopologyFromXmlFile(std::string(FEEDGUARD_TOPOLOGY_FIXTURES) + "/ws-1s-1gpu.xml");
     ASSERT_TRUE(topo.ok()) << topo.status().ToString();
@@ -44,11 +54,8 @@ class NodeEngineTest : public ::testing::Test {
     o.cgroups = node_.cgroups();
     o.enforcer = std::make_shared<Enforcer>(node_.cgroups(), CheckpointStorePtr(std::move(*store)),
                                             EnforcerOptions{});
+    o.state_dir = node_.state_dir();
     engine_ = std::make_shared<NodeEngine>(std::move(o));
-
-    trainer_ = node_.AddPod("aaaaaaaa-0001", QosClass::kBurstable, {"t1"}, "ml");
-    n1_ = node_.AddPod("bbbbbbbb-0001", QosClass::kBurstable, {"n1"}, "batch");
-    n2_ = node_.AddPod("bbbbbbbb-0002", QosClass::kBurstable, {"n2"}, "batch");
   }
 
   v1::NodeFence Fence(uint64_t version, std::vector<PodIdentity> neighbours,
@@ -242,6 +249,95 @@ TEST_F(NodeEngineTest, NeighbourCpuSecondsCountsOnlyWhileFencedAndNeverDecreases
   EXPECT_DOUBLE_EQ(engine_->NeighbourCpuSeconds(), 3.75);
   engine_->RevertAll();
   EXPECT_DOUBLE_EQ(engine_->NeighbourCpuSeconds(), 3.75);
+}
+
+// Issue 15: trainers do not move across an agent restart. The new engine plans its first fence
+// from the cpusets the checkpoint says were written, so a newcomer that sorts first (and would
+// take the incumbent's cores in a plan from scratch) gets other cores.
+TEST_F(NodeEngineTest, TrainersKeepTheirCoresAcrossAnAgentRestart) {
+  const PodIdentity newcomer = node_.AddPod("aaaaaaaa-0000", QosClass::kBurstable, {"t0"}, "ml");
+  auto fence = Fence(5, {n1_});
+  fence.mutable_policies(0)->mutable_trainer_cpu()->set_cores(2);
+  auto first = engine_->Apply(fence);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  const std::string incumbent_cpus = node_.CpusetFile(trainer_, "cpuset.cpus");
+  ASSERT_EQ(Slurp(incumbent_cpus), "0-1,8-9");
+
+  engine_.reset();  // the agent dies (the checkpoint lock goes with its store)
+  StartEngine();    // and comes back over the same state dir
+  ASSERT_TRUE(engine_);
+  auto plan_only = engine_->MakePlanFor(fence);
+  ASSERT_TRUE(plan_only.ok()) << plan_only.status().ToString();
+  ASSERT_EQ(plan_only->trainers.size(), 1u);
+  EXPECT_EQ(plan_only->trainers[0].why.rfind("IncumbentKept:", 0), 0u)
+      << plan_only->trainers[0].why;
+
+  fence.set_version(6);
+  auto* t = fence.add_trainers();
+  *t->mutable_pod() = Ref(newcomer);
+  t->set_policy("p");
+  auto second = engine_->Apply(fence);
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  EXPECT_EQ(Slurp(incumbent_cpus), "0-1,8-9");
+  EXPECT_EQ(Slurp(node_.CpusetFile(newcomer, "cpuset.cpus")), "2-3,10-11");
+
+  // And again, now that both are incumbents.
+  engine_.reset();
+  StartEngine();
+  fence.set_version(7);
+  ASSERT_TRUE(engine_->Apply(fence).ok());
+  EXPECT_EQ(Slurp(incumbent_cpus), "0-1,8-9");
+  EXPECT_EQ(Slurp(node_.CpusetFile(newcomer, "cpuset.cpus")), "2-3,10-11");
+}
+
+TEST(PreviousPlanTest, ReadsEachPodsPodLevelCpusetFromTheCheckpoint) {
+  std::vector<CheckpointEntry> entries = {
+      {"/cg/cpuset/kubepods/podA/cpuset.cpus", "cpuset.cpus", "A", "0-15\n", "2-3,10-11", {}},
+      {"/cg/cpuset/kubepods/podA/c1/cpuset.cpus", "cpuset.cpus", "A", "0-15\n", "2-3,10-11", {}},
+      {"/cg/cpuset/kubepods/podA/cpuset.mems", "cpuset.mems", "A", "0\n", "0", {}},
+      {"/cg/cpu/kubepods/podB/cpu.shares", "cpu.shares", "B", "1024\n", "2", {}},
+      {"/cg/cpuset/kubepods/podC/cpuset.cpus", "cpuset.cpus", "C", "0-15\n", "not-a-list", {}},
+  };
+  const Plan p = PreviousPlanFromCheckpoint(entries);
+  ASSERT_EQ(p.trainers.size(), 1u);
+  EXPECT_EQ(p.trainers[0].pod.uid, "A");
+  EXPECT_EQ(p.trainers[0].cpus.ToString(), "2-3,10-11");
+
+  auto none = LoadPreviousPlan("/nonexistent-feedguard-state");
+  EXPECT_FALSE(none.ok());
+}
+
+// Issue 15: under kubelet's static CPU manager the Guaranteed pods' exclusive CPUs are outside the
+// agent's cpuset. They are the machine's all the same: planning must neither refuse the CPU
+// manager's state ("CPUs this machine does not have") nor hand out the half-taken core 1 = {1,9}.
+TEST(NodeEngineCpuManagerTest, ExclusiveCpusOutsideTheAgentsCpusetAreTakenNotUnknown) {
+  FakeNode node{CgroupVersion::kV1, KubeletDriver::kCgroupfs};
+  auto topo =
+      LoadTopologyFromXmlFile(std::string(FEEDGUARD_TOPOLOGY_FIXTURES) + "/cpumgr-1s-smt.xml");
+  ASSERT_TRUE(topo.ok()) << topo.status().ToString();
+  const std::string cm = node.state_dir() + "-cpu_manager_state";
+  Put(cm, R"({"policyName":"static","defaultCpuSet":"1-7,10-15",)"
+          R"("entries":{"guaranteed-uid":{"main":"0,8-9"}},"checksum":1})");
+  NodeEngineOptions o;
+  o.topology = std::move(*topo);
+  o.cgroups = node.cgroups();
+  o.cpu_manager_state_path = cm;
+  NodeEngine engine(std::move(o));
+  v1::NodeFence f;
+  f.set_version(1);
+  auto* p = f.add_policies();
+  p->set_name("p");
+  p->mutable_trainer_cpu()->set_cores(2);
+  auto* t = f.add_trainers();
+  t->mutable_pod()->set_uid("trainer-uid");
+  t->mutable_pod()->set_namespace_("ml");
+  t->mutable_pod()->set_name("trainer");
+  t->set_policy("p");
+  auto plan = engine.MakePlanFor(f);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  ASSERT_EQ(plan->trainers.size(), 1u);
+  EXPECT_EQ(plan->trainers[0].cpus.ToString(), "2-3,10-11");
+  EXPECT_EQ(plan->off_limits.ToString(), "0,8-9");
 }
 
 }  // namespace

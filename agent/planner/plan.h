@@ -70,6 +70,10 @@ struct TrainerPlacement {
   std::optional<uint64_t> weight;
   // The pod's policy is DryRun: planned and reported, but the enforcer writes nothing for it.
   bool dry_run = false;
+  // Why it sits where it sits, for operators: a CamelCase code, ": ", then the details, e.g.
+  // "GPULocal: NUMA node 0, local to its GPUs", "NUMAFallback: ... node 3 at distance 12",
+  // "IncumbentKept: ...", "ReturnedToGPUNode: ...". Empty when not pinned (see diagnostics).
+  std::string why;
 };
 
 struct NeighbourAction {

@@ -3,7 +3,10 @@
 #include "agent/planner/planner.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <optional>
 #include <set>
+#include <tuple>
 
 namespace feedguard::agent {
 namespace {
@@ -54,6 +57,7 @@ class Allocator {
     return n;
   }
   void Take(const CpuSet& s) { taken_ = taken_.Union(s); }
+  void Release(const CpuSet& s) { taken_ = taken_.Minus(s); }
   const std::set<int>& nodes() const { return nodes_; }
 
   // Free units on `node`, in pick order, excluding `exclude`.
@@ -110,19 +114,35 @@ class Allocator {
   std::set<int> nodes_;
 };
 
+// A GPU local to k NUMA nodes (a package-attached GPU on a sub-NUMA-clustered socket) counts
+// kGpuShare / k on each: shares stay integers for k ≤ 6 and sum to kGpuShare per GPU.
+constexpr int kGpuShare = 60;
+
+std::string NodeList(const std::set<int>& nodes) {
+  std::string out;
+  for (int n : nodes) out += (out.empty() ? "" : ",") + std::to_string(n);
+  return out;
+}
+
 struct TrainerWork {
   const pb::Trainer* trainer = nullptr;
   const pb::PolicyOptions* policy = nullptr;
   TrainerPlacement placement;
   int units = 0;                  // 0 = do not pin
-  std::map<int, int> gpu_nodes;   // NUMA node → #GPU devices on it
+  std::map<int, int> gpu_nodes;   // NUMA node → GPU shares on it (kGpuShare per GPU)
   bool locality_unknown = false;  // some GPU's node is unknown
   bool skip = false;              // already failed (diagnostic emitted)
 };
 
 class Planner {
  public:
-  Planner(const Topology& t, const PlanInput& in) : t_(t), in_(in) {}
+  Planner(const Topology& t, const PlanInput& in) : t_(t), in_(in) {
+    for (const Core& c : t_.cores) {
+      if (c.numa < 0) continue;
+      cpu_nodes_.insert(c.numa);
+      node_package_.emplace(c.numa, c.package);
+    }
+  }
 
   Plan Run() {
     plan_.fence_version = in_.fence.version();
@@ -143,10 +163,17 @@ class Planner {
       for (TrainerWork& w : work) {
         if (w.placement.dry_run == dry) KeepIncumbent(alloc, w);
       }
+      // Incumbents off their GPUs' node(s) go back as soon as the whole trainer fits there,
+      // before any newcomer takes the room (they never take an incumbent's cores).
+      for (TrainerWork& w : work) {
+        if (w.placement.dry_run == dry) TryReturn(alloc, w);
+      }
       for (TrainerWork& w : work) {
         if (w.placement.dry_run == dry && w.placement.cpus.empty()) PlaceNew(alloc, w);
       }
     }
+    // Every plan says why a trainer is off its GPUs' node(s), not only the one that put it there.
+    for (TrainerWork& w : work) ReportFallback(w);
     CpuSet enforced_trainers;
     for (TrainerWork& w : work) {
       if (!w.placement.dry_run) enforced_trainers = enforced_trainers.Union(w.placement.cpus);
@@ -223,18 +250,23 @@ class Planner {
     }
     for (const auto& g : gpus) w.placement.gpu_ids.push_back(g.device_id);
 
-    const bool single_node = t_.numa_nodes.size() <= 1;
+    // Nodes with CPUs: memory-only nodes (HBM, CXL) never make a machine multi-node.
+    const bool single_node = cpu_nodes_.size() <= 1;
     for (const auto& g : gpus) {
       const GpuDevice* dev = g.bus_id.empty() ? nullptr : t_.FindGpu(g.bus_id);
       if (dev == nullptr) {
         Diag(uid, w.placement.policy, "GPUNotFound",
-             "GPU " + g.device_id + " not found on this node" +
+             "GPU " + g.device_id +
+                 (g.bus_id.empty() ? std::string(" not found on this node")
+                                   : " resolves to PCI " + g.bus_id +
+                                         ", which is not an NVIDIA GPU in this node's topology") +
                  (g.error.empty() ? "" : (": " + g.error)));
       }
-      if (single_node && !t_.numa_nodes.empty()) {
-        ++w.gpu_nodes[t_.numa_nodes[0].id];
-      } else if (dev != nullptr && dev->numa >= 0) {
-        ++w.gpu_nodes[dev->numa];
+      if (single_node && !cpu_nodes_.empty()) {
+        w.gpu_nodes[*cpu_nodes_.begin()] += kGpuShare;
+      } else if (dev != nullptr && !dev->local_numa.empty()) {
+        const int k = static_cast<int>(dev->local_numa.size());
+        for (int node : dev->local_numa) w.gpu_nodes[node] += std::max(1, kGpuShare / k);
       } else {
         w.locality_unknown = true;
       }
@@ -283,6 +315,67 @@ class Planner {
     w.placement.gpu_local = LocalTo(w, cpus, alloc);
   }
 
+  std::set<int> GpuNodes(const TrainerWork& w) const {
+    std::set<int> out;
+    for (const auto& [node, share] : w.gpu_nodes) out.insert(node);
+    return out;
+  }
+
+  // Nearest distance from any of the trainer's GPU nodes to `node`; nullopt when unknown.
+  std::optional<uint64_t> DistanceFromGpus(const TrainerWork& w, int node) const {
+    std::optional<uint64_t> best;
+    for (const auto& [g, share] : w.gpu_nodes) {
+      const auto d = t_.Distance(g, node);
+      if (d && (!best || *d < *best)) best = d;
+    }
+    return best;
+  }
+
+  // Other NUMA nodes, nearest first: by the OS latency matrix (SLIT) when the machine has one,
+  // then same package before other packages, then lowest id.
+  std::vector<int> FallbackOrder(const TrainerWork& w, const Allocator& alloc) const {
+    std::set<int> gpu_packages;
+    for (const auto& [g, share] : w.gpu_nodes) {
+      if (auto it = node_package_.find(g); it != node_package_.end())
+        gpu_packages.insert(it->second);
+    }
+    std::vector<std::tuple<uint64_t, int, int>> order;  // (distance, other package?, node)
+    for (int node : alloc.nodes()) {
+      if (w.gpu_nodes.count(node) != 0) continue;
+      const auto d = DistanceFromGpus(w, node);
+      auto pkg = node_package_.find(node);
+      const int other_pkg =
+          pkg != node_package_.end() && gpu_packages.count(pkg->second) != 0 ? 0 : 1;
+      order.emplace_back(d.value_or(UINT64_MAX), other_pkg, node);
+    }
+    std::sort(order.begin(), order.end());
+    std::vector<int> out;
+    for (const auto& [d, other, node] : order) out.push_back(node);
+    return out;
+  }
+
+  // "node 3 at distance 12, node 0 at distance 21" for the nodes of `cpus` off the GPUs' nodes.
+  std::string OffNodeDetail(const TrainerWork& w, const CpuSet& cpus) const {
+    std::map<int, int> per_node;
+    for (int pu : cpus) {
+      const Core* c = t_.CoreOfPu(pu);
+      ++per_node[c == nullptr ? -1 : c->numa];
+    }
+    std::string out;
+    for (const auto& [node, count] : per_node) {
+      if (w.gpu_nodes.count(node) != 0) continue;
+      const auto d = DistanceFromGpus(w, node);
+      out += (out.empty() ? "" : ", ") + std::to_string(count) + " CPU(s) on node " +
+             std::to_string(node) +
+             (d ? " at distance " + std::to_string(*d) : std::string(" (distance unknown)"));
+    }
+    return out;
+  }
+
+  std::string LocalWhy(const TrainerWork& w) const {
+    return "GPULocal: on NUMA node(s) " + NodeList(GpuNodes(w)) + ", local to its GPUs";
+  }
+
   void KeepIncumbent(Allocator& alloc, TrainerWork& w) {
     if (w.skip || w.units <= 0) return;
     const TrainerPlacement* prev = Previous(w.placement.pod.uid);
@@ -295,6 +388,57 @@ class Planner {
     if (numa == pb::PREFER_GPU_LOCAL && prev->gpu_local && !local) return;
     if (alloc.WholeFreeCores(prev->cpus) < 1) return;
     Finish(w, prev->cpus, alloc);
+    w.placement.why = "IncumbentKept: keeps the CPUs it had" +
+                      (w.placement.gpu_local ? std::string(", local to its GPUs (node(s) ") +
+                                                   NodeList(GpuNodes(w)) + ")"
+                                             : std::string());
+  }
+
+  // An incumbent kept off its GPUs' node(s) under PreferGPULocal moves back when the whole
+  // trainer fits there now: its cores already there stay, the rest come from free local cores.
+  void TryReturn(Allocator& alloc, TrainerWork& w) {
+    if (w.skip || w.units <= 0 || w.placement.cpus.empty() || w.placement.gpu_local) return;
+    if (w.gpu_nodes.empty() || Numa(*w.policy) != pb::PREFER_GPU_LOCAL) return;
+    const bool whole = WholeCores(*w.policy);
+    const int n = w.units;
+    const CpuSet old = w.placement.cpus;
+    alloc.Release(old);
+    CpuSet chosen;
+    int got = 0;
+    if (whole) {
+      for (const Core& c : t_.cores) {
+        if (got < n && w.gpu_nodes.count(c.numa) != 0 && c.pus.IsSubsetOf(old)) {
+          chosen = chosen.Union(c.pus);
+          ++got;
+        }
+      }
+    } else {
+      for (int pu : old) {
+        if (got < n && w.gpu_nodes.count(alloc.NumaOfPu(pu)) != 0) {
+          chosen.Insert(pu);
+          ++got;
+        }
+      }
+    }
+    for (const auto& [node, share] : w.gpu_nodes) {
+      if (got < n) got += TakeFrom(alloc, whole, node, n - got, chosen);
+    }
+    if (got < n || alloc.WholeFreeCores(chosen) < 1) {
+      alloc.Take(old);
+      return;
+    }
+    const std::string from = OffNodeDetail(w, old);
+    Finish(w, chosen, alloc);
+    w.placement.why = "ReturnedToGPUNode: room appeared on its GPUs' NUMA node(s) " +
+                      NodeList(GpuNodes(w)) + "; moved back from " + from;
+  }
+
+  void ReportFallback(const TrainerWork& w) {
+    if (w.placement.cpus.empty() || w.placement.gpu_local || w.gpu_nodes.empty()) return;
+    if (Numa(*w.policy) != pb::PREFER_GPU_LOCAL) return;
+    Diag(w.placement.pod.uid, w.placement.policy, "NUMAFallback",
+         "not enough free cores on its GPUs' NUMA node(s) " + NodeList(GpuNodes(w)) + "; placed " +
+             OffNodeDetail(w, w.placement.cpus) + "; it moves back when room appears there");
   }
 
   // Takes up to `want` units from `node` into `chosen`; returns how many it took.
@@ -316,7 +460,6 @@ class Planner {
     const int n = w.units;
     CpuSet chosen;
     int got = 0;
-    bool fell_back = false;
 
     if (numa != pb::IGNORE && !w.gpu_nodes.empty()) {
       // Split over the GPUs' nodes in proportion to GPUs per node (largest remainder).
@@ -346,11 +489,8 @@ class Planner {
         return;
       }
       if (got < n) {
-        fell_back = true;
-        for (int node : alloc.nodes()) {
-          if (got < n && w.gpu_nodes.count(node) == 0) {
-            got += TakeFrom(alloc, whole, node, n - got, chosen);
-          }
+        for (int node : FallbackOrder(w, alloc)) {
+          if (got < n) got += TakeFrom(alloc, whole, node, n - got, chosen);
         }
       }
     } else {
@@ -388,11 +528,29 @@ class Planner {
                "; not enough free while leaving one whole core for other pods");
       return;
     }
-    if (fell_back) {
-      Diag(uid, w.placement.policy, "NUMAFallback",
-           "not enough free cores on the GPUs' NUMA node(s); some placed on other nodes");
-    }
+    // The NUMAFallback diagnostic comes from ReportFallback, on this plan and every later one.
     Finish(w, chosen, alloc);
+    if (w.placement.gpu_local) {
+      w.placement.why =
+          cpu_nodes_.size() <= 1 ? "SingleNUMANode: the machine has one NUMA node" : LocalWhy(w);
+    } else if (!w.gpu_nodes.empty() && numa != pb::IGNORE) {
+      w.placement.why = "NUMAFallback: " + OffNodeDetail(w, chosen) +
+                        ", nearest to its GPUs' node(s) " + NodeList(GpuNodes(w));
+    } else if (w.locality_unknown && numa != pb::IGNORE) {
+      w.placement.why = "GPULocalityUnknown: best fit on node(s) " +
+                        NodeList(NodesOf(chosen, alloc)) + ", its GPUs' NUMA node is unknown";
+    } else if (w.placement.gpu_ids.empty()) {
+      w.placement.why = "NoGPUs: best fit on node(s) " + NodeList(NodesOf(chosen, alloc)) +
+                        " (no GPU to be near)";
+    } else {
+      w.placement.why = "NUMAIgnored: best fit on node(s) " + NodeList(NodesOf(chosen, alloc));
+    }
+  }
+
+  static std::set<int> NodesOf(const CpuSet& cpus, const Allocator& alloc) {
+    std::set<int> out;
+    for (int pu : cpus) out.insert(alloc.NumaOfPu(pu));
+    return out;
   }
 
   void PlanNeighbours(const CpuSet& enforced_trainers) {
@@ -489,6 +647,8 @@ class Planner {
 
   const Topology& t_;
   const PlanInput& in_;
+  std::set<int> cpu_nodes_;          // NUMA nodes that have cores
+  std::map<int, int> node_package_;  // NUMA node → package of its first core
   Plan plan_;
   std::map<std::string, const pb::PolicyOptions*> policies_;
 };
@@ -510,6 +670,18 @@ PodIdentity ToPodIdentity(const feedguard::v1::PodRef& pod) {
 
 Plan MakePlan(const Topology& topology, const PlanInput& input) {
   return Planner(topology, input).Run();
+}
+
+Plan PreviousPlanFromCpusets(const std::map<std::string, CpuSet>& cpus_by_pod_uid) {
+  Plan plan;
+  for (const auto& [uid, cpus] : cpus_by_pod_uid) {
+    if (cpus.empty()) continue;
+    TrainerPlacement t;
+    t.pod.uid = uid;
+    t.cpus = cpus;
+    plan.trainers.push_back(std::move(t));
+  }
+  return plan;
 }
 
 namespace {
@@ -552,6 +724,7 @@ nlohmann::json PlanToJson(const Plan& plan) {
                         {"mems", t.mems.ToString()}, {"gpu_local", t.gpu_local},
                         {"dry_run", t.dry_run}};
     if (t.weight) a["weight"] = *t.weight;
+    if (!t.why.empty()) a["why"] = t.why;
     j["trainers"].push_back(std::move(a));
   }
   j["neighbours"] = nlohmann::json::array();

@@ -11,17 +11,23 @@
 //   threads (siblings of one core are still filled together when possible).
 // Locality. The preferred NUMA nodes are those of the pod's GPUs (by PCI address in Topology);
 //   cores are split over them in proportion to the GPUs on each. A machine with one NUMA node is
-//   all-local. A GPU with numa -1 has unknown locality: PREFER places anywhere (Diagnostic
-//   "GPULocalityUnknown"), REQUIRE fails. PREFER falls back to other nodes ("NUMAFallback");
+//   all-local (memory-only nodes do not count). A GPU local to several nodes (sub-NUMA clusters)
+//   counts on each. A GPU with no local node has unknown locality: PREFER places anywhere
+//   (Diagnostic "GPULocalityUnknown"), REQUIRE fails. PREFER falls back to other nodes, nearest
+//   first by the OS distance matrix (then same package, then id) ("NUMAFallback");
 //   REQUIRE fails the trainer ("NotEnoughLocalCores"); IGNORE best-fits one node, else spreads.
 //   mems = the NUMA nodes of the chosen cores.
 // Stability. Trainers placed in `previous` keep exactly their CPUs while still valid (same size,
 //   still usable, locality still acceptable); they are placed first, in priority order, so adding
-//   or removing a trainer never moves another. A newcomer never evicts an incumbent, even one of
-//   lower priority: it gets "NotEnoughCores" until cores free up. Newcomers take the lowest free
-//   cores of their node(s).
-// Rails (no policy overrides them). Reserved CPUs and the static CPU manager's exclusive CPUs are
-//   off-limits; at least one whole free core outside them always remains for everyone else; a
+//   or removing a trainer never moves another. `previous` survives agent restarts (the engine
+//   rebuilds it from the checkpoint, PreviousPlanFromCpusets). The one move: a PreferGPULocal
+//   incumbent off its GPUs' node(s) goes back once the whole trainer fits there (before
+//   newcomers); while it is off-node every plan carries its "NUMAFallback" diagnostic. A newcomer
+//   never evicts an incumbent, even one of lower priority: it gets "NotEnoughCores" until cores
+//   free up. Newcomers take the lowest free cores of their node(s).
+// Rails (no policy overrides them). Reserved CPUs, the static CPU manager's exclusive CPUs and
+//   CPUs outside Topology::allowed_cpus are off-limits (a core with any such thread is never a
+//   free whole core); at least one whole free core outside them always remains for everyone else; a
 //   pod that owns CPU-manager CPUs is not pinned by us ("CpuManagerOwnsPod"). When trainers do not
 //   fit, the last by (priority desc, namespace, name) get "NotEnoughCores" and stay unpinned
 //   (their neighbours are still fenced).
@@ -65,6 +71,11 @@ struct PlanInput {
 PodIdentity ToPodIdentity(const feedguard::v1::PodRef& pod);
 
 Plan MakePlan(const Topology& topology, const PlanInput& input);
+
+// The previous plan as a restarted agent knows it: pod uid → the cpuset last written for it (the
+// enforcer's checkpoint). Only uid and cpus are set; MakePlan treats them as incumbents (kept
+// while still valid, moved back to their GPUs' node when PreferGPULocal and room appears).
+Plan PreviousPlanFromCpusets(const std::map<std::string, CpuSet>& cpus_by_pod_uid);
 
 // Every field of a Plan as JSON (for `feedguard-agent plan` and for comparing plans): CPU sets
 // in kernel list format, unset optional knobs omitted, order as in the Plan.

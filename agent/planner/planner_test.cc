@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <map>
 #include <random>
 
@@ -267,6 +268,12 @@ TEST(PlannerTest, UnknownGpuIsDiagnosed) {
   const Plan plan = in.Make("server-2s-8gpu");
   EXPECT_TRUE(HasDiag(plan, "a", "GPUNotFound")) << Diags(plan);
   EXPECT_EQ(T(plan, "a").cpus.size(), 2u);  // still sized by the device it got
+  // Issue 15 (small): the diagnostic names the PCI address the id resolved to (here the BMC's
+  // ASPEED VGA, a PCI device that is no NVIDIA GPU).
+  Input vga;
+  vga.Policy({.name = "p", .cores_per_gpu = 1}).Trainer("a", "p", {"0000:03:00.0"});
+  EXPECT_NE(Diags(vga.Make("server-2s-8gpu")).find("PCI 0000:03:00.0"), std::string::npos)
+      << Diags(vga.Make("server-2s-8gpu"));
 }
 
 TEST(PlannerTest, NoCoresAskedMeansNotPinnedAndNoDiagnostic) {
@@ -581,6 +588,11 @@ TEST(PlannerTest, StabilityUnderChurnProperty) {
         for (const auto& now : plan.trainers) {
           if (now.pod.uid != before.pod.uid) continue;
           ++moves_checked;
+          // The one allowed move: a PreferGPULocal trainer off its GPUs' node(s) going back.
+          if (!before.gpu_local && now.gpu_local && now.policy != "ignore" &&
+              now.why.rfind("ReturnedToGPUNode:", 0) == 0) {
+            continue;
+          }
           ASSERT_EQ(now.cpus, before.cpus) << "step " << step << " moved " << now.pod.uid;
         }
       }
@@ -592,6 +604,310 @@ TEST(PlannerTest, StabilityUnderChurnProperty) {
   }
   EXPECT_GT(moves_checked, 1000);  // the property was exercised, not vacuous
   EXPECT_GT(placed_total, 1000);
+}
+
+// ---- Issue 15: placement on machines as they really are ----
+
+// Every core that holds a PU of `cpus` lies wholly inside `cpus`.
+bool WholeCoresOnly(const Topology& t, const CpuSet& cpus) {
+  for (int pu : cpus) {
+    const Core* c = t.CoreOfPu(pu);
+    if (c == nullptr || !c->pus.IsSubsetOf(cpus)) return false;
+  }
+  return true;
+}
+
+// kubelet's static CPU manager gave a Guaranteed pod CPUs 0, 8 and 9 (outside the agent's
+// cpuset): core 1 = {1,9} is half taken and must not be handed out as a whole core.
+TEST(PlannerTest, NeverHandsOutACoreWhoseSiblingIsTaken) {
+  Input in;
+  in.Policy({.name = "p", .cores = 2}).Trainer("a", "p", {"0000:01:00.0"});
+  const Topology topo = Topo("cpumgr-1s-smt");
+  const Plan plan = MakePlan(topo, in.get());
+  EXPECT_EQ(T(plan, "a").cpus.ToString(), "2-3,10-11");
+  EXPECT_TRUE(WholeCoresOnly(topo, T(plan, "a").cpus));
+  CheckRails(topo, in.get(), plan);
+
+  // The same half-taken core through kubelet's checkpoint (agent cpuset = whole machine).
+  Input cm;
+  cm.get().cpu_manager.policy_name = "static";
+  cm.get().cpu_manager.entries["guaranteed"]["main"] = CpuSet{0, 8, 9};
+  cm.Policy({.name = "p", .cores = 2}).Trainer("a", "p", {"0000:01:00.0"});
+  const Plan cm_plan = cm.Make("ws-1s-1gpu");
+  EXPECT_EQ(T(cm_plan, "a").cpus.ToString(), "2-3,10-11");
+
+  // Neighbours never get CPUs outside the agent's cpuset.
+  Input nb;
+  nb.Policy({.name = "cs", .fence = pb::CPUSET}).Neighbour("n", "cs");
+  const Plan nb_plan = MakePlan(topo, nb.get());
+  ASSERT_TRUE(N(nb_plan, "n").cpus.has_value());
+  EXPECT_EQ(N(nb_plan, "n").cpus->ToString(), "1-7,10-15");
+}
+
+// snc-4numa-dist: nodes 0,1 on socket 0, nodes 2,3 on socket 1; distance 12 within a socket, 21
+// across. GPU 0000:81:00.0 is on node 2.
+TEST(PlannerTest, FallbackSpillsToTheNearestNumaNode) {
+  Input in;
+  in.Policy({.name = "big", .priority = 10, .cores = 3, .numa = pb::REQUIRE_GPU_LOCAL})
+      .Policy({.name = "pref", .cores = 2})
+      .Trainer("big", "big", {"0000:81:00.0"})
+      .Trainer("late", "pref", {"0000:81:00.0"});
+  const Topology topo = Topo("snc-4numa-dist");
+  const Plan plan = MakePlan(topo, in.get());
+  EXPECT_EQ(T(plan, "big").cpus.ToString(), "8-10,24-26");
+  // One core left on node 2, the other from node 3 (distance 12), not node 0 (distance 21).
+  EXPECT_EQ(T(plan, "late").cpus.ToString(), "11-12,27-28");
+  EXPECT_EQ(T(plan, "late").mems.ToString(), "2-3");
+  EXPECT_FALSE(T(plan, "late").gpu_local);
+  EXPECT_TRUE(HasDiag(plan, "late", "NUMAFallback")) << Diags(plan);
+  EXPECT_NE(Diags(plan).find("node 3 at distance 12"), std::string::npos) << Diags(plan);
+  EXPECT_EQ(T(plan, "late").why.rfind("NUMAFallback:", 0), 0u) << T(plan, "late").why;
+  CheckRails(topo, in.get(), plan);
+}
+
+// Without a distance matrix, the GPU's own socket comes before lower-numbered nodes elsewhere.
+TEST(PlannerTest, FallbackWithoutDistancesPrefersTheSameSocket) {
+  Topology topo = Topo("snc-4numa-dist");
+  topo.numa_distances.clear();
+  Input in;
+  in.Policy({.name = "big", .priority = 10, .cores = 4, .numa = pb::REQUIRE_GPU_LOCAL})
+      .Policy({.name = "pref", .cores = 1})
+      .Trainer("big", "big", {"0000:81:00.0"})
+      .Trainer("late", "pref", {"0000:81:00.0"});
+  const Plan plan = MakePlan(topo, in.get());
+  EXPECT_EQ(T(plan, "late").cpus.ToString(), "12,28");
+}
+
+// A GPU whose core group has two local NUMA nodes: KNL-style SNC-2 with HBM beside DRAM, and a
+// socket-attached GPU on a sub-NUMA-clustered socket.
+TEST(PlannerTest, GpuLocalWhenItsCoreGroupHasTwoNumaNodes) {
+  {
+    Input in;
+    in.Policy({.name = "pref", .cores = 2})
+        .Policy({.name = "req", .cores = 1, .numa = pb::REQUIRE_GPU_LOCAL})
+        .Trainer("p", "pref", {"0000:41:00.0"})
+        .Trainer("r", "req", {"0000:41:00.0"});
+    const Topology topo = Topo("knl-snc2-hbm");
+    const Plan plan = MakePlan(topo, in.get());
+    EXPECT_FALSE(HasDiag(plan, "p", "GPULocalityUnknown")) << Diags(plan);
+    EXPECT_FALSE(HasDiag(plan, "r", "GPULocalityUnknown")) << Diags(plan);
+    EXPECT_EQ(T(plan, "p").cpus.ToString(), "4-5,12-13");
+    EXPECT_TRUE(T(plan, "p").gpu_local);
+    EXPECT_EQ(T(plan, "p").mems.ToString(), "2");
+    EXPECT_EQ(T(plan, "r").cpus.ToString(), "6,14");
+    EXPECT_TRUE(T(plan, "r").gpu_local);
+    CheckRails(topo, in.get(), plan);
+  }
+  {
+    Input in;
+    in.Policy({.name = "req", .cores_per_gpu = 4, .numa = pb::REQUIRE_GPU_LOCAL})
+        .Trainer("s", "req", {"0000:01:00.0"});
+    const Topology topo = Topo("snc-4numa-dist");
+    const Plan plan = MakePlan(topo, in.get());
+    EXPECT_FALSE(HasDiag(plan, "s", "GPULocalityUnknown")) << Diags(plan);
+    EXPECT_TRUE(T(plan, "s").gpu_local);
+    EXPECT_EQ(T(plan, "s").cpus.size(), 8u);
+    EXPECT_TRUE(T(plan, "s").cpus.IsSubsetOf(*CpuSet::Parse("0-7,16-23")));
+  }
+}
+
+// A PreferGPULocal trainer that fell back keeps saying so on every plan, and goes back to its
+// GPU's node once room appears there.
+TEST(PlannerTest, FallenBackTrainerReturnsWhenRoomAppears) {
+  const Topology topo = Topo("snc-4numa-dist");
+  auto make = [&](bool with_big, const std::optional<Plan>& previous) {
+    Input in;
+    in.Policy({.name = "big", .priority = 10, .cores = 3, .numa = pb::REQUIRE_GPU_LOCAL})
+        .Policy({.name = "pref", .cores = 2});
+    if (with_big) in.Trainer("big", "big", {"0000:81:00.0"});
+    in.Trainer("late", "pref", {"0000:81:00.0"});
+    in.get().previous = previous;
+    return MakePlan(topo, in.get());
+  };
+  const Plan p1 = make(true, std::nullopt);
+  ASSERT_FALSE(T(p1, "late").gpu_local);
+  ASSERT_TRUE(HasDiag(p1, "late", "NUMAFallback")) << Diags(p1);
+  const Plan p2 = make(true, p1);  // nothing changed: it stays, and still says why
+  EXPECT_EQ(T(p2, "late").cpus, T(p1, "late").cpus);
+  EXPECT_TRUE(HasDiag(p2, "late", "NUMAFallback")) << Diags(p2);
+  const Plan p3 = make(false, p2);  // the big trainer left: node 2 has room
+  EXPECT_TRUE(T(p3, "late").gpu_local);
+  EXPECT_EQ(T(p3, "late").cpus.ToString(), "8,11,24,27");  // keeps core 11, adds core 8
+  EXPECT_EQ(T(p3, "late").mems.ToString(), "2");
+  EXPECT_FALSE(HasDiag(p3, "late", "NUMAFallback")) << Diags(p3);
+  EXPECT_EQ(T(p3, "late").why.rfind("ReturnedToGPUNode:", 0), 0u) << T(p3, "late").why;
+  const Plan p4 = make(false, p3);  // and then it stays
+  EXPECT_EQ(T(p4, "late").cpus, T(p3, "late").cpus);
+  EXPECT_EQ(T(p4, "late").why.rfind("IncumbentKept:", 0), 0u) << T(p4, "late").why;
+}
+
+// What the engine rebuilds from the checkpoint after a restart is enough to keep incumbents.
+TEST(PlannerTest, IncumbentsFromWrittenCpusetsKeepTheirCores) {
+  Input in;
+  in.Policy({.name = "p", .cores = 2}).Trainer("b", "p", {kServerGpus[0]});
+  const Plan p1 = in.Make("server-2s-8gpu");
+  Input in2;
+  in2.Policy({.name = "p", .cores = 2})
+      .Trainer("a", "p", {kServerGpus[0]})
+      .Trainer("b", "p", {kServerGpus[0]});
+  in2.get().previous = PreviousPlanFromCpusets({{"b", T(p1, "b").cpus}});
+  const Plan p2 = in2.Make("server-2s-8gpu");
+  EXPECT_EQ(T(p2, "b").cpus.ToString(), "0-1,64-65");
+  EXPECT_EQ(T(p2, "a").cpus.ToString(), "2-3,66-67");
+  EXPECT_TRUE(T(p2, "b").gpu_local);
+}
+
+// Property over random machines (hwloc synthetic: packages, NUMA nodes per package, cores, SMT
+// 1/2, GPUs on random nodes, a random OS distance matrix, CPUs outside the agent's cpuset,
+// reserved and CPU-manager CPUs) and churn (trainers with 0-8 GPUs coming and going, agent
+// restarts between steps): every rail and stability hold on every step.
+TEST(PlannerTest, RandomTopologiesChurnAndRestartsProperty) {
+  std::mt19937 rng(15);
+  auto pick = [&](int lo, int hi) { return lo + static_cast<int>(rng() % (hi - lo + 1)); };
+  int plans = 0, checked_incumbents = 0, restarts = 0, returns = 0, pinned = 0;
+  for (int machine = 0; machine < 40; ++machine) {
+    const int packages = pick(1, 2), numa = pick(1, 2), cores = pick(2, 6), smt = pick(1, 2);
+    const std::string desc = "pack:" + std::to_string(packages) + " numa:" + std::to_string(numa) +
+                             " core:" + std::to_string(cores) + " pu:" + std::to_string(smt);
+    auto loaded = LoadSyntheticTopology(desc);
+    ASSERT_TRUE(loaded.ok()) << desc << ": " << loaded.status().ToString();
+    Topology topo = *loaded;
+    const int nodes = static_cast<int>(topo.numa_nodes.size());
+    ASSERT_EQ(nodes, packages * numa) << desc;
+    if (pick(0, 2) > 0) {  // an OS latency matrix, mostly
+      for (int a = 0; a < nodes; ++a) {
+        for (int b = a; b < nodes; ++b) {
+          const uint64_t d = a == b ? 10 : static_cast<uint64_t>(pick(11, 40));
+          topo.numa_distances[{a, b}] = d;
+          topo.numa_distances[{b, a}] = d;
+        }
+      }
+    }
+    std::vector<std::string> gpus;
+    for (int g = 0; g < pick(1, 8); ++g) {
+      GpuDevice dev;
+      char bus[8];
+      std::snprintf(bus, sizeof(bus), "%02x", (0x10 + g) & 0xff);
+      dev.bdf = std::string("0000:") + bus + ":00.0";
+      dev.vendor_id = 0x10de;
+      dev.class_id = 0x0302;
+      const int node = pick(0, nodes - 1);
+      dev.local_numa = {node};
+      dev.numa = node;
+      dev.local_cpus = topo.FindNuma(node)->cpus;
+      gpus.push_back(dev.bdf);
+      topo.gpus.push_back(std::move(dev));
+    }
+    const CpuSet all = topo.AllPus();
+    const std::vector<int> pus(all.begin(), all.end());
+    CpuSet reserved, exclusive;
+    if (pick(0, 1)) reserved.Insert(pus.front());
+    if (pick(0, 2) == 0) topo.allowed_cpus = all.Minus(CpuSet{pus[pick(0, (int)pus.size() - 1)]});
+    if (pick(0, 2) == 0) exclusive.Insert(pus[pick(0, (int)pus.size() - 1)]);
+
+    struct Pod {
+      std::string uid, policy;
+      std::vector<std::string> gpus;
+    };
+    const std::vector<std::string> policies = {"prefer", "require", "ignore", "threads", "fixed"};
+    std::vector<Pod> universe;
+    for (int i = 0; i < 10; ++i) {
+      Pod p{"m" + std::to_string(machine) + "-" + std::to_string(i),
+            policies[rng() % policies.size()],
+            {}};
+      for (int g = pick(0, 8); g > 0; --g) p.gpus.push_back(gpus[rng() % gpus.size()]);
+      universe.push_back(p);
+    }
+    std::vector<bool> present(universe.size(), false);
+    std::optional<Plan> previous;
+    std::map<std::string, std::string> policy_of;
+    for (int step = 0; step < 40; ++step) {
+      for (int flips = pick(1, 2); flips > 0; --flips) {
+        const size_t k = rng() % present.size();
+        present[k] = !present[k];
+      }
+      Input in;
+      in.Policy({.name = "prefer", .priority = 3, .cores_per_gpu = 1})
+          .Policy(
+              {.name = "require", .priority = 2, .cores_per_gpu = 1, .numa = pb::REQUIRE_GPU_LOCAL})
+          .Policy({.name = "ignore", .priority = 1, .cores = 2, .numa = pb::IGNORE})
+          .Policy({.name = "threads", .cores = 3, .placement = pb::THREADS})
+          .Policy({.name = "fixed", .priority = 1, .cores = 1});
+      in.get().reserved_cpus = reserved;
+      if (!exclusive.empty()) {
+        in.get().cpu_manager.policy_name = "static";
+        in.get().cpu_manager.entries["someone-else"]["c"] = exclusive;
+      }
+      for (size_t i = 0; i < universe.size(); ++i) {
+        if (!present[i]) continue;
+        in.Trainer(universe[i].uid, universe[i].policy, universe[i].gpus);
+        policy_of[universe[i].uid] = universe[i].policy;
+      }
+      // A restart: all the new agent knows is what the checkpoint says was written.
+      // Stability is checked against the plan before the restart, not against what survived it.
+      const bool restart = previous && pick(0, 3) == 0;
+      in.get().previous = previous;
+      if (restart) {
+        ++restarts;
+        std::map<std::string, CpuSet> written;
+        for (const auto& t : previous->trainers) written[t.pod.uid] = t.cpus;
+        in.get().previous = PreviousPlanFromCpusets(written);
+      }
+      const Plan plan = MakePlan(topo, in.get());
+      ++plans;
+      const std::string where = desc + " machine " + std::to_string(machine) + " step " +
+                                std::to_string(step) + (restart ? " (restart)" : "");
+      CheckRails(topo, in.get(), plan);
+      for (const auto& t : plan.trainers) {
+        if (t.cpus.empty()) continue;
+        ++pinned;
+        const std::string& pol = policy_of[t.pod.uid];
+        EXPECT_FALSE(t.cpus.Intersects(all.Minus(topo.allowed_cpus))) << where;
+        EXPECT_FALSE(t.why.empty()) << where << " " << t.pod.uid;
+        if (pol != "threads") {
+          ASSERT_TRUE(WholeCoresOnly(topo, t.cpus)) << where << " half a core to " << t.pod.uid;
+        }
+        if (pol == "require") {
+          EXPECT_TRUE(t.gpu_local) << where;
+        }
+        // A compromise always says why: off its GPUs' node(s) ⇒ NUMAFallback.
+        if (pol != "require" && pol != "ignore" && !t.gpu_local && !t.gpu_ids.empty()) {
+          EXPECT_TRUE(HasDiag(plan, t.pod.uid, "NUMAFallback")) << where << Diags(plan);
+        }
+      }
+      if (previous) {
+        for (const auto& before : previous->trainers) {
+          if (before.cpus.empty()) continue;
+          for (const auto& now : plan.trainers) {
+            if (now.pod.uid != before.pod.uid) continue;
+            ++checked_incumbents;
+            // The one allowed move: a PreferGPULocal trainer (every policy here but "require"
+            // and "ignore") going back to its GPUs' node(s).
+            const std::string& pol = policy_of[now.pod.uid];
+            if (now.cpus != before.cpus && !before.gpu_local && now.gpu_local && pol != "require" &&
+                pol != "ignore" && now.why.rfind("ReturnedToGPUNode:", 0) == 0) {
+              ++returns;  // the one allowed move
+              continue;
+            }
+            ASSERT_EQ(now.cpus.ToString(), before.cpus.ToString())
+                << where << ": incumbent " << now.pod.uid
+                << " moved\nbefore: " << PlanToJson(*previous).dump()
+                << "\nnow: " << PlanToJson(plan).dump();
+          }
+        }
+      }
+      ASSERT_EQ(PlanToJson(plan).dump(), PlanToJson(MakePlan(topo, in.get())).dump()) << where;
+      previous = plan;
+    }
+  }
+  std::printf("plans=%d incumbents_checked=%d restarts=%d returns=%d pinned=%d\n", plans,
+              checked_incumbents, restarts, returns, pinned);
+  // The property was exercised, not vacuous.
+  EXPECT_EQ(plans, 1600);
+  EXPECT_GT(checked_incumbents, 1000);
+  EXPECT_GT(restarts, 200);
+  EXPECT_GT(pinned, 1500);
+  EXPECT_GT(returns, 0);
 }
 
 TEST(PlannerTest, ToPodIdentityConvertsEveryField) {

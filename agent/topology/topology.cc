@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <map>
 #include <memory>
+#include <set>
 #include <sstream>
 
 namespace feedguard::agent {
@@ -29,9 +30,46 @@ CpuSet FromBitmap(hwloc_const_bitmap_t bitmap) {
   return out;
 }
 
-int SingleNode(hwloc_const_bitmap_t nodeset) {
-  if (nodeset == nullptr || hwloc_bitmap_weight(nodeset) != 1) return -1;
-  return hwloc_bitmap_first(nodeset);
+// Among the NUMA nodes in `nodeset`, the one local to the fewest CPUs (the most local), then the
+// lowest OS index; -1 when none. With SNC + HBM/CXL memory a core has several local nodes.
+int ClosestNode(hwloc_topology_t topo, hwloc_const_bitmap_t nodeset) {
+  if (nodeset == nullptr) return -1;
+  int best = -1;
+  int best_weight = 0;
+  for (int id = hwloc_bitmap_first(nodeset); id >= 0; id = hwloc_bitmap_next(nodeset, id)) {
+    hwloc_obj_t n = hwloc_get_numanode_obj_by_os_index(topo, static_cast<unsigned>(id));
+    if (n == nullptr) continue;
+    const int w = n->cpuset != nullptr ? hwloc_bitmap_weight(n->cpuset) : -1;
+    if (w <= 0) continue;  // a memory-only node is no core's home
+    if (best < 0 || w < best_weight) {
+      best = id;
+      best_weight = w;
+    }
+  }
+  return best;
+}
+
+// The OS's NUMA latency matrix (SLIT), if hwloc found one.
+void ReadDistances(hwloc_topology_t topo, Topology& out) {
+  constexpr unsigned long kFromOsLatency =
+      HWLOC_DISTANCES_KIND_FROM_OS | HWLOC_DISTANCES_KIND_MEANS_LATENCY;
+  constexpr unsigned long kAnyLatency = HWLOC_DISTANCES_KIND_MEANS_LATENCY;
+  for (unsigned long kind : {kFromOsLatency, kAnyLatency}) {
+    unsigned nr = 1;
+    hwloc_distances_s* d = nullptr;
+    if (hwloc_distances_get_by_type(topo, HWLOC_OBJ_NUMANODE, &nr, &d, kind, 0) != 0 || nr == 0) {
+      continue;
+    }
+    for (unsigned i = 0; i < d->nbobjs; ++i) {
+      for (unsigned j = 0; j < d->nbobjs; ++j) {
+        if (d->objs[i] == nullptr || d->objs[j] == nullptr) continue;
+        out.numa_distances[{static_cast<int>(d->objs[i]->os_index),
+                            static_cast<int>(d->objs[j]->os_index)}] = d->values[i * d->nbobjs + j];
+      }
+    }
+    hwloc_distances_release(topo, d);
+    return;
+  }
 }
 
 std::string Hex4(unsigned v) {
@@ -45,7 +83,8 @@ Result<Topology> Extract(hwloc_topology_t topo) {
   const int numa_count = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_NUMANODE);
   for (int i = 0; i < numa_count; ++i) {
     hwloc_obj_t n = hwloc_get_obj_by_type(topo, HWLOC_OBJ_NUMANODE, static_cast<unsigned>(i));
-    out.numa_nodes.push_back({static_cast<int>(n->os_index), FromBitmap(n->cpuset)});
+    out.numa_nodes.push_back({static_cast<int>(n->os_index), FromBitmap(n->cpuset),
+                              n->subtype != nullptr ? n->subtype : ""});
   }
   std::sort(out.numa_nodes.begin(), out.numa_nodes.end(),
             [](const NumaNode& a, const NumaNode& b) { return a.id < b.id; });
@@ -64,13 +103,17 @@ Result<Topology> Extract(hwloc_topology_t topo) {
     core.os_index = static_cast<int>(c->os_index);
     hwloc_obj_t pkg = hwloc_get_ancestor_obj_by_type(topo, HWLOC_OBJ_PACKAGE, c);
     core.package = pkg != nullptr ? static_cast<int>(pkg->os_index) : -1;
-    core.numa = SingleNode(c->nodeset);
+    core.numa = ClosestNode(topo, c->nodeset);
     core.pus = FromBitmap(c->cpuset);
     if (core.pus.empty()) continue;
     out.cores.push_back(std::move(core));
   }
   if (out.cores.empty()) return Internal("hwloc reported no cores and no PUs");
 
+  std::set<int> cpu_nodes;
+  for (const Core& c : out.cores) {
+    if (c.numa >= 0) cpu_nodes.insert(c.numa);
+  }
   for (hwloc_obj_t p = hwloc_get_next_pcidev(topo, nullptr); p != nullptr;
        p = hwloc_get_next_pcidev(topo, p)) {
     const auto& a = p->attr->pcidev;
@@ -87,7 +130,20 @@ Result<Topology> Extract(hwloc_topology_t topo) {
     hwloc_obj_t anc = hwloc_get_non_io_ancestor_obj(topo, p);
     if (anc != nullptr) {
       gpu.local_cpus = FromBitmap(anc->cpuset);
-      gpu.numa = SingleNode(anc->nodeset);
+      // Locality is the NUMA node(s) of the ancestor's cores, not its nodeset's weight: a
+      // package or cluster with DRAM plus HBM/CXL memory (or two SNC clusters) has several
+      // nodes and is still a precise locality. Only the root of a multi-node machine means
+      // "no locality" (sysfs numa_node -1).
+      const bool at_root = anc->parent == nullptr;
+      std::set<int> local;
+      for (const Core& c : out.cores) {
+        if (c.numa >= 0 && !c.pus.empty() && c.pus.IsSubsetOf(gpu.local_cpus)) {
+          local.insert(c.numa);
+        }
+      }
+      if (!at_root || cpu_nodes.size() == 1) gpu.local_numa.assign(local.begin(), local.end());
+      if (gpu.local_numa.empty() && cpu_nodes.size() == 1) gpu.local_numa = {*cpu_nodes.begin()};
+      gpu.numa = gpu.local_numa.empty() ? -1 : gpu.local_numa.front();
     }
     out.gpus.push_back(std::move(gpu));
   }
@@ -96,10 +152,12 @@ Result<Topology> Extract(hwloc_topology_t topo) {
 
   out.allowed_cpus = FromBitmap(hwloc_topology_get_allowed_cpuset(topo));
   if (out.allowed_cpus.empty()) out.allowed_cpus = out.AllPus();
+  out.allowed_cpus = out.allowed_cpus.Intersect(out.AllPus());
+  ReadDistances(topo, out);
   return out;
 }
 
-enum class Source { kLive, kXmlBuffer };
+enum class Source { kLive, kXmlBuffer, kSynthetic };
 
 Result<Topology> Load(Source source, std::string_view xml) {
   hwloc_topology_t raw = nullptr;
@@ -108,7 +166,17 @@ Result<Topology> Load(Source source, std::string_view xml) {
   if (hwloc_topology_set_io_types_filter(raw, HWLOC_TYPE_FILTER_KEEP_IMPORTANT) != 0) {
     return Internal("hwloc_topology_set_io_types_filter failed");
   }
+  // The whole machine: CPUs outside our cpuset are someone else's, not absent (see topology.h).
+  if (hwloc_topology_set_flags(raw, HWLOC_TOPOLOGY_FLAG_INCLUDE_DISALLOWED) != 0) {
+    return Internal("hwloc_topology_set_flags failed");
+  }
   std::string buffer;
+  if (source == Source::kSynthetic) {
+    if (hwloc_topology_set_synthetic(raw, std::string(xml).c_str()) != 0) {
+      return InvalidArgument("hwloc rejected the synthetic description \"" + std::string(xml) +
+                             "\"");
+    }
+  }
   if (source == Source::kXmlBuffer) {
     buffer.assign(xml);  // hwloc wants a NUL-terminated buffer; size counts the NUL.
     if (hwloc_topology_set_xmlbuffer(raw, buffer.c_str(), static_cast<int>(buffer.size() + 1)) !=
@@ -162,9 +230,35 @@ bool IsNvidiaGpu(uint16_t vendor_id, uint16_t class_id) {
 
 Result<Topology> LoadLiveTopology() { return Load(Source::kLive, {}); }
 
+Result<Topology> LoadSyntheticTopology(const std::string& description) {
+  if (description.empty()) return InvalidArgument("empty synthetic topology description");
+  return Load(Source::kSynthetic, description);
+}
+
+std::optional<uint64_t> Topology::Distance(int from, int to) const {
+  auto it = numa_distances.find({from, to});
+  if (it == numa_distances.end()) return std::nullopt;
+  return it->second;
+}
+
 Result<Topology> LoadTopologyFromXmlBuffer(std::string_view xml) {
   if (xml.empty()) return InvalidArgument("empty XML topology");
-  return Load(Source::kXmlBuffer, xml);
+  // Say what is wrong before hwloc's one answer ("could not load"): not XML at all, XML that is
+  // not an hwloc topology (e.g. a `lstopo --of svg` or synthetic export), or a malformed one.
+  const size_t first = xml.find_first_not_of(" \t\r\n");
+  if (first == std::string_view::npos || xml[first] != '<') {
+    return InvalidArgument("not an XML file (an hwloc topology is `lstopo --of xml` output)");
+  }
+  if (xml.find("<topology") == std::string_view::npos) {
+    return InvalidArgument(
+        "XML without a <topology> element: not an hwloc topology export (`lstopo --of xml`)");
+  }
+  auto t = Load(Source::kXmlBuffer, xml);
+  if (!t.ok() && t.status().code() == StatusCode::kInvalidArgument) {
+    return InvalidArgument(std::string(t.status().message()) +
+                           ": malformed, or a format this hwloc (" HWLOC_VERSION ") cannot import");
+  }
+  return t;
 }
 
 Result<Topology> LoadTopologyFromXmlFile(const std::string& path) {
@@ -184,7 +278,9 @@ nlohmann::json TopologyToJson(const Topology& t) {
   nlohmann::json j;
   j["numa_nodes"] = nlohmann::json::array();
   for (const NumaNode& n : t.numa_nodes) {
-    j["numa_nodes"].push_back({{"id", n.id}, {"cpus", n.cpus.ToString()}});
+    nlohmann::json node = {{"id", n.id}, {"cpus", n.cpus.ToString()}};
+    if (!n.subtype.empty()) node["subtype"] = n.subtype;
+    j["numa_nodes"].push_back(std::move(node));
   }
   j["cores"] = nlohmann::json::array();
   for (const Core& c : t.cores) {
@@ -201,9 +297,22 @@ nlohmann::json TopologyToJson(const Topology& t) {
                          {"device", Hex4(g.device_id)},
                          {"class", Hex4(g.class_id)},
                          {"numa", g.numa},
+                         {"local_numa", g.local_numa},
                          {"local_cpus", g.local_cpus.ToString()}});
   }
   j["allowed_cpus"] = t.allowed_cpus.ToString();
+  if (!t.numa_distances.empty()) {
+    nlohmann::json rows = nlohmann::json::array();
+    for (const NumaNode& a : t.numa_nodes) {
+      nlohmann::json row = nlohmann::json::array();
+      for (const NumaNode& b : t.numa_nodes) {
+        const auto d = t.Distance(a.id, b.id);
+        row.push_back(d ? nlohmann::json(*d) : nlohmann::json(nullptr));
+      }
+      rows.push_back(std::move(row));
+    }
+    j["numa_distances"] = std::move(rows);
+  }
   j["summary"] = {{"numa_nodes", t.numa_nodes.size()},
                   {"cores", t.cores.size()},
                   {"pus", t.AllPus().size()},
@@ -237,7 +346,9 @@ std::string TopologyToTable(const Topology& t) {
     os << line;
     for (const GpuDevice& g : t.gpus) {
       const std::string id = Hex4(g.vendor_id) + ":" + Hex4(g.device_id);
-      const std::string numa = g.numa < 0 ? "-" : std::to_string(g.numa);
+      std::string numa;
+      for (int n : g.local_numa) numa += (numa.empty() ? "" : ",") + std::to_string(n);
+      if (numa.empty()) numa = "-";
       std::snprintf(line, sizeof(line), "%-14s %-11s %-6s %-6s %s\n", g.bdf.c_str(), id.c_str(),
                     Hex4(g.class_id).c_str(), numa.c_str(), g.local_cpus.ToString().c_str());
       os << line;

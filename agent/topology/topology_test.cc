@@ -84,6 +84,23 @@ TEST(TopologyTest, BadXmlIsAnError) {
   EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
 }
 
+// Issue 15 (small): each kind of bad file says what it is, not one generic message.
+TEST(TopologyTest, BadTopologyFilesSayWhatIsWrong) {
+  auto not_xml = LoadTopologyFromXmlBuffer("pack:2 core:4 pu:2");
+  ASSERT_FALSE(not_xml.ok());
+  EXPECT_NE(not_xml.status().message().find("not an XML file"), std::string::npos)
+      << not_xml.status().ToString();
+  auto svg = LoadTopologyFromXmlBuffer("<?xml version=\"1.0\"?><svg></svg>");
+  ASSERT_FALSE(svg.ok());
+  EXPECT_NE(svg.status().message().find("without a <topology> element"), std::string::npos)
+      << svg.status().ToString();
+  auto malformed = LoadTopologyFromXmlBuffer("<topology>nope");
+  ASSERT_FALSE(malformed.ok());
+  EXPECT_EQ(malformed.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(malformed.status().message().find("malformed"), std::string::npos)
+      << malformed.status().ToString();
+}
+
 TEST(TopologyTest, LiveMachineLoads) {
   auto t = LoadLiveTopology();
   ASSERT_TRUE(t.ok()) << t.status().ToString();
@@ -109,6 +126,75 @@ TEST(TopologyTest, JsonAndTable) {
   EXPECT_NE(table.find("0000:ca:00.0"), std::string::npos) << table;
   const std::string nonuma = TopologyToTable(Load("nonuma-gpu-2s.xml"));
   EXPECT_NE(nonuma.find("0000:00:1e.0   10de:1eb8   0302   -"), std::string::npos) << nonuma;
+}
+
+// Issue 15: kubelet's static CPU manager gave a Guaranteed pod CPUs 0, 8 and 9, so they are not
+// in the agent's cpuset. They are still the machine's: core 1 is {1,9}, not a one-thread core.
+TEST(TopologyTest, DisallowedCpusStayInTheirCores) {
+  const Topology t = Load("cpumgr-1s-smt.xml");
+  EXPECT_EQ(t.AllPus().ToString(), "0-15");
+  EXPECT_EQ(t.allowed_cpus.ToString(), "1-7,10-15");
+  ASSERT_EQ(t.cores.size(), 8u);
+  ASSERT_NE(t.CoreOfPu(1), nullptr);
+  EXPECT_EQ(t.CoreOfPu(1)->pus.ToString(), "1,9");
+  ASSERT_NE(t.CoreOfPu(0), nullptr);
+  EXPECT_EQ(t.CoreOfPu(0)->pus.ToString(), "0,8");
+  EXPECT_EQ(t.numa_nodes.at(0).cpus.ToString(), "0-15");
+}
+
+// Issue 15: a cluster with a DRAM and an HBM node (KNL SNC-2 flat), and a socket with two
+// sub-NUMA clusters: the GPU's locality is its ancestor's cores' node(s), not "unknown".
+TEST(TopologyTest, GpuLocalityWithSeveralLocalNumaNodes) {
+  const Topology knl = Load("knl-snc2-hbm.xml");
+  ASSERT_EQ(knl.numa_nodes.size(), 4u);
+  EXPECT_EQ(knl.CoreOfPu(1)->numa, 0);   // DRAM node of cluster 0, not -1
+  EXPECT_EQ(knl.CoreOfPu(13)->numa, 2);  // DRAM node of cluster 1
+  ASSERT_EQ(knl.gpus.size(), 1u);
+  EXPECT_EQ(knl.gpus[0].local_cpus.ToString(), "4-7,12-15");
+  EXPECT_EQ(knl.gpus[0].numa, 2);
+  EXPECT_EQ(knl.gpus[0].local_numa, std::vector<int>{2});
+  EXPECT_EQ(knl.numa_nodes[1].subtype, "MCDRAM");
+  EXPECT_EQ(TopologyToJson(knl)["numa_nodes"][3]["subtype"], "MCDRAM");
+
+  const Topology snc = Load("snc-4numa-dist.xml");
+  const GpuDevice* socket_gpu = snc.FindGpu("0000:01:00.0");
+  ASSERT_NE(socket_gpu, nullptr);
+  EXPECT_EQ(socket_gpu->local_numa, (std::vector<int>{0, 1}));
+  EXPECT_EQ(socket_gpu->numa, 0);
+  const GpuDevice* cluster_gpu = snc.FindGpu("0000:81:00.0");
+  ASSERT_NE(cluster_gpu, nullptr);
+  EXPECT_EQ(cluster_gpu->local_numa, std::vector<int>{2});
+  EXPECT_EQ(cluster_gpu->local_cpus.ToString(), "8-11,24-27");
+
+  // No locality stays no locality: a GPU on the root of a two-node machine.
+  const Topology nonuma = Load("nonuma-gpu-2s.xml");
+  ASSERT_EQ(nonuma.gpus.size(), 1u);
+  EXPECT_TRUE(nonuma.gpus[0].local_numa.empty());
+  EXPECT_EQ(nonuma.gpus[0].numa, -1);
+}
+
+TEST(TopologyTest, NumaDistancesComeFromTheOsMatrix) {
+  const Topology t = Load("snc-4numa-dist.xml");
+  EXPECT_EQ(t.Distance(2, 2), std::optional<uint64_t>(10));
+  EXPECT_EQ(t.Distance(2, 3), std::optional<uint64_t>(12));
+  EXPECT_EQ(t.Distance(2, 0), std::optional<uint64_t>(21));
+  EXPECT_EQ(t.Distance(0, 7), std::nullopt);
+  const auto j = TopologyToJson(t);
+  EXPECT_EQ(j["numa_distances"].dump(),
+            "[[10,12,21,21],[12,10,21,21],[21,21,10,12],[21,21,12,10]]");
+  // Fixtures without a matrix have none.
+  EXPECT_TRUE(Load("server-2s-8gpu.xml").numa_distances.empty());
+}
+
+TEST(TopologyTest, SyntheticDescriptionsLoad) {
+  auto t = LoadSyntheticTopology("pack:2 numa:2 core:3 pu:2");
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_EQ(t->numa_nodes.size(), 4u);
+  EXPECT_EQ(t->cores.size(), 12u);
+  EXPECT_EQ(t->AllPus().size(), 24u);
+  for (const Core& c : t->cores) EXPECT_GE(c.numa, 0);
+  EXPECT_FALSE(LoadSyntheticTopology("pack:x").ok());
+  EXPECT_FALSE(LoadSyntheticTopology("").ok());
 }
 
 }  // namespace
