@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # cluster.sh — a real one-node Kubernetes cluster for the `node` test tier, started and stopped as
 # a unit: etcd + kube-apiserver (tests/testbed/testbed.sh), kube-scheduler,
-# kube-controller-manager, kubelet (cgroupfs driver, a cgroup root of its own), Debian's containerd
-# with runc (default) and crun (RuntimeClass "crun", where crun can run here), Debian's CNI
-# bridge plugin.
+# kube-controller-manager, kubelet (cgroupfs driver, a cgroup root of its own), kube-proxy
+# (iptables mode: ClusterIP Services), CoreDNS (cluster DNS on the node address), Debian's
+# containerd with runc (default) and crun (RuntimeClass "crun", where crun can run here), Debian's
+# CNI bridge plugin.
 #
 #   cluster.sh up DIR        starts everything, waits for the node to be Ready; writes DIR/env
 #   cluster.sh down DIR      stops exactly what `up` started, unmounts, deletes netns and cgroups
@@ -20,7 +21,8 @@
 # mount points when missing (and stay, empty), and cgroups /<ctrl>/feedguard-node-<id> in every
 # cgroup v1 hierarchy (+ the copy runc makes under the cgroup2 mount), removed by `down`.
 # Needs root, a cgroup v1 (or hybrid) host, the binaries of tests/testbed/build.sh, and Debian's
-# containerd, runc, crun, containernetworking-plugins, iproute2, util-linux, gcc, busybox-static.
+# containerd, runc, crun, containernetworking-plugins, iproute2, util-linux, iptables, gcc,
+# busybox-static.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -31,6 +33,13 @@ source "$TESTBED/versions.env"
 READY_TIMEOUT_S="${FEEDGUARD_NODE_READY_TIMEOUT_S:-240}"
 NODE_IP=10.200.0.1
 POD_SUBNET=10.88.0.0/16
+# The bridge's own address: the pods' default gateway, through which they reach the node address
+# (API server, CoreDNS) and Service addresses. Nothing is routed or masqueraded beyond the netns.
+POD_GATEWAY=10.88.0.1
+CLUSTER_DOMAIN=cluster.local
+# CoreDNS listens on the node address (as NodeLocal DNSCache listens on a node-local address);
+# kubelet's clusterDNS points pods at it.
+CLUSTER_DNS="$NODE_IP"
 PAUSE_IMAGE="feedguard.local/pause:3.10"
 # Host paths kubelet/containerd/CNI use that are not (all) configurable: bind-mounted from DIR/root.
 # /var/lib/feedguard: the chart's default agent.stateDir (a hostPath DirectoryOrCreate).
@@ -295,8 +304,9 @@ TOML
   } >"$DIR/containerd/config.toml"
 }
 
-# A bridge with no IPv4 address on the node side, no masquerading, no iptables rules: pods reach
-# each other on the bridge; nothing routes out of the namespace.
+# A bridge whose address is the pods' gateway inside the namespace (pods reach the node address
+# and Service addresses through it), no masquerading, no iptables rules of its own (kube-proxy
+# writes the Service rules, in the namespace): nothing routes out of the namespace.
 write_cni_config() {
   mkdir -p "$DIR/root/etc/cni/net.d"
   cat >"$DIR/root/etc/cni/net.d/10-feedguard.conflist" <<JSON
@@ -307,12 +317,13 @@ write_cni_config() {
     {
       "type": "bridge",
       "bridge": "fgbr0",
-      "isGateway": false,
+      "isGateway": true,
       "ipMasq": false,
-      "hairpinMode": false,
+      "hairpinMode": true,
       "ipam": {
         "type": "host-local",
-        "ranges": [[{"subnet": "$POD_SUBNET"}]],
+        "ranges": [[{"subnet": "$POD_SUBNET", "gateway": "$POD_GATEWAY"}]],
+        "routes": [{"dst": "0.0.0.0/0"}],
         "dataDir": "/var/lib/cni/networks"
       }
     }
@@ -350,10 +361,52 @@ imageGCLowThresholdPercent: 99
 serializeImagePulls: false
 maxPods: 50
 cpuManagerPolicy: ${FEEDGUARD_NODE_CPU_MANAGER_POLICY:-none}
+clusterDNS: [$CLUSTER_DNS]
+clusterDomain: $CLUSTER_DOMAIN
 YAML
   if [[ -n "${FEEDGUARD_NODE_KUBELET_CONFIG_EXTRA:-}" ]]; then
     printf '%s\n' "$FEEDGUARD_NODE_KUBELET_CONFIG_EXTRA" >>"$DIR/kubelet/config.yaml"
   fi
+}
+
+# kube-proxy in iptables mode. The conntrack settings 0 mean "leave as is": nf_conntrack_max is
+# not namespaced (kube-proxy would raise the host's), the timeouts would be the netns's own but
+# need not change. localhostNodePorts off: no route_localnet. NodePorts only on the node address.
+write_kube_proxy_config() {
+  mkdir -p "$DIR/kube-proxy"
+  cat >"$DIR/kube-proxy/config.yaml" <<YAML
+apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+mode: iptables
+clientConnection: {kubeconfig: $DIR/apiserver/kubeconfig}
+hostnameOverride: $NODE_NAME
+clusterCIDR: $POD_SUBNET
+healthzBindAddress: 127.0.0.1:10256
+metricsBindAddress: 127.0.0.1:10249
+nodePortAddresses: [$NODE_IP/32]
+conntrack: {maxPerCore: 0, min: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 0s}
+iptables: {localhostNodePorts: false, masqueradeAll: false, syncPeriod: 30s, minSyncPeriod: 0s}
+YAML
+}
+
+# CoreDNS: the cluster.local zone from the API server (admin kubeconfig), on port 53 of every
+# address of the namespace (pods use the node address); no forwarding (nothing outside exists).
+write_corefile() {
+  mkdir -p "$DIR/coredns"
+  cat >"$DIR/coredns/Corefile" <<COREFILE
+.:53 {
+    errors
+    health 127.0.0.1:10260
+    ready 127.0.0.1:10261
+    kubernetes $CLUSTER_DOMAIN in-addr.arpa ip6.arpa {
+        kubeconfig $DIR/kubeconfig
+        pods insecure
+        fallthrough in-addr.arpa ip6.arpa
+    }
+    loadbalance
+    cache 5
+}
+COREFILE
 }
 
 # ---- waiting -------------------------------------------------------------------------------
@@ -380,7 +433,7 @@ daemon_alive() {
 # check_daemons — fails the wait at once (die) when one of our daemons died.
 check_daemons() {
   local d
-  for d in containerd kubelet kube-scheduler kube-controller-manager; do
+  for d in containerd kubelet kube-scheduler kube-controller-manager kube-proxy coredns; do
     if [[ -n "$(eval "echo \${${d//-/_}_PID:-}")" ]] && ! daemon_alive "$d"; then
       tail -n 30 "$DIR/logs/$d.log" >&2 || true
       die "$d exited (log: $DIR/logs/$d.log)"
@@ -401,6 +454,15 @@ default_sa() {
   check_daemons
   kc -n default get serviceaccount default >/dev/null 2>&1
 }
+kube_proxy_synced() {
+  check_daemons
+  in_net curl -fsS --max-time 2 http://127.0.0.1:10256/healthz >/dev/null 2>&1 &&
+    in_net iptables -t nat -S KUBE-SERVICES 2>/dev/null | grep -q -- '-A KUBE-SERVICES .*default/kubernetes:https'
+}
+coredns_ready() {
+  check_daemons
+  in_net curl -fsS --max-time 2 http://127.0.0.1:10261/ready >/dev/null 2>&1
+}
 containerd_up() {
   check_daemons
   [[ -S "$DIR/root/run/containerd/containerd.sock" ]] &&
@@ -411,10 +473,10 @@ containerd_up() {
 cmd_up() {
   ((EUID == 0)) || die "must run as root (network/mount namespaces, cgroups, containerd)"
   local b
-  for b in "$KUBE_APISERVER" "$ETCD" "$KUBELET" "$KUBE_SCHEDULER" "$KUBE_CONTROLLER_MANAGER"; do
+  for b in "$KUBE_APISERVER" "$ETCD" "$KUBELET" "$KUBE_SCHEDULER" "$KUBE_CONTROLLER_MANAGER" "$KUBE_PROXY" "$COREDNS"; do
     [[ -x "$b" ]] || die "$b is not built. Run: $TESTBED/build.sh   (Go modules, cached under $CACHE)"
   done
-  for b in containerd containerd-shim-runc-v2 ctr runc ip nsenter unshare openssl kubectl gcc python3 curl; do
+  for b in containerd containerd-shim-runc-v2 ctr runc ip nsenter unshare openssl kubectl gcc python3 curl iptables iptables-restore; do
     command -v "$b" >/dev/null || die "$b is not installed (tests/install_deps.sh installs it)"
   done
   CNI_BIN_DIR="${FEEDGUARD_CNI_BIN_DIR:-/usr/lib/cni}"
@@ -444,11 +506,16 @@ cmd_up() {
   state_set NETNS_CREATED 1
   ip -n "$NETNS" link set lo up
   ip -n "$NETNS" addr add "$NODE_IP/32" dev lo
+  # Namespaced sysctls: pods reach Service endpoints on the bridge through the namespace's routing.
+  in_net sh -c 'echo 1 >/proc/sys/net/ipv4/ip_forward'
 
-  # etcd + kube-apiserver inside the namespace (testbed.sh, unchanged).
+  # etcd + kube-apiserver inside the namespace (testbed.sh with its node opt-ins: ServiceAccount
+  # admission kept, bound to every address of the namespace, advertising the node address, which
+  # becomes the endpoint of the `kubernetes` Service that pods dial).
   gen_node_pki
   log "starting etcd + kube-apiserver (tests/testbed/testbed.sh) in netns $NETNS"
   state_set APISERVER_DIR "$DIR/apiserver"
+  FEEDGUARD_TESTBED_SA_ADMISSION=1 FEEDGUARD_TESTBED_ADVERTISE_ADDRESS="$NODE_IP" \
   FEEDGUARD_APISERVER_FLAGS="--kubelet-client-certificate=$DIR/pki/apiserver-kubelet-client.crt \
 --kubelet-client-key=$DIR/pki/apiserver-kubelet-client.key --kubelet-preferred-address-types=InternalIP \
 ${FEEDGUARD_APISERVER_FLAGS:-}" \
@@ -523,10 +590,18 @@ ${FEEDGUARD_APISERVER_FLAGS:-}" \
     --service-account-private-key-file="$DIR/apiserver/pki/sa.key" --root-ca-file="$DIR/apiserver/pki/ca.crt" \
     --cluster-signing-cert-file="$DIR/apiserver/pki/ca.crt" --cluster-signing-key-file="$DIR/apiserver/pki/ca.key" \
     --use-service-account-credentials=false --allocate-node-cidrs=false --v=1
+  write_kube_proxy_config
+  log "starting kube-proxy $("$KUBE_PROXY" --version | awk '{print $2}') (iptables mode, $(iptables --version | awk '{print $2, $3}'), in netns $NETNS)"
+  launch kube-proxy nsenter -t "$holder_PID" -m -n -- "$KUBE_PROXY" --config="$DIR/kube-proxy/config.yaml" --v=1
+  write_corefile
+  log "starting CoreDNS $("$COREDNS" -version | awk 'NR==1{print $1}') on $CLUSTER_DNS:53 (zone $CLUSTER_DOMAIN)"
+  launch coredns nsenter --net="/run/netns/$NETNS" -- "$COREDNS" -conf "$DIR/coredns/Corefile"
 
   wait_for "node $NODE_NAME Ready" "$READY_TIMEOUT_S" node_ready
   wait_for "not-ready taint gone" 120 node_untainted
   wait_for "default ServiceAccount" 60 default_sa
+  wait_for "kube-proxy synced (kubernetes Service rules in the netns)" 60 kube_proxy_synced
+  wait_for "CoreDNS ready" 60 coredns_ready
   local why
   why="$(crun_unusable_reason)"
   if [[ -z "$why" ]]; then
@@ -572,6 +647,12 @@ CONTAINERD_SOCKET=$DIR/root/run/containerd/containerd.sock
 PAUSE_IMAGE=$PAUSE_IMAGE
 BUSYBOX_IMAGE=feedguard.local/busybox:1
 K8S_VERSION=$FEEDGUARD_K8S_VERSION
+CLUSTER_DNS=$CLUSTER_DNS
+CLUSTER_DOMAIN=$CLUSTER_DOMAIN
+POD_GATEWAY=$POD_GATEWAY
+KUBE_PROXY_VERSION=$("$KUBE_PROXY" --version | awk '{print $2}')
+COREDNS_VERSION=$("$COREDNS" -version | awk 'NR==1{print $1}' | sed 's/^CoreDNS-//')
+IPTABLES_VERSION="$(iptables --version | awk '{print $2, $3}')"
 KUBELET_VERSION=${info%% *}
 CONTAINER_RUNTIME_VERSION=${info#* }
 CONTAINERD_VERSION=$(containerd --version | awk '{print $3}')
@@ -593,6 +674,8 @@ cmd_down() {
   trap '' INT TERM
   local t0=$SECONDS rc=0
   stop kubelet
+  stop kube-proxy
+  stop coredns
   stop kube-controller-manager
   stop kube-scheduler
   # Containers: kill every task containerd knows, then whatever is left in our cgroups.
@@ -622,9 +705,9 @@ cmd_down() {
     return 1
   fi
   if [[ "${FEEDGUARD_NODE_KEEP_LOGS:-0}" == 1 ]]; then
-    rm -rf --one-file-system "${DIR:?}"/{root,containerd,images,kubelet,pki,sysctl,kcm,bin,env,env.tmp,state,kubeconfig}
+    rm -rf --one-file-system "${DIR:?}"/{root,containerd,images,kubelet,kube-proxy,coredns,pki,sysctl,kcm,bin,env,env.tmp,state,kubeconfig}
   else
-    rm -rf --one-file-system "${DIR:?}"/{root,containerd,images,kubelet,pki,sysctl,kcm,bin,env,env.tmp,state,kubeconfig,logs,apiserver}
+    rm -rf --one-file-system "${DIR:?}"/{root,containerd,images,kubelet,kube-proxy,coredns,pki,sysctl,kcm,bin,env,env.tmp,state,kubeconfig,logs,apiserver}
     rmdir "$DIR" 2>/dev/null || true
   fi
   log "node down in $((SECONDS - t0)) s"

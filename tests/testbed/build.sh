@@ -1,17 +1,19 @@
 #!/usr/bin/env bash
 # build.sh — builds the pinned test-bed binaries (kube-apiserver, etcd, helm, and for the node
-# tier kubelet, kube-scheduler, kube-controller-manager) from Go modules through the Go module
-# proxy and caches them by version under
+# tier kubelet, kube-scheduler, kube-controller-manager, kube-proxy, CoreDNS) from Go modules
+# through the Go module proxy and caches them by version under
 #   ${FEEDGUARD_CACHE:-$HOME/.cache/feedguard}/bin/<component>-<version>/<binary>
 # A second run with the same versions does nothing. Non-interactive; needs only `go` and `curl`.
 #
-# Usage: tests/testbed/build.sh [COMPONENT ...]   (default: all six)
-#   COMPONENT: etcd kube-apiserver helm kubelet kube-scheduler kube-controller-manager
+# Usage: tests/testbed/build.sh [COMPONENT ...]   (default: all eight)
+#   COMPONENT: etcd kube-apiserver helm kubelet kube-scheduler kube-controller-manager kube-proxy
+#              coredns
 # Environment (all optional):
 #   FEEDGUARD_CACHE          cache root (binaries, module cache, Go build cache)
 #   FEEDGUARD_K8S_VERSION    k8s.io/kubernetes version   (default: versions.env)
 #   FEEDGUARD_ETCD_VERSION   go.etcd.io/etcd/server/v3   (default: versions.env, >= v3.5.13)
 #   FEEDGUARD_HELM_VERSION   helm.sh/helm/v3             (default: versions.env)
+#   FEEDGUARD_COREDNS_VERSION github.com/coredns/coredns (default: versions.env)
 #   FEEDGUARD_GO_SHARED_CACHE=1  use the machine's own GOMODCACHE/GOCACHE instead of the cache root
 set -euo pipefail
 
@@ -20,6 +22,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/versions.env"
 K8S_VERSION="$FEEDGUARD_K8S_VERSION"
 ETCD_VERSION="$FEEDGUARD_ETCD_VERSION"
 HELM_VERSION="$FEEDGUARD_HELM_VERSION"
+COREDNS_VERSION="$FEEDGUARD_COREDNS_VERSION"
 
 log() { printf '[testbed/build %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
@@ -42,11 +45,13 @@ is_built() {
   [[ -x "$d/$3" && -f "$d/.complete" ]]
 }
 
-# go_build_main COMPONENT VERSION MODULE MODVERSION PACKAGE BINARY LDFLAGS [setup-function]
+# go_build_main COMPONENT VERSION MODULE MODVERSION PACKAGE BINARY LDFLAGS [setup-function [TARGET]]
 # Creates a throw-away main module that requires MODULE@MODVERSION, optionally lets a setup
-# function add replace directives, resolves the package's requirements and builds it.
+# function add replace directives (or write a main package of its own), resolves the package's
+# requirements and builds TARGET (default: PACKAGE; "." for a main package the setup wrote).
 go_build_main() {
   local comp="$1" ver="$2" mod="$3" modver="$4" pkg="$5" bin="$6" ldflags="$7" setup="${8:-}"
+  local target="${9:-$5}"
   if is_built "$comp" "$ver" "$bin"; then
     log "$comp $ver: cached at $(bin_dir "$comp" "$ver")/$bin"
     return 0
@@ -65,7 +70,7 @@ go_build_main() {
     log "$comp $ver: resolving $pkg (downloads through $GOPROXY)"
     go get "$pkg@$modver"
     log "$comp $ver: compiling (-trimpath, -ldflags=-s -w)"
-    go build -trimpath -ldflags="-s -w $ldflags" -o "$out/$bin.tmp" "$pkg"
+    go build -trimpath -ldflags="-s -w $ldflags" -o "$out/$bin.tmp" "$target"
   ) || die "$comp $ver: build failed (see output above)"
   mv -f "$out/$bin.tmp" "$out/$bin"
   printf '%s %s built %s in %ss\n' "$comp" "$ver" "$(date -u +%FT%TZ)" "$((SECONDS - t0))" >"$out/.complete"
@@ -103,6 +108,29 @@ build_k8s_cmd() {
     k8s_replaces
 }
 
+# CoreDNS with only the plugins the node tier's cluster DNS uses (CoreDNS's documented way of
+# choosing plugins at compile time: a main package that imports them and sets the directive
+# order). The full plugin set pulls every cloud SDK; this one needs little beyond client-go.
+# Listed in the order they see a query (CoreDNS's plugin.cfg order). The cache key is the version
+# only: after changing this list, remove $CACHE/bin/coredns-<version>.
+COREDNS_PLUGINS=(ready health errors loadbalance cache kubernetes)
+coredns_main() {
+  local p directives=""
+  for p in "${COREDNS_PLUGINS[@]}"; do directives+="${directives:+, }\"$p\""; done
+  {
+    printf 'package main\n\nimport (\n'
+    printf '\t"github.com/coredns/coredns/core/dnsserver"\n\t"github.com/coredns/coredns/coremain"\n'
+    for p in "${COREDNS_PLUGINS[@]}"; do printf '\t_ "github.com/coredns/coredns/plugin/%s"\n' "$p"; done
+    printf ')\n\nfunc init() {\n\tdnsserver.Directives = []string{%s}\n}\n\n' "$directives"
+    printf 'func main() { coremain.Run() }\n'
+  } >main.go
+}
+
+build_coredns() {
+  go_build_main coredns "$COREDNS_VERSION" github.com/coredns/coredns "$COREDNS_VERSION" \
+    github.com/coredns/coredns/coremain coredns "" coredns_main .
+}
+
 build_etcd() {
   [[ "$(printf '%s\n' v3.5.13 "$ETCD_VERSION" | sort -V | head -1)" == v3.5.13 ]] ||
     die "etcd $ETCD_VERSION is too old: kube-apiserver needs >= v3.5.13 (RequestWatchProgress)"
@@ -117,24 +145,26 @@ build_helm() {
 
 main() {
   local comps=("$@")
-  ((${#comps[@]})) || comps=(etcd kube-apiserver helm kubelet kube-scheduler kube-controller-manager)
+  ((${#comps[@]})) || comps=(etcd kube-apiserver helm kubelet kube-scheduler kube-controller-manager kube-proxy coredns)
   log "go $(go env GOVERSION), cache $CACHE, GOMODCACHE=$(go env GOMODCACHE)"
   local t0=$SECONDS c
   for c in "${comps[@]}"; do
     case "$c" in
-      kube-apiserver | kubelet | kube-scheduler | kube-controller-manager) build_k8s_cmd "$c" ;;
+      kube-apiserver | kubelet | kube-scheduler | kube-controller-manager | kube-proxy) build_k8s_cmd "$c" ;;
+      coredns) build_coredns ;;
       etcd) build_etcd ;;
       helm) build_helm ;;
-      *) die "unknown component '$c' (etcd|kube-apiserver|helm|kubelet|kube-scheduler|kube-controller-manager)" ;;
+      *) die "unknown component '$c' (etcd|kube-apiserver|helm|kubelet|kube-scheduler|kube-controller-manager|kube-proxy|coredns)" ;;
     esac
   done
   log "done in $((SECONDS - t0))s"
   # Machine-readable summary for testbed.sh and CI.
-  printf 'KUBE_APISERVER=%s\nETCD=%s\nHELM=%s\nKUBELET=%s\nKUBE_SCHEDULER=%s\nKUBE_CONTROLLER_MANAGER=%s\n' \
+  printf 'KUBE_APISERVER=%s\nETCD=%s\nHELM=%s\nKUBELET=%s\nKUBE_SCHEDULER=%s\nKUBE_CONTROLLER_MANAGER=%s\nKUBE_PROXY=%s\nCOREDNS=%s\n' \
     "$(bin_dir kube-apiserver "$K8S_VERSION")/kube-apiserver" \
     "$(bin_dir etcd "$ETCD_VERSION")/etcd" "$(bin_dir helm "$HELM_VERSION")/helm" \
     "$(bin_dir kubelet "$K8S_VERSION")/kubelet" "$(bin_dir kube-scheduler "$K8S_VERSION")/kube-scheduler" \
-    "$(bin_dir kube-controller-manager "$K8S_VERSION")/kube-controller-manager"
+    "$(bin_dir kube-controller-manager "$K8S_VERSION")/kube-controller-manager" \
+    "$(bin_dir kube-proxy "$K8S_VERSION")/kube-proxy" "$(bin_dir coredns "$COREDNS_VERSION")/coredns"
 }
 
 main "$@"

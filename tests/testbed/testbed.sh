@@ -14,6 +14,15 @@
 # FEEDGUARD_KUBE_APISERVER / FEEDGUARD_ETCD. Extra kube-apiserver flags: FEEDGUARD_APISERVER_FLAGS
 # (word-split), e.g. "--watch-cache=false" so that watches are served from etcd directly.
 # Everything binds 127.0.0.1; ports are picked free at random and retried when taken.
+#
+# Opt-ins for a test bed with a real node (tests/node/cluster.sh); unset, nothing changes:
+#   FEEDGUARD_TESTBED_SA_ADMISSION=1   keep the ServiceAccount admission plugin (pods then get
+#                                      their projected API token; needs kube-controller-manager
+#                                      to create the `default` ServiceAccounts)
+#   FEEDGUARD_TESTBED_ADVERTISE_ADDRESS=IP   kube-apiserver binds 0.0.0.0 and advertises IP (the
+#                                      `kubernetes` Service's endpoint, reached by pods); the
+#                                      serving certificate also names IP. Run it inside a network
+#                                      namespace of your own: 0.0.0.0 means every address there.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -106,7 +115,7 @@ gen_pki() {
     sign apiserver "/CN=kube-apiserver" "basicConstraints=CA:FALSE
 keyUsage=critical,digitalSignature,keyEncipherment
 extendedKeyUsage=serverAuth
-subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,IP:10.0.0.1"
+subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,IP:10.0.0.1${FEEDGUARD_TESTBED_ADVERTISE_ADDRESS:+,IP:$FEEDGUARD_TESTBED_ADVERTISE_ADDRESS}"
     sign admin "/O=system:masters/CN=feedguard-testbed-admin" "basicConstraints=CA:FALSE
 keyUsage=critical,digitalSignature,keyEncipherment
 extendedKeyUsage=clientAuth"
@@ -190,9 +199,13 @@ start_etcd() {
 # ---- kube-apiserver ----------------------------------------------------------------------
 apiserver_args() {
   local dir="$1" port="$2" etcd_port="$3" pki="$1/pki"
+  local bind=127.0.0.1 advertise=127.0.0.1
+  if [[ -n "${FEEDGUARD_TESTBED_ADVERTISE_ADDRESS:-}" ]]; then
+    bind=0.0.0.0 advertise="$FEEDGUARD_TESTBED_ADVERTISE_ADDRESS"
+  fi
   local args=(
     --etcd-servers="http://127.0.0.1:$etcd_port"
-    --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$port"
+    --bind-address="$bind" --advertise-address="$advertise" --secure-port="$port"
     --cert-dir="$pki" --tls-cert-file="$pki/apiserver.crt" --tls-private-key-file="$pki/apiserver.key"
     --client-ca-file="$pki/ca.crt"
     --authorization-mode=RBAC
@@ -200,13 +213,14 @@ apiserver_args() {
     --service-account-key-file="$pki/sa.pub" --service-account-signing-key-file="$pki/sa.key"
     --api-audiences="https://127.0.0.1:$port"
     --service-cluster-ip-range=10.0.0.0/24
-    # No controller-manager runs: admission that waits for controllers (ServiceAccount token
-    # population) would make every pod create hang or fail.
-    --disable-admission-plugins=ServiceAccount
     --allow-privileged=true
     --profiling=false
     --v=1
   )
+  # No controller-manager runs in the apiserver tier: admission that waits for controllers
+  # (ServiceAccount token population) would make every pod create hang or fail. A node test bed
+  # (kube-controller-manager running) keeps it so that pods get their API token.
+  [[ "${FEEDGUARD_TESTBED_SA_ADMISSION:-0}" == 1 ]] || args+=(--disable-admission-plugins=ServiceAccount)
   # shellcheck disable=SC2206
   [[ -z "${FEEDGUARD_APISERVER_FLAGS:-}" ]] || args+=(${FEEDGUARD_APISERVER_FLAGS})
   printf '%s\n' "${args[@]}"

@@ -120,9 +120,11 @@ jqt "controller: TLS files --tls-cert/--tls-key/--tls-client-ca from the control
   "([\"--tls-cert=/etc/feedguard/tls/tls.crt\", \"--tls-key=/etc/feedguard/tls/tls.key\",
      \"--tls-client-ca=/etc/feedguard/tls/ca.crt\"] - $C.args) == [] and
    (.spec.template.spec.volumes[] | select(.name == \"tls\") | .projected.sources[0].secret.name) == \"$FULL-controller-tls\""
-jqt "controller: liveness /healthz and readiness /readyz on the metrics port" "$DEP" \
+# Readiness /healthz: /readyz is 200 on the leader only, and a never-Ready standby deadlocks
+# rollouts (tests/node/README.md).
+jqt "controller: liveness and readiness /healthz on the metrics port" "$DEP" \
   "$C.livenessProbe.httpGet == {\"path\": \"/healthz\", \"port\": \"metrics\", \"scheme\": \"HTTP\"} and
-   $C.readinessProbe.httpGet == {\"path\": \"/readyz\", \"port\": \"metrics\", \"scheme\": \"HTTP\"} and
+   $C.readinessProbe.httpGet == {\"path\": \"/healthz\", \"port\": \"metrics\", \"scheme\": \"HTTP\"} and
    ([$C.ports[] | {(.name): .containerPort}] | add) == {\"grpc\": 9443, \"metrics\": 8080}"
 jqt "controller: non-root, read-only root fs, no privilege escalation, no capabilities, requests+limits" "$DEP" \
   ".spec.template.spec.securityContext.runAsNonRoot == true and $C.securityContext.readOnlyRootFilesystem == true
@@ -150,6 +152,9 @@ jqt "agent: hostPaths cgroupfs, pod-resources (ro), cpu_manager_state (ro, File)
    ([$A.containers[0].volumeMounts[] | select(.readOnly == true) | .name] | sort) ==
      [\"cpu-manager-state\", \"pod-resources\", \"proc-driver\", \"tls\"]"
 jqt "agent: no API token mounted" "$DS" "$A.automountServiceAccountToken == false"
+jqt "agent: liveness /healthz and readiness /readyz on the metrics port" "$DS" \
+  "$C.livenessProbe.httpGet == {\"path\": \"/healthz\", \"port\": \"metrics\", \"scheme\": \"HTTP\"} and
+   $C.readinessProbe.httpGet == {\"path\": \"/readyz\", \"port\": \"metrics\", \"scheme\": \"HTTP\"}"
 jqt "agent ServiceAccount: automountServiceAccountToken false" "$(obj ServiceAccount "$FULL-agent")" \
   '.automountServiceAccountToken == false'
 jqt "controller Service: gRPC 9443 to the controller pods" "$(obj Service "$FULL-controller")" \

@@ -1,0 +1,404 @@
+#!/usr/bin/env bash
+# helm_test.sh WORKDIR — the `node` tier's chart test on a real one-node cluster
+# (tests/node/cluster.sh: kubelet, containerd + runc, kube-proxy, CoreDNS): the controller and
+# agent images are built from the binaries CI built (tests/node/images.sh feedguard) and
+# imported; charts/feedguard is `helm install`ed as it is (only the image pull policy and the
+# node's kubelet cgroup root/driver, which the chart documents, are set); the controller
+# Deployment (2 replicas, leader election) and the agent DaemonSet become Ready; a trainer and two
+# Burstable neighbours run as Deployments; a FencePolicy (fence: Idle) fences the neighbours' pod
+# cgroups that kubelet made (cpu.idle=1) within a bounded time and `kubectl get fencepolicies`
+# shows the counts; a neighbour pod deleted and recreated by its Deployment is fenced again;
+# deleting the policy and `helm uninstall` restore every pod cgroup file
+# byte for byte; kubelet's QoS-tier cgroup files are byte-identical around the fence and back to
+# their pre-install bytes after the uninstall; iptables rules exist only in the node's network
+# namespace. Exit: 0 pass, 1 fail, 77 skipped (not root).
+#
+# Binaries: FG_CONTROLLER / FG_AGENT (CTest sets them), else build/release.
+set -euo pipefail
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+REPO="$(cd "$HERE/../.." && pwd)"
+[[ $# -eq 1 ]] || { echo "usage: $0 WORKDIR" >&2; exit 2; }
+if ((EUID != 0)); then
+  echo "SKIPPED: the node tier needs root (network/mount namespaces, cgroups, containerd)"
+  exit 77
+fi
+mkdir -p "$1"
+WORK="$(cd "$1" && pwd)"
+NODE="$WORK/node"
+rm -rf "$WORK/failed-logs" "$WORK/images" "$WORK/snap"
+mkdir -p "$WORK/snap"
+T0=$SECONDS
+RELEASE=fg
+RNS=feedguard-system
+WNS=fg-workload
+FENCE_TIMEOUT_S="${FEEDGUARD_NODE_FENCE_TIMEOUT_S:-60}"
+FG_CONTROLLER="${FG_CONTROLLER:-$REPO/build/release/controller/feedguard-controller}"
+FG_AGENT="${FG_AGENT:-$REPO/build/release/agent/feedguard-agent}"
+
+say() { printf '[node-helm %(%H:%M:%S)T +%3ds] %s\n' -1 "$((SECONDS - T0))" "$*"; }
+fail() { say "FAIL: $*" >&2; exit 1; }
+pass() { say "ok: $*"; }
+
+cluster_down_done=0
+on_exit() {
+  local rc=$?
+  if ((!cluster_down_done)); then
+    if ((rc)) && [[ -d "$NODE/logs" ]]; then
+      if [[ -x "$NODE/bin/kubectl" ]]; then
+        "$NODE/bin/kubectl" get pods -A -o wide 2>&1 || true
+        "$NODE/bin/kubectl" get fencepolicies -o yaml 2>&1 | tail -n 60 || true
+        for c in controller agent; do
+          "$NODE/bin/kubectl" -n "$RNS" logs -l "app.kubernetes.io/component=$c" --tail=40 --prefix 2>&1 || true
+        done
+        "$NODE/bin/kubectl" -n "$RNS" describe pods 2>&1 | tail -n 60 || true
+      fi
+      mkdir -p "$WORK/failed-logs" && cp -r "$NODE/logs" "$WORK/failed-logs/" 2>/dev/null || true
+      say "logs copied to $WORK/failed-logs"
+    fi
+    "$HERE/cluster.sh" down "$NODE" || true
+  fi
+  exit "$rc"
+}
+trap on_exit EXIT
+trap 'exit 130' INT TERM
+
+[[ -x "$FG_CONTROLLER" && -x "$FG_AGENT" ]] ||
+  fail "feedguard binaries not built ($FG_CONTROLLER, $FG_AGENT): cmake --build --preset release --target feedguard-agent feedguard-controller"
+
+# Host netfilter state: kube-proxy must write its rules only inside the node's namespace.
+host_rules() { { iptables-save 2>/dev/null; ip6tables-save 2>/dev/null; } | grep -v '^#' || true; }
+host_rules >"$WORK/snap/host-rules.before"
+
+# ---- cluster and images --------------------------------------------------------------------
+"$HERE/cluster.sh" up "$NODE"
+t_up=$((SECONDS - T0))
+# shellcheck disable=SC1091
+source "$NODE/env"
+K="$KUBECTL"
+say "cluster up in ${t_up}s: kubelet $KUBELET_VERSION, $CONTAINER_RUNTIME_VERSION (containerd $CONTAINERD_VERSION), runc $RUNC_VERSION, kube-proxy $KUBE_PROXY_VERSION (iptables $IPTABLES_VERSION), CoreDNS $COREDNS_VERSION on $CLUSTER_DNS, kernel $KERNEL_VERSION, cgroup root $CGROUP_ROOT"
+
+t1=$SECONDS
+mkdir -p "$WORK/images"
+"$HERE/images.sh" feedguard "$WORK/images" --controller "$FG_CONTROLLER" --agent "$FG_AGENT" >"$WORK/images/list" 2>"$WORK/images.log" ||
+  { cat "$WORK/images.log"; fail "images.sh feedguard failed"; }
+declare -A IMG
+while read -r file name; do
+  "$CTR" images import "$file" >/dev/null || fail "ctr images import $file failed"
+  comp="${name##*/feedguard-}"
+  IMG[${comp%%:*}]="$name"
+done <"$WORK/images/list"
+pass "images ${IMG[controller]} and ${IMG[agent]} built and imported in $((SECONDS - t1))s"
+
+# ---- workloads: a trainer and two Burstable neighbours (Deployments) -----------------------
+$K create namespace "$WNS" >/dev/null
+deploy() { # NAME ROLE RESOURCES
+  cat <<YAML
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: $1, namespace: $WNS}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: $1}}
+  template:
+    metadata:
+      labels: {app: $1, feedguard.io/role: $2}
+    spec:
+      terminationGracePeriodSeconds: 1
+      containers:
+      - name: main
+        image: $BUSYBOX_IMAGE
+        imagePullPolicy: Never
+        command: [sleep, "86400"]
+        resources: $3
+---
+YAML
+}
+{
+  deploy trainer trainer '{requests: {cpu: 500m, memory: 32Mi}, limits: {cpu: "1", memory: 128Mi}}'
+  deploy neighbour-a neighbour '{requests: {cpu: 100m, memory: 16Mi}, limits: {cpu: 500m, memory: 64Mi}}'
+  deploy neighbour-b neighbour '{requests: {cpu: 200m, memory: 16Mi}}'
+} | $K apply -f - >/dev/null
+t1=$SECONDS
+for d in trainer neighbour-a neighbour-b; do
+  $K -n "$WNS" rollout status "deployment/$d" --timeout=180s >/dev/null || fail "deployment $d did not roll out"
+done
+pass "trainer + 2 neighbour Deployments rolled out in $((SECONDS - t1))s"
+
+CPU=/sys/fs/cgroup/cpu$CGROUP_ROOT
+pod_of() { $K -n "$WNS" get pods -l "app=$1" -o 'jsonpath={.items[0].metadata.uid} {.items[0].status.qosClass}'; }
+declare -A POD_REL
+for d in trainer neighbour-a neighbour-b; do
+  read -r uid qos <<<"$(pod_of "$d")"
+  [[ "$qos" == Burstable ]] || fail "$d is $qos, expected Burstable"
+  POD_REL[$d]="kubepods/burstable/pod$uid"
+  [[ -d "$CPU/${POD_REL[$d]}" ]] || fail "pod cgroup $CPU/${POD_REL[$d]} missing"
+done
+[[ -f "$CPU/${POD_REL[neighbour-a]}/cpu.idle" ]] || fail "$CPU/${POD_REL[neighbour-a]}/cpu.idle missing: kernel without cpu.idle"
+
+# snapshot OUT REL... — "path<TAB>bytes" of every cgroup knob file (values a writer sets, not
+# counters) of the given dirs (relative to the cgroup root) and their subdirs, in every v1
+# hierarchy. Counters (usage, stat, procs) change by themselves and are left out.
+KNOBS='cpu.shares cpu.cfs_quota_us cpu.cfs_period_us cpu.cfs_burst_us cpu.idle cpu.rt_runtime_us
+  cpu.rt_period_us cpuset.cpus cpuset.mems cpuset.cpu_exclusive cpuset.mem_exclusive
+  memory.limit_in_bytes memory.soft_limit_in_bytes memory.memsw.limit_in_bytes memory.swappiness
+  memory.use_hierarchy memory.move_charge_at_immigrate pids.max hugetlb.2MB.limit_in_bytes
+  blkio.weight'
+snapshot() {
+  local out="$1" rel m f k depth
+  shift
+  : >"$out"
+  for rel in "$@"; do
+    depth=0
+    [[ "$rel" == *'*' ]] && { rel="${rel%/\*}"; depth=1; }
+    for m in /sys/fs/cgroup/*/; do
+      m="${m%/}"
+      [[ -d "$m$CGROUP_ROOT/$rel" ]] || continue
+      while read -r d; do
+        for k in $KNOBS; do
+          f="$d/$k"
+          [[ -f "$f" ]] && printf '%s\t%s\n' "$f" "$(tr '\n' ' ' <"$f" 2>/dev/null)" >>"$out"
+        done
+      done < <(find "$m$CGROUP_ROOT/$rel" -mindepth 0 -maxdepth "$depth" -type d | sort)
+    done
+  done
+  sort -o "$out" "$out"
+  [[ -s "$out" ]] || fail "snapshot $out is empty"
+}
+QOS=(kubepods kubepods/burstable kubepods/besteffort)
+pods_rel() { echo "${POD_REL[trainer]}/*" "${POD_REL[neighbour-a]}/*" "${POD_REL[neighbour-b]}/*"; }
+diff_snap() { # A B WHAT — fails with the differing lines.
+  if ! diff -u "$1" "$2" >"$WORK/snap/diff.txt"; then
+    cat "$WORK/snap/diff.txt"
+    fail "$3: files differ (above)"
+  fi
+}
+
+# kubelet keeps each QoS tier's cpu.shares at the sum of its pods' requests, on its own schedule:
+# wait until the burstable tier holds it before taking the "before" picture.
+shares() { local s=$(($1 * 1024 / 1000)); ((s < 2)) && s=2; echo "$s"; }
+burstable_sum_m() {
+  local sum=0 v
+  for v in $($K get pods -A --field-selector=status.phase=Running -o \
+    'jsonpath={range .items[?(@.status.qosClass=="Burstable")]}{range .spec.containers[*]}{.resources.requests.cpu}{" "}{end}{end}'); do
+    [[ "$v" == *m ]] && sum=$((sum + ${v%m})) || sum=$((sum + v * 1000))
+  done
+  echo "$sum"
+}
+qos_settled() { [[ "$(cat "$CPU/kubepods/burstable/cpu.shares")" == "$(shares "$(burstable_sum_m)")" ]]; }
+wait_qos() {
+  local t=$SECONDS
+  until qos_settled; do
+    ((SECONDS - t < 120)) || fail "burstable QoS tier cpu.shares $(cat "$CPU/kubepods/burstable/cpu.shares") never reached $(shares "$(burstable_sum_m)")"
+    sleep 1
+  done
+  echo $((SECONDS - t))
+}
+s="$(wait_qos)"
+snapshot "$WORK/snap/qos.0" "${QOS[@]}"
+pass "QoS tiers settled after ${s}s (burstable cpu.shares $(cat "$CPU/kubepods/burstable/cpu.shares")); pre-install picture: $(wc -l <"$WORK/snap/qos.0") files"
+
+# ---- helm install, as a user would ---------------------------------------------------------
+t1=$SECONDS
+"$HELM" install "$RELEASE" "$REPO/charts/feedguard" --namespace "$RNS" --create-namespace \
+  --set controller.image.pullPolicy=Never --set agent.image.pullPolicy=Never \
+  --set "agent.cgroup.root=$CGROUP_ROOT" --set agent.cgroup.driver=cgroupfs \
+  --wait --timeout 180s >"$WORK/helm-install.log" 2>&1 ||
+  { cat "$WORK/helm-install.log"; fail "helm install failed"; }
+# helm --wait counts a DaemonSet with maxUnavailable 1 as ready with 0 of 1 pods ready: wait for
+# both rollouts as kubectl sees them.
+for w in "deployment/$RELEASE-feedguard-controller" "daemonset/$RELEASE-feedguard-agent"; do
+  $K -n "$RNS" rollout status "$w" --timeout=120s >/dev/null || fail "$w did not become ready within 120 s"
+done
+t_install=$((SECONDS - t1))
+ready="$($K -n "$RNS" get deployment "$RELEASE-feedguard-controller" -o 'jsonpath={.status.readyReplicas}/{.spec.replicas}')"
+[[ "$ready" == 2/2 ]] || fail "controller Deployment ready $ready, expected 2/2"
+ds="$($K -n "$RNS" get daemonset "$RELEASE-feedguard-agent" -o 'jsonpath={.status.numberReady}/{.status.desiredNumberScheduled}')"
+[[ "$ds" == 1/1 ]] || fail "agent DaemonSet ready $ds, expected 1/1"
+images="$($K -n "$RNS" get deployment "$RELEASE-feedguard-controller" -o 'jsonpath={.spec.template.spec.containers[0].image}') $($K -n "$RNS" get daemonset "$RELEASE-feedguard-agent" -o 'jsonpath={.spec.template.spec.containers[0].image}')"
+[[ "$images" == "${IMG[controller]} ${IMG[agent]}" ]] || fail "the chart's default images are '$images', not the imported '${IMG[controller]} ${IMG[agent]}'"
+pass "helm install --wait: controller 2/2 Ready, agent DaemonSet 1/1 Ready in ${t_install}s (the chart's default images: $images)"
+$K -n "$RNS" get pods -o wide
+
+# Leader election: the Lease names one of the two controller pods, and exactly that pod reports
+# feedguard_controller_leader 1 (both are Ready: the chart's readiness is /healthz).
+holder="$($K -n "$RNS" get lease -o 'jsonpath={.items[*].spec.holderIdentity}')"
+leaders=""
+for p in $($K -n "$RNS" get pods -l app.kubernetes.io/component=controller -o 'jsonpath={.items[*].metadata.name}'); do
+  v="$($K get --raw "/api/v1/namespaces/$RNS/pods/$p:8080/proxy/metrics" | awk '$1 == "feedguard_controller_leader" {print $2}')" ||
+    fail "controller $p: /metrics unreachable"
+  [[ "$v" == 1 ]] && leaders+="$p "
+done
+[[ "$leaders" == "${holder%-*} " || "$leaders" == "$holder " ]] ||
+  fail "leader election: Lease holder '$holder', pods reporting leader=1: '$leaders'"
+pass "leader election: Lease holder $holder, the only replica with feedguard_controller_leader 1"
+
+# The agent reached the controller through the Service's DNS name (CoreDNS) and ClusterIP
+# (kube-proxy) and is ready (/readyz: checkpoint loaded, first NodeFence applied).
+agent_pod="$($K -n "$RNS" get pods -l app.kubernetes.io/component=agent -o 'jsonpath={.items[0].metadata.name}')"
+probes="$($K -n "$RNS" get pod "$agent_pod" -o 'jsonpath={.spec.containers[0].readinessProbe.httpGet.path} {.spec.containers[0].livenessProbe.httpGet.path}')"
+[[ "$probes" == "/readyz /healthz" ]] || fail "agent probes are '$probes', expected '/readyz /healthz'"
+connected="$($K get --raw "/api/v1/namespaces/$RNS/pods/$agent_pod:8081/proxy/metrics" 2>/dev/null | awk '$1 == "feedguard_agent_connected" {print $2}')" || true
+[[ "$connected" == 1 ]] || fail "agent $agent_pod: feedguard_agent_connected = '${connected}', expected 1"
+pass "agent $agent_pod connected to the controller Service by name (probes $probes)"
+
+host_rules >"$WORK/snap/host-rules.during"
+diff_snap "$WORK/snap/host-rules.before" "$WORK/snap/host-rules.during" "host iptables rules"
+n_rules="$("$NODE_EXEC" iptables-save | grep -c '^-A KUBE-' || true)"
+((n_rules > 0)) || fail "no KUBE-* rules in the node's network namespace"
+pass "iptables: $n_rules KUBE-* rules in netns $NETNS, host rules unchanged ($(wc -l <"$WORK/snap/host-rules.before") lines)"
+
+# ---- the fence -----------------------------------------------------------------------------
+s="$(wait_qos)"
+snapshot "$WORK/snap/qos.1" "${QOS[@]}"
+# shellcheck disable=SC2046
+snapshot "$WORK/snap/pods.1" $(pods_rel)
+for d in neighbour-a neighbour-b trainer; do
+  [[ "$(cat "$CPU/${POD_REL[$d]}/cpu.idle")" == 0 ]] || fail "$d cpu.idle is not 0 before the policy"
+done
+pass "before the policy (QoS settled after ${s}s): $(wc -l <"$WORK/snap/pods.1") pod cgroup files, $(wc -l <"$WORK/snap/qos.1") QoS-tier files"
+
+# examples/demo/policy.yaml's shape: the release namespace is not excluded — the chart passes
+# --agent-namespace=<release namespace>, whose pods (agent and controller) the rails protect, so
+# exactly the two neighbours are fenced.
+$K label node "$NODE_NAME" nvidia.com/gpu.present=true --overwrite >/dev/null
+POLICY=node-tier-trainers
+cat >"$WORK/policy.yaml" <<YAML
+apiVersion: feedguard.io/v1alpha1
+kind: FencePolicy
+metadata:
+  name: $POLICY
+spec:
+  priority: 100
+  mode: Enforce
+  nodeSelector:
+    matchLabels: {nvidia.com/gpu.present: "true"}
+  trainers:
+    podSelector:
+      matchLabels: {feedguard.io/role: trainer}
+  neighbours:
+    exclude:
+      namespaces: [kube-system]
+    fence: Idle
+YAML
+now_ms() { echo $(($(date +%s%N) / 1000000)); }
+t1=$SECONDS
+t1ms="$(now_ms)"
+$K apply -f "$WORK/policy.yaml" >/dev/null
+fenced_all() {
+  local d
+  for d in neighbour-a neighbour-b; do
+    [[ "$(cat "$CPU/${POD_REL[$d]}/cpu.idle" 2>/dev/null)" == 1 ]] || return 1
+  done
+}
+until fenced_all; do
+  ((SECONDS - t1 < FENCE_TIMEOUT_S)) || fail "neighbours not fenced (cpu.idle=1) within ${FENCE_TIMEOUT_S}s"
+  sleep 0.1
+done
+t_fence_ms=$(($(now_ms) - t1ms))
+t_fence="$(printf '%d.%03d' $((t_fence_ms / 1000)) $((t_fence_ms % 1000)))"
+[[ "$(cat "$CPU/${POD_REL[trainer]}/cpu.idle")" == 0 ]] || fail "the trainer's cpu.idle is not 0"
+pass "fence after kubectl apply: both neighbours' pod cgroups cpu.idle=1 after ${t_fence}s (poll 0.1 s), trainer 0"
+# The snapshot sees the fence: while fenced, the files that differ are the neighbours' and
+# include both pod-level cpu.idle files; nothing of the trainer changed.
+# shellcheck disable=SC2046
+snapshot "$WORK/snap/pods.2" $(pods_rel)
+changed="$({ diff "$WORK/snap/pods.1" "$WORK/snap/pods.2" || true; } | sed -n 's/^> \([^	]*\)	.*/\1/p')"
+for d in neighbour-a neighbour-b; do
+  grep -qx "$CPU/${POD_REL[$d]}/cpu.idle" <<<"$changed" || fail "snapshot while fenced: $d pod cpu.idle not among the changed files: $changed"
+done
+! grep -q "${POD_REL[trainer]}" <<<"$changed" || fail "the trainer's cgroup files changed: $changed"
+shown=""
+while read -r f; do
+  shown+="${f#/sys/fs/cgroup/}: $(grep -F "$f"$'\t' "$WORK/snap/pods.1" | cut -f2- | tr -d ' ')->$(grep -F "$f"$'\t' "$WORK/snap/pods.2" | cut -f2- | tr -d ' ');  "
+done <<<"$changed"
+pass "while fenced $(wc -l <<<"$changed") neighbour cgroup files differ from the originals: ${shown//$CGROUP_ROOT\/kubepods\/burstable\//\/}"
+
+status_ok() {
+  [[ "$($K get fencepolicy "$POLICY" -o 'jsonpath={.status.trainers.protected}/{.status.neighbours.fenced}/{.status.nodes.enforced}')" == 1/2/1 ]]
+}
+t1=$SECONDS
+until status_ok; do
+  ((SECONDS - t1 < 60)) || fail "status: $($K get fencepolicy "$POLICY" -o 'jsonpath={.status}')"
+  sleep 1
+done
+$K get fencepolicies
+pass "status after $((SECONDS - t1))s more: trainers.protected 1, neighbours.fenced 2, nodes.enforced 1"
+
+snapshot "$WORK/snap/qos.2" "${QOS[@]}"
+diff_snap "$WORK/snap/qos.1" "$WORK/snap/qos.2" "QoS tiers while fenced"
+pass "QoS-tier files byte-identical while fenced"
+
+# A new neighbour pod: neighbour-b's pod is deleted; the Deployment's replacement (new UID, a new
+# pod cgroup made by kubelet) is fenced too, and the status still counts 2 fenced neighbours.
+old_uid="$(pod_of neighbour-b | cut -d' ' -f1)"
+old_name="$($K -n "$WNS" get pods -l app=neighbour-b -o 'jsonpath={.items[0].metadata.name}')"
+POD_REL_OLD_B="${POD_REL[neighbour-b]}"
+t1ms="$(now_ms)"
+$K -n "$WNS" delete pod -l app=neighbour-b --wait=false >/dev/null
+new_fenced() {
+  local uid qos
+  read -r uid qos <<<"$(pod_of neighbour-b)"
+  [[ -n "$uid" && "$uid" != "$old_uid" ]] || return 1
+  POD_REL[neighbour-b]="kubepods/burstable/pod$uid"
+  [[ "$(cat "$CPU/${POD_REL[neighbour-b]}/cpu.idle" 2>/dev/null)" == 1 ]]
+}
+until new_fenced; do
+  (($(now_ms) - t1ms < FENCE_TIMEOUT_S * 1000)) || fail "the recreated neighbour-b pod was not fenced within ${FENCE_TIMEOUT_S}s"
+  sleep 0.1
+done
+t_refence_ms=$(($(now_ms) - t1ms))
+$K -n "$WNS" rollout status deployment/neighbour-b --timeout=60s >/dev/null || fail "neighbour-b did not roll out again"
+# kubelet counts a terminating pod in its QoS tier until the pod is gone; then it recomputes the
+# tier on its own schedule (wait_qos).
+$K -n "$WNS" wait --for=delete "pod/$old_name" --timeout=60s >/dev/null 2>&1 || fail "pod $old_name not gone after 60 s"
+t1=$SECONDS
+until status_ok; do
+  ((SECONDS - t1 < 60)) || fail "status after the recreation: $($K get fencepolicy "$POLICY" -o 'jsonpath={.status}')"
+  sleep 1
+done
+s="$(wait_qos)"
+snapshot "$WORK/snap/qos.2b" "${QOS[@]}"
+diff_snap "$WORK/snap/qos.1" "$WORK/snap/qos.2b" "QoS tiers after a neighbour pod was recreated while fenced"
+pass "recreated neighbour-b pod (${old_uid:0:8}… -> ${POD_REL[neighbour-b]#kubepods/burstable/pod}) fenced $((t_refence_ms / 1000)).$(printf '%03d' $((t_refence_ms % 1000)))s after the delete; status 1/2/1 again; QoS tiers back to the same bytes (${s}s)"
+
+# ---- withdraw: delete the policy, uninstall ------------------------------------------------
+t1=$SECONDS
+$K delete fencepolicy "$POLICY" --timeout=90s >/dev/null || fail "deleting the policy did not finish in 90 s (finalizer)"
+for d in neighbour-a neighbour-b; do
+  [[ "$(cat "$CPU/${POD_REL[$d]}/cpu.idle")" == 0 ]] || fail "$d (${POD_REL[$d]}) still cpu.idle=1 after the policy is gone"
+done
+pass "policy deleted (finalizer released) in $((SECONDS - t1))s; neighbours cpu.idle=0"
+snapshot "$WORK/snap/qos.3" "${QOS[@]}"
+diff_snap "$WORK/snap/qos.1" "$WORK/snap/qos.3" "QoS tiers after the policy deletion"
+
+t1=$SECONDS
+"$HELM" uninstall "$RELEASE" --namespace "$RNS" --wait --timeout 120s >"$WORK/helm-uninstall.log" 2>&1 ||
+  { cat "$WORK/helm-uninstall.log"; fail "helm uninstall failed"; }
+$K -n "$RNS" wait --for=delete pod --all --timeout=120s >/dev/null 2>&1 || fail "release pods still there 120 s after helm uninstall"
+t_uninstall=$((SECONDS - t1))
+# shellcheck disable=SC2046
+snapshot "$WORK/snap/pods.4" $(pods_rel)
+# neighbour-b's pod was replaced: its files are compared with those of the pod it replaced (same
+# spec, so kubelet wrote the same values), with pod UIDs and container ids named by role.
+normalize() { # FILE REL_TRAINER REL_A REL_B
+  sed -e "s|$2/|TRAINER/|; s|$3/|NEIGHBOUR-A/|; s|$4/|NEIGHBOUR-B/|" -e 's|/[0-9a-f]\{64\}/|/CONTAINER/|' "$1" | sort
+}
+normalize "$WORK/snap/pods.1" "${POD_REL[trainer]}" "${POD_REL[neighbour-a]}" "$POD_REL_OLD_B" >"$WORK/snap/pods.1n"
+normalize "$WORK/snap/pods.4" "${POD_REL[trainer]}" "${POD_REL[neighbour-a]}" "${POD_REL[neighbour-b]}" >"$WORK/snap/pods.4n"
+diff_snap "$WORK/snap/pods.1n" "$WORK/snap/pods.4n" "pod cgroup files after policy deletion + helm uninstall"
+grep -q "NEIGHBOUR-B/cpu.idle" "$WORK/snap/pods.4n" || fail "normalization lost neighbour-b's files"
+pass "helm uninstall in ${t_uninstall}s; every pod cgroup file of the trainer and neighbours holds its original bytes ($(wc -l <"$WORK/snap/pods.4") files; the recreated neighbour-b's against its predecessor's)"
+s="$(wait_qos)"
+snapshot "$WORK/snap/qos.4" "${QOS[@]}"
+diff_snap "$WORK/snap/qos.0" "$WORK/snap/qos.4" "QoS tiers after uninstall vs before install"
+pass "QoS-tier files byte-identical to their pre-install bytes (kubelet settled after ${s}s)"
+
+# ---- down ----------------------------------------------------------------------------------
+t1=$SECONDS
+cluster_down_done=1
+"$HERE/cluster.sh" down "$NODE" || fail "cluster.sh down failed"
+host_rules >"$WORK/snap/host-rules.after"
+diff_snap "$WORK/snap/host-rules.before" "$WORK/snap/host-rules.after" "host iptables rules after down"
+pass "down in $((SECONDS - t1))s; host iptables rules unchanged"
+rm -rf "$WORK/images" "$WORK/images.log"
+say "PASS (up ${t_up}s, install ${t_install}s, fence ${t_fence}s, uninstall ${t_uninstall}s, total $((SECONDS - T0))s)"
