@@ -20,7 +20,6 @@ Result<int> ParseId(std::string_view s, std::string_view whole) {
   return v;
 }
 
-
 }  // namespace
 
 CpuSet CpuSet::Range(int first, int last) {

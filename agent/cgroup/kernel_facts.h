@@ -1,5 +1,5 @@
 // kernel_facts.h — the one place for cgroup kernel facts: interface file names per cgroup
-// version, value ranges and defaults, filesystem magic numbers and keywords (DESIGN §4).
+// version, value ranges and defaults, filesystem magic numbers and keywords (docs/DESIGN.md §4).
 //
 // Nothing else in the tree spells a cgroup file name; it names the constant here.
 #pragma once

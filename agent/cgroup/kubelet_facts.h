@@ -1,6 +1,6 @@
 // kubelet_facts.h — the one place for kubelet facts: where kubelet puts pod and container
 // cgroups for each cgroup driver, QoS class and container runtime, and the formulas kubelet
-// uses to turn CPU requests/limits into cgroup values (DESIGN §4).
+// uses to turn CPU requests/limits into cgroup values (docs/DESIGN.md §4).
 //
 // Paths here are relative to a controller's mount point (v1) or the unified mount (v2) and
 // include the `--cgroup-root` prefix when one is given. They never start with '/'.

@@ -1,4 +1,4 @@
-// fence_client.h — the agent's end of the controller⇄agent stream (DESIGN §5).
+// fence_client.h — the agent's end of the controller⇄agent stream (docs/DESIGN.md §5).
 //
 // FenceClient dials the controller, says hello (node name, version, topology, cgroup facts,
 // capabilities, last applied version), hands each NodeFence it receives to a FenceApplier,

@@ -1,8 +1,8 @@
 // checkpoint.h — the enforcer's crash-safe record of every cgroup file it has written.
 //
 // Before the enforcer first writes a cgroup file it records here the file's exact original
-// bytes, the value it is about to write, the pod and the knob (DESIGN §4 "Crash safety"). Every
-// change is persisted atomically before the call returns: the whole record is written to a
+// bytes, the value it is about to write, the pod and the knob (docs/DESIGN.md §4 "Crash safety").
+// Every change is persisted atomically before the call returns: the whole record is written to a
 // temporary file, fsync'ed, renamed over `checkpoint.json` and the directory is fsync'ed. A
 // restarted agent opens the store, gets back exactly what it had written and reconciles.
 //

@@ -91,8 +91,8 @@ inline constexpr char kRevertFailed[] = "RevertFailed";
 struct EnforcerOptions {
   // The agent's own pod (downward API); never written.
   std::string self_pod_uid;
-  // Pods with these priority classes are never written, whatever a fence says (DESIGN's rail:
-  // system-critical pods are never fenced).
+  // Pods with these priority classes are never written, whatever a fence says (docs/DESIGN.md §3's
+  // rail: system-critical pods are never fenced).
   std::vector<std::string> protected_priority_classes = {"system-node-critical",
                                                          "system-cluster-critical"};
   // Pods in these namespaces are never written either: a conservative extra on top of the

@@ -1,5 +1,5 @@
 // watcher.h — notices when someone else rewrites a cgroup file the enforcer owns, and has the
-// enforcer put it back (DESIGN §4 "Who else writes").
+// enforcer put it back (docs/DESIGN.md §4 "Who else writes").
 //
 // Two detectors feed Enforcer::Verify:
 //  - inotify IN_MODIFY on every owned file. On the cgroup v1 host this was built on (kernel

@@ -1,7 +1,7 @@
 // planner.h — the pure planning function: topology + NodeFence (+ rails, + last plan) → Plan.
 //
 // MakePlan has no side effects and no hidden inputs: the same PlanInput on the same Topology gives
-// the same Plan, byte for byte. Decisions it makes (DESIGN §3, §4):
+// the same Plan, byte for byte. Decisions it makes (docs/DESIGN.md §3, §4):
 //
 // Trainer size. `cores` if set (it wins over cores_per_gpu), else cores_per_gpu × #GPU devices the
 //   pod got. Every device id counts once: a time-sliced replica ("<uuid>::<n>") or a MIG slice is

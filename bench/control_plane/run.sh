@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# run.sh — control-plane latency benchmark, one node (DESIGN §8: policy change or new trainer
+# run.sh — control-plane latency benchmark, one node (docs/DESIGN.md §8: policy change or new trainer
 # pod → cgroups written, p99 ≤ 100 ms). Real kube-apiserver + etcd (private test bed), the kubelet
 # stand-in on real cgroup v1, feedguard-controller and one feedguard-agent; the cluster helpers
 # are tests/e2e/lib.sh, the timing is measure.py.

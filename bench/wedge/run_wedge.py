@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""run_wedge.py — driver of the wedge benchmark (DESIGN §1 and §8).
+"""run_wedge.py — driver of the wedge benchmark (docs/DESIGN.md §1 and §8).
 
 Puts one DataLoader-heavy trainer (fg-wedge-trainer) on this node next to a ladder of batch
 neighbours (fg-wedge-spinner) in kubelet-shaped cgroups, under several arms, and measures the
@@ -58,7 +58,7 @@ CG = Path("/sys/fs/cgroup")
 PERIOD_US = 100000
 
 # ----------------------------------------------------------------------------------------------
-# kubelet facts the driver needs (DESIGN §4). The agent has its own copy in agent/cgroup/.
+# kubelet facts the driver needs (docs/DESIGN.md §4). The agent has its own copy in agent/cgroup/.
 
 
 def shares_for(milli: int) -> int:
@@ -107,7 +107,7 @@ class Pod:
 
 
 class Layout:
-    """Pod and container cgroup paths (relative to a controller mount), DESIGN §4 table."""
+    """Pod and container cgroup paths (relative to a controller mount), docs/DESIGN.md §4 table."""
 
     def __init__(self, root: str, driver: str):
         self.root, self.driver = root, driver

@@ -1,6 +1,6 @@
 // distributor.h — the controller's gRPC server that streams one NodeFence per node to agents.
 //
-// DESIGN §5. Agents dial in (FenceDistribution.Stream) and say hello first; the Distributor
+// docs/DESIGN.md §5. Agents dial in (FenceDistribution.Stream) and say hello first; the Distributor
 // checks the hello's node name against the agent's client certificate (peer_identity.h), then
 // keeps one "latest desired NodeFence" slot per node (fence_slot.h): SetDesired() replaces an
 // unsent fence, one update is in flight per stream, each send carries a fresh nonce, ACK marks

@@ -1,4 +1,4 @@
-// fence_slot.h — the controller's "latest desired NodeFence" slot for one node (DESIGN §5).
+// fence_slot.h — the controller's "latest desired NodeFence" slot for one node (docs/DESIGN.md §5).
 //
 // Pure bookkeeping, no I/O: the slot holds at most one desired fence (a newer one replaces an
 // unsent one — never a queue), lets at most one update be in flight per stream, matches ACK/NACK

@@ -1,4 +1,4 @@
-// peer_identity.h — which node an agent's client certificate speaks for (DESIGN §5).
+// peer_identity.h — which node an agent's client certificate speaks for (docs/DESIGN.md §5).
 //
 // An agent may only receive and report for its own node. Its node name comes from the client
 // certificate: a subject CN of the form "system:node:<name>" (the kubelet convention) or a DNS

@@ -1,5 +1,5 @@
 // resolver.h — which pods on a node are trainers and which are neighbours, under which policy:
-// FencePolicies + the node's pods → that node's desired NodeFence (DESIGN §2, §3).
+// FencePolicies + the node's pods → that node's desired NodeFence (docs/DESIGN.md §2, §3).
 //
 // Pure and per node, so the controller recomputes only the nodes whose inputs changed.
 #pragma once

@@ -1,7 +1,7 @@
 // policy_status.h — FencePolicy.status from what the resolver decided and what agents reported.
 //
-// Aggregate and bounded (DESIGN §3): counters plus at most kMaxFailures failure entries, so a
-// 5,000-node cluster fits in one object. Pure: the controller decides when to write it.
+// Aggregate and bounded (docs/DESIGN.md §3): counters plus at most kMaxFailures failure entries, so
+// a 5,000-node cluster fits in one object. Pure: the controller decides when to write it.
 #pragma once
 
 #include <chrono>
