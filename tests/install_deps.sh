@@ -37,7 +37,15 @@ if ! go_ok; then
   go_root="${FEEDGUARD_CACHE:-$HOME/.cache/feedguard}/go-$GO_TOOLCHAIN_VERSION"
   mod="golang.org/toolchain@v0.0.1-go$GO_TOOLCHAIN_VERSION.linux-amd64"
   if [[ ! -x "$go_root/$mod/bin/go" ]]; then
-    proxy="${GOPROXY:-https://proxy.golang.org}"; proxy="${proxy%%,*}"
+    # The module proxy this machine is configured with: $GOPROXY, else what an installed go (or
+    # Debian's golang-go, installed for the purpose) reports as its default.
+    proxy="${GOPROXY:-}"
+    if [[ -z "$proxy" ]] && ! command -v go >/dev/null; then
+      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends golang-go >/dev/null
+    fi
+    [[ -n "$proxy" ]] || proxy="$(go env GOPROXY)"
+    proxy="${proxy%%,*}"
+    [[ "$proxy" == http* ]] || { echo "install_deps: no Go module proxy configured (GOPROXY=$proxy)" >&2; exit 1; }
     mkdir -p "$go_root"
     curl -fsSL --retry 3 -o "$go_root/toolchain.zip" \
       "$proxy/golang.org/toolchain/@v/v0.0.1-go$GO_TOOLCHAIN_VERSION.linux-amd64.zip"

@@ -9,7 +9,7 @@
 # The Dockerfiles start FROM debian:bookworm (build stage) and debian:bookworm-slim (runtime).
 # Where Docker Hub cannot be reached (this project's build machines resolve no registry but
 # Debian's), --local-base (or an unreachable registry, detected) makes both base images locally:
-# `debootstrap --variant=minbase bookworm` from deb.debian.org into a rootfs cached under
+# `debootstrap --variant=minbase bookworm` from the machine's apt mirror into a rootfs cached under
 # ~/.cache/feedguard/images/ (keyed by suite and date), imported with `buildah from scratch` and
 # tagged docker.io/library/debian:bookworm and :bookworm-slim in local storage, so the Dockerfiles
 # build unchanged with --pull=never. (The local "slim" is the same minbase rootfs: larger than
@@ -24,7 +24,14 @@ set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 CACHE="${FEEDGUARD_CACHE:-$HOME/.cache/feedguard}/images"
 SUITE=bookworm
-MIRROR="${FEEDGUARD_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
+# The Debian mirror this machine's apt is configured with (deb822 .sources or sources.list).
+apt_mirror() {
+  local m
+  m="$(sed -n 's/^URIs:[[:space:]]*\([^[:space:]]*\).*/\1/p' /etc/apt/sources.list.d/*.sources 2>/dev/null | head -n1)"
+  [[ -n "$m" ]] || m="$(awk '$1 == "deb" {print ($2 ~ /^\[/ ? $3 : $2); exit}' /etc/apt/sources.list 2>/dev/null)"
+  echo "$m"
+}
+MIRROR="${FEEDGUARD_DEBIAN_MIRROR:-$(apt_mirror)}"
 TAG=dev
 ONLY=""
 LOCAL_BASE=0
