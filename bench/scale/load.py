@@ -1,0 +1,214 @@
+#!/usr/bin/python3
+"""load.py — bulk loader for the scale benchmark: Nodes and running Pods through the real API server.
+
+Creates NODES Node objects (node-00000 …, label nvidia.com/gpu.present=true) and, per node,
+TRAINERS trainer pods (label feedguard.io/role=trainer, Guaranteed 4 CPU) and the rest of
+PODS/NODES as neighbour pods (label app=batch, Burstable 100m), each created with
+spec.nodeName set (as if scheduled) and then given a kubelet-like status through /status
+(phase Running, qosClass, Ready, containerStatuses[].containerID). Everything goes through
+kube-apiserver's REST API (admin client certificate from a tests/testbed dir), from THREADS
+keep-alive connections; it reports objects/s so the results can say where it keeps up.
+
+  load.py --testbed DIR --nodes N --pods P [--trainers-per-node 1] [--threads 8]
+          [--namespace scale] [--first-node K] [--json OUT]
+PODS must be a multiple of NODES. --first-node K: nodes 0..K-1 and their pods exist already
+(a ladder grows one API server step by step).
+"""
+import argparse
+import http.client
+import json
+import os
+import queue
+import secrets
+import ssl
+import sys
+import threading
+import time
+import urllib.parse
+
+
+def read_env(testbed):
+    env = {}
+    with open(os.path.join(testbed, "env")) as f:
+        for line in f:
+            line = line.strip()
+            if "=" in line and not line.startswith("#"):
+                k, v = line.split("=", 1)
+                env[k] = v.strip("'\"")
+    return env
+
+
+class Api:
+    """One keep-alive HTTPS connection to kube-apiserver with the admin client certificate."""
+
+    def __init__(self, env):
+        u = urllib.parse.urlparse(env["APISERVER_URL"])
+        self.host, self.port = u.hostname, u.port
+        self.ctx = ssl.create_default_context(cafile=env["CA_CERT"])
+        self.ctx.load_cert_chain(env["ADMIN_CERT"], env["ADMIN_KEY"])
+        self.conn = None
+
+    def request(self, method, path, body=None, content_type="application/json", tries=5):
+        data = None if body is None else json.dumps(body).encode()
+        last = None
+        for attempt in range(tries):
+            try:
+                if self.conn is None:
+                    self.conn = http.client.HTTPSConnection(self.host, self.port, context=self.ctx,
+                                                            timeout=120)
+                headers = {"Content-Type": content_type, "Accept": "application/json"}
+                self.conn.request(method, path, body=data, headers=headers)
+                r = self.conn.getresponse()
+                payload = r.read()
+                if r.status == 429 or r.status >= 500:
+                    last = f"{method} {path}: HTTP {r.status} {payload[:200]!r}"
+                    time.sleep(0.2 * (attempt + 1))
+                    continue
+                return r.status, (json.loads(payload) if payload else {})
+            except (OSError, http.client.HTTPException) as e:
+                last = f"{method} {path}: {e}"
+                try:
+                    self.conn.close()
+                except Exception:  # noqa: BLE001 — a broken connection is replaced
+                    pass
+                self.conn = None
+                time.sleep(0.2 * (attempt + 1))
+        raise RuntimeError(last)
+
+
+def node_name(i):
+    return f"node-{i:05d}"
+
+
+def ensure(api, method, path, body, ok=(200, 201, 409)):
+    status, resp = api.request(method, path, body)
+    if status not in ok:
+        raise RuntimeError(f"{method} {path}: HTTP {status}: {json.dumps(resp)[:300]}")
+    return status, resp
+
+
+def pod_bodies(ns, node, name, trainer):
+    if trainer:
+        res = {"requests": {"cpu": "4", "memory": "1Gi"}, "limits": {"cpu": "4", "memory": "1Gi"}}
+        labels, qos = {"feedguard.io/role": "trainer", "app": "train"}, "Guaranteed"
+    else:
+        res = {"requests": {"cpu": "100m"}}
+        labels, qos = {"app": "batch"}, "Burstable"
+    pod = {"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": name, "namespace": ns, "labels": labels},
+           "spec": {"nodeName": node,
+                    "containers": [{"name": "main", "image": "feedguard.invalid/scale:1",
+                                    "resources": res}]}}
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    status = {"status": {
+        "phase": "Running", "qosClass": qos, "startTime": now,
+        "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": now}],
+        "containerStatuses": [{"name": "main", "containerID": "containerd://" + secrets.token_hex(32),
+                               "image": "feedguard.invalid/scale:1", "imageID": "", "ready": True,
+                               "started": True, "restartCount": 0,
+                               "state": {"running": {"startedAt": now}}}]}}
+    return pod, status
+
+
+def run_parallel(env, threads, items, fn):
+    """fn(api, item) over items from `threads` connections; returns (seconds, errors)."""
+    q = queue.Queue()
+    for it in items:
+        q.put(it)
+    errors = []
+    lock = threading.Lock()
+
+    def worker():
+        api = Api(env)
+        while True:
+            try:
+                it = q.get_nowait()
+            except queue.Empty:
+                return
+            try:
+                fn(api, it)
+            except Exception as e:  # noqa: BLE001 — collected and reported
+                with lock:
+                    errors.append(str(e))
+
+    t0 = time.monotonic()
+    ts = [threading.Thread(target=worker) for _ in range(threads)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    return time.monotonic() - t0, errors
+
+
+def load(testbed, nodes, pods, trainers_per_node=1, threads=8, ns="scale", log=sys.stderr,
+         first_node=0):
+    """Nodes first_node..nodes-1 and their pods (pods/nodes per node, which must divide)."""
+    if nodes <= 0 or pods % nodes:
+        raise ValueError(f"pods ({pods}) must be a multiple of nodes ({nodes})")
+    ppn = pods // nodes
+    env = read_env(testbed)
+    api = Api(env)
+    for n in (ns, "feedguard-system"):
+        ensure(api, "POST", "/api/v1/namespaces",
+               {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n}})
+
+    def mk_node(a, i):
+        ensure(a, "POST", "/api/v1/nodes",
+               {"apiVersion": "v1", "kind": "Node",
+                "metadata": {"name": node_name(i), "labels": {"nvidia.com/gpu.present": "true",
+                                                               "kubernetes.io/hostname": node_name(i)}}})
+
+    new_nodes = range(first_node, nodes)
+    node_s, node_err = run_parallel(env, threads, new_nodes, mk_node)
+    print(f"load: {len(new_nodes)} nodes in {node_s:.1f} s ({len(new_nodes) / max(node_s, 1e-9):.0f}/s), "
+          f"{len(node_err)} errors", file=log)
+
+    # Pod k of node i: the first trainers_per_node of each node are trainers. Created in rounds
+    # over the nodes (k outer), so a partial load is spread evenly.
+    def mk_pod(a, ik):
+        node_i, k = ik
+        trainer = k < trainers_per_node
+        name = f"{'train' if trainer else 'batch'}-{node_i:05d}-{k:03d}"
+        pod, status = pod_bodies(ns, node_name(node_i), name, trainer)
+        ensure(a, "POST", f"/api/v1/namespaces/{ns}/pods", pod)
+        code, resp = a.request("PATCH", f"/api/v1/namespaces/{ns}/pods/{name}/status", status,
+                               content_type="application/merge-patch+json")
+        if code != 200:
+            raise RuntimeError(f"status of {name}: HTTP {code}: {json.dumps(resp)[:300]}")
+
+    items = [(i, k) for k in range(ppn) for i in new_nodes]
+    pod_s, pod_err = run_parallel(env, threads, items, mk_pod)
+    n = len(items)
+    print(f"load: {n} pods in {pod_s:.1f} s ({n / max(pod_s, 1e-9):.0f} pods/s, "
+          f"{2 * n / max(pod_s, 1e-9):.0f} requests/s, {threads} connections), "
+          f"{len(pod_err)} errors", file=log)
+    for e in (node_err + pod_err)[:5]:
+        print(f"load: error: {e}", file=log)
+    tr = min(trainers_per_node, ppn)
+    return {"nodes": nodes, "pods": pods, "first_node": first_node, "pods_loaded": n,
+            "threads": threads, "node_seconds": node_s, "pod_seconds": pod_s,
+            "pods_per_s": n / max(pod_s, 1e-9), "errors": len(node_err) + len(pod_err),
+            "expected": {node_name(i): [tr, ppn - tr] for i in range(nodes)}}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--testbed", required=True)
+    ap.add_argument("--nodes", type=int, required=True)
+    ap.add_argument("--pods", type=int, required=True)
+    ap.add_argument("--trainers-per-node", type=int, default=1)
+    ap.add_argument("--threads", type=int, default=8)
+    ap.add_argument("--namespace", default="scale")
+    ap.add_argument("--first-node", type=int, default=0, help="nodes below this exist already")
+    ap.add_argument("--json")
+    a = ap.parse_args()
+    r = load(a.testbed, a.nodes, a.pods, a.trainers_per_node, a.threads, a.namespace,
+             first_node=a.first_node)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(r, f)
+    return 1 if r["errors"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

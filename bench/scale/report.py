@@ -1,0 +1,216 @@
+#!/usr/bin/python3
+"""report.py — bench/results/scale.{json,md,png} from the rows driver.py appended (one per step).
+
+Fits y = a + b·x by least squares (x: pods for RSS and relist, agents for edit latency and the
+reconnect storm) over the measured steps and extrapolates to 5,000 nodes / 150,000 pods /
+5,000 agents. The ladder keeps pods/node and agents/node fixed, so per-pod, per-node and
+per-agent costs are not separable from these rows: one x per quantity is the honest fit.
+"""
+import json
+import os
+import time
+
+TARGET = {"nodes": 5000, "pods": 150000, "agents": 5000}
+KEYS = ["nodes", "pods", "agents", "controller_rss_peak_mb", "controller_rss_steady_mb",
+        "start_to_all_fenced_s", "relist_to_all_fenced_s", "edit_ack_p50_ms", "edit_ack_p99_ms",
+        "reconnect_storm_all_connected_s", "load_avg"]
+
+
+def fit(xs, ys):
+    pts = [(x, y) for x, y in zip(xs, ys) if x is not None and y is not None]
+    if len(pts) < 2:
+        return None
+    n = len(pts)
+    mx = sum(p[0] for p in pts) / n
+    my = sum(p[1] for p in pts) / n
+    sxx = sum((p[0] - mx) ** 2 for p in pts)
+    if sxx == 0:
+        return None
+    b = sum((p[0] - mx) * (p[1] - my) for p in pts) / sxx
+    a = my - b * mx
+    ss_tot = sum((p[1] - my) ** 2 for p in pts)
+    ss_res = sum((p[1] - (a + b * p[0])) ** 2 for p in pts)
+    r2 = 1 - ss_res / ss_tot if ss_tot > 0 else 1.0
+    return {"intercept": a, "slope": b, "r2": r2, "points": n}
+
+
+def load_rows(path):
+    """(latest row of each step, every row in file order with `superseded` marked)."""
+    rows, every = {}, []
+    with open(path) as f:
+        for line in f:
+            line = line.strip()
+            if line:
+                r = json.loads(line)
+                every.append(r)
+                rows[(r["nodes"], r["pods"], r["agents"])] = r  # the latest run of each step
+    latest = [rows[k] for k in sorted(rows)]
+    all_rows = [dict(r, superseded=not any(r is x for x in latest)) for r in every]
+    return latest, all_rows
+
+
+def build(rows, command=""):
+    fits = {}
+    spec = {"controller_rss_peak_mb": "pods", "controller_rss_steady_mb": "pods",
+            "relist_to_all_fenced_s": "pods", "start_to_all_fenced_s": "pods",
+            "edit_ack_p99_ms": "agents", "edit_ack_p50_ms": "agents",
+            "controller_idle_cpu_percent": "agents", "restart_to_all_fenced_s": "pods",
+            "reconnect_storm_all_connected_s": "agents"}
+    for y, x in spec.items():
+        f = fit([r.get(x) for r in rows], [r.get(y) for r in rows])
+        if f:
+            f["x"] = x
+            f["at_target"] = f["intercept"] + f["slope"] * TARGET[x]
+            fits[y] = f
+
+    def at(k):
+        return round(fits[k]["at_target"], 1) if k in fits else None
+
+    extra = {
+        "controller_rss_mb": at("controller_rss_peak_mb"),
+        "controller_rss_steady_mb": at("controller_rss_steady_mb"),
+        "relist_s": at("relist_to_all_fenced_s"),
+        "edit_p99_ms": at("edit_ack_p99_ms"),
+        "start_to_all_fenced_s": at("start_to_all_fenced_s"),
+        "reconnect_storm_all_connected_s": at("reconnect_storm_all_connected_s"),
+        "controller_idle_cpu_percent": at("controller_idle_cpu_percent"),
+        "restart_to_all_fenced_s": at("restart_to_all_fenced_s"),
+        "method": ("least-squares line y = a + b·x over the measured ladder steps (x = pods for "
+                   "RSS, start and relist; x = agents for edit latency and the storm), evaluated "
+                   "at 150,000 pods / 5,000 agents; pods/node (30) and agents/node (1) are fixed "
+                   "along the ladder, so per-pod and per-node costs are not separated. A line "
+                   "through few points on a shared, loaded 2-core machine: an estimate, not a "
+                   "measurement."),
+        "fits": {k: {kk: (round(vv, 6) if isinstance(vv, float) else vv) for kk, vv in v.items()}
+                 for k, v in fits.items()},
+    }
+    out_rows = []
+    for r in rows:
+        o = {k: r.get(k) for k in KEYS}
+        for k, v in r.items():
+            if k not in o:
+                o[k] = v
+        out_rows.append(o)
+    return {"benchmark": "controller scale (issue 14 item 2): bench/scale",
+            "generated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "command": command,
+            "machine": f"{os.cpu_count()} CPUs, shared with other engineers (load_avg per row)",
+            "targets": {"controller_rss_mb": 300, "relist_s": 10, "edit_p99_ms": 2000},
+            "rows": out_rows, "extrapolation_5000_150000": extra}
+
+
+def fmt(v):
+    if v is None:
+        return "—"
+    if isinstance(v, float):
+        return f"{v:.1f}" if abs(v) >= 10 else f"{v:.2f}"
+    if isinstance(v, list):
+        return "/".join(fmt(x) for x in v)
+    return str(v)
+
+
+def write_md(doc, path, notes=""):
+    rows = doc["rows"]
+    cols = [("nodes", "nodes"), ("pods", "pods"), ("agents", "agents"),
+            ("controller_rss_peak_mb", "RSS peak MB"), ("controller_rss_steady_mb", "RSS steady MB"),
+            ("start_to_all_fenced_s", "start→all fenced s"),
+            ("relist_to_all_fenced_s", "relist→all fenced s"), ("relist_cpu_s", "relist CPU-s"),
+            ("relist_cpu_above_steady_s", "relist CPU-s above steady"),
+            ("controller_rss_peak_relist_mb", "RSS peak in relist MB"),
+            ("edit_ack_p50_ms", "edit p50 ms"), ("edit_ack_p99_ms", "edit p99 ms"),
+            ("edit_ack_max_ms", "edit max ms"),
+            ("reconnect_storm_all_connected_s", "storm→all connected s"),
+            ("restart_to_all_fenced_s", "ctl restart→all fenced s"),
+            ("controller_idle_cpu_percent", "ctl steady CPU % of a core"),
+            ("restart_agents_with_withdrawn_fence", "agents given a withdrawn fence on restart"),
+            ("controller_cpu_s", "ctl CPU-s"), ("sim_cpu_s", "sim CPU-s"),
+            ("load_pods_per_s", "load pods/s"), ("load_avg", "load avg (1/5/15)")]
+    lines = ["# Controller scale benchmark (bench/scale)", "",
+             f"Generated {doc['generated']} by `{doc['command']}`. {doc['machine']}.", "",
+             "| " + " | ".join(c[1] for c in cols) + " |",
+             "|" + "---|" * len(cols)]
+    for r in rows:
+        lines.append("| " + " | ".join(fmt(r.get(c[0])) for c in cols) + " |")
+    e = doc["extrapolation_5000_150000"]
+    lines += ["", "## Extrapolation to 5,000 nodes / 150,000 pods / 5,000 agents", "",
+              "| quantity | extrapolated | target | fit |", "|---|---|---|---|"]
+    for k, fk, tgt in [("controller_rss_mb", "controller_rss_peak_mb", "≤ 300 MB"),
+                       ("controller_rss_steady_mb", "controller_rss_steady_mb", ""),
+                       ("relist_s", "relist_to_all_fenced_s", "≤ 10 s"),
+                       ("edit_p99_ms", "edit_ack_p99_ms", "≤ 2000 ms"),
+                       ("start_to_all_fenced_s", "start_to_all_fenced_s", ""),
+                       ("reconnect_storm_all_connected_s", "reconnect_storm_all_connected_s", ""),
+                       ("controller_idle_cpu_percent", "controller_idle_cpu_percent", ""),
+                       ("restart_to_all_fenced_s", "restart_to_all_fenced_s", "")]:
+        f = e["fits"].get(fk)
+        fs = (f"{f['intercept']:.3g} + {f['slope']:.3g}·{f['x']} (R² {f['r2']:.2f}, "
+              f"{f['points']} pts)") if f else "—"
+        lines.append(f"| {k} | {fmt(e.get(k))} | {tgt} | {fs} |")
+    lines += ["", f"Method: {e['method']}", ""]
+    all_notes = [f"- {r['nodes']}/{r['pods']}/{r['agents']}: {' '.join(str(n).split())[:400]}"
+                 for r in rows for n in r.get("notes", [])]
+    if all_notes:
+        lines += ["## Per-step notes", ""] + all_notes + [""]
+    if notes:
+        lines += [notes.strip(), ""]
+    with open(path, "w") as f:
+        f.write("\n".join(lines))
+
+
+def write_png(doc, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    rows = doc["rows"]
+    fits = doc["extrapolation_5000_150000"]["fits"]
+    fig, ax = plt.subplots(2, 3, figsize=(16, 8))
+
+    def series(axis, keys, xkey, ylabel, target=None):
+        for k, lab in keys:
+            pts = [(r[xkey], r.get(k)) for r in rows if r.get(k) is not None]
+            if pts:
+                axis.plot([p[0] for p in pts], [p[1] for p in pts], "o-", label=lab)
+            f = fits.get(k)
+            if f:
+                xs = [0, max(r[xkey] for r in rows)]
+                axis.plot(xs, [f["intercept"] + f["slope"] * x for x in xs], ":", color="grey")
+        if target:
+            axis.axhline(target, color="red", lw=0.8, ls="--", label=f"target {target}")
+        axis.set_xlabel(xkey)
+        axis.set_ylabel(ylabel)
+        axis.grid(alpha=0.3)
+        axis.legend(fontsize=8)
+
+    series(ax[0][0], [("controller_rss_peak_mb", "RSS peak"), ("controller_rss_steady_mb",
+                                                                "RSS steady")],
+           "pods", "controller RSS (MB)")
+    series(ax[0][1], [("start_to_all_fenced_s", "start → all fenced"),
+                      ("relist_to_all_fenced_s", "relist → all fenced")], "pods", "seconds")
+    series(ax[1][0], [("edit_ack_p50_ms", "edit p50"), ("edit_ack_p99_ms", "edit p99")],
+           "agents", "policy edit → every agent ACKed (ms)")
+    series(ax[1][1], [("reconnect_storm_all_connected_s", "storm → all connected")], "agents",
+           "seconds")
+    series(ax[0][2], [("controller_idle_cpu_percent", "steady (no change) CPU")], "agents",
+           "controller CPU, % of one core")
+    series(ax[1][2], [("restart_to_all_fenced_s", "controller restart → all fenced")], "pods",
+           "seconds")
+    fig.suptitle("feedguard-controller scale ladder (shared 2-core machine; dotted: linear fit)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main(a):
+    rows, all_rows = load_rows(a.rows)
+    doc = build(rows, a.command)
+    doc["rows_all"] = all_rows
+    notes_path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "NOTES.md")
+    notes = open(notes_path).read() if os.path.exists(notes_path) else ""
+    if notes:
+        doc["notes"] = notes
+    with open(a.out_json, "w") as f:
+        json.dump(doc, f, indent=1)
+    write_md(doc, a.out_md, notes)
+    if a.out_png:
+        write_png(doc, a.out_png)
+    print(f"wrote {a.out_json} ({len(rows)} rows)")
+    return 0
