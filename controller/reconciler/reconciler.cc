@@ -197,9 +197,45 @@ void Reconciler::OnNack(const std::string& node, uint64_t version, const std::st
 }
 
 void Reconciler::OnReport(const std::string& node, const feedguard::v1::NodeReport& report) {
+  // What ComputePolicyStatus reads of a report, per policy (policy_status.cc); usage counters,
+  // overwrite counts and pressure values below the starved threshold are not in it.
+  std::map<std::string, std::string> seen;
+  for (const auto& p : report.pods()) {
+    std::string& d = seen[p.policy()];
+    d += p.uid();
+    d += '\x1f';
+    d += p.planned() ? '1' : '0';
+    d += static_cast<char>('0' + static_cast<int>(p.role()));
+    d += p.enforced() ? '1' : '0';
+    d += p.cpu_pressure_some_avg10() > kStarvedPressurePercent ? '1' : '0';
+    if (!p.enforced()) {
+      d += p.reason();
+      d += '\x1f';
+      d += p.message();
+      d += '\x1f';
+      d += p.namespace_();
+      d += '\x1f';
+      d += p.name();
+    }
+    d += '\x1e';
+  }
+  std::map<std::string, size_t> digest;
+  for (const auto& [policy, d] : seen) digest[policy] = std::hash<std::string>{}(d);
   std::lock_guard<std::mutex> l(mu_);
-  for (const auto& p : report.pods()) MarkPolicyDirtyLocked(p.policy());
-  (void)node;
+  auto it = nodes_.find(node);
+  if (it == nodes_.end()) {
+    for (const auto& [policy, d] : digest) MarkPolicyDirtyLocked(policy);
+    return;
+  }
+  auto& prev = it->second.report_digest;
+  for (const auto& [policy, d] : digest) {
+    auto p = prev.find(policy);
+    if (p == prev.end() || p->second != d) MarkPolicyDirtyLocked(policy);
+  }
+  for (const auto& [policy, d] : prev) {
+    if (!digest.count(policy)) MarkPolicyDirtyLocked(policy);
+  }
+  prev = std::move(digest);
 }
 
 // ---- the loop ----
@@ -381,6 +417,10 @@ bool Reconciler::StepApiWrites() {
     }
     for (auto& [node, r] : reports) in.agents[node].report = &r;
     nlohmann::json st = ComputePolicyStatus(in);
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      stats_.status_computes++;
+    }
     if (st == in.previous_status) continue;
     Status ws = writer_->WriteStatus(name, st);
     std::lock_guard<std::mutex> l(mu_);

@@ -82,6 +82,7 @@ struct ReconcilerStats {
   uint64_t node_recomputes = 0;
   uint64_t fences_sent = 0;
   uint64_t status_writes = 0;
+  uint64_t status_computes = 0;  // policy statuses recomputed (most find nothing to write)
   size_t nodes = 0;
   size_t pods = 0;
   size_t policies = 0;
@@ -145,6 +146,10 @@ class Reconciler final : public AgentObserver {
     // Policies contained in each sent version not yet acknowledged, and in the acked one.
     std::map<uint64_t, std::set<std::string>> sent_policies;
     std::set<std::string> acked_policies;
+    // Per policy, a hash of what its status reads from this node's last report (pods, roles,
+    // enforced, reasons, starved or not): an agent's periodic report that changes none of it
+    // does not make the policy's status be recomputed.
+    std::map<std::string, size_t> report_digest;
   };
 
   void MarkAllNodesDirtyLocked();

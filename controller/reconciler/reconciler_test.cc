@@ -327,6 +327,45 @@ TEST_F(ReconcilerTest, MalformedPreviousStatusDoesNotStopStatusWrites) {
   EXPECT_EQ(writer_->statuses["vision"].size(), 1u);
 }
 
+TEST_F(ReconcilerTest, UnchangedPeriodicReportsDoNotRecomputeStatus) {
+  r_->UpsertPolicy(PolicyJson(true));
+  r_->UpsertPod(PodJson("train", "gpu-1", {{"role", "trainer"}}));
+  r_->Step();
+  Ack("gpu-1");
+  Ack("gpu-2");
+  clock_->Advance(std::chrono::milliseconds(1500));
+  r_->Step();
+  feedguard::v1::NodeReport report;
+  auto* pod = report.add_pods();
+  pod->set_uid("uid-train");
+  pod->set_policy("vision");
+  pod->set_role(feedguard::v1::PodReport::TRAINER);
+  pod->set_enforced(true);
+  pod->set_cpu_pressure_some_avg10(3.0);
+  sink_->agents["gpu-1"].report = report;
+  auto step = [&] {
+    clock_->Advance(std::chrono::milliseconds(1500));
+    r_->Step();
+    return r_->stats().status_computes;
+  };
+  r_->OnReport("gpu-1", report);
+  const uint64_t after_first = step();
+  // The same report again, and one whose only change is below the starved threshold: nothing
+  // the status reads changed.
+  r_->OnReport("gpu-1", report);
+  EXPECT_EQ(step(), after_first);
+  pod->set_cpu_pressure_some_avg10(7.0);
+  pod->set_overwrites(4);
+  r_->OnReport("gpu-1", report);
+  EXPECT_EQ(step(), after_first);
+  // Starved now: recomputed.
+  pod->set_cpu_pressure_some_avg10(90.0);
+  sink_->agents["gpu-1"].report = report;
+  r_->OnReport("gpu-1", report);
+  EXPECT_EQ(step(), after_first + 1);
+  EXPECT_EQ(writer_->statuses["vision"].back()["trainers"]["starved"], 1);
+}
+
 TEST_F(ReconcilerTest, HostileReportLeavesStatusWritable) {
   r_->UpsertPolicy(PolicyJson(true));
   r_->UpsertPod(PodJson("train", "gpu-1", {{"role", "trainer"}}));
