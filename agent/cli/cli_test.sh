@@ -6,6 +6,7 @@
 # Usage: cli_test.sh FEEDGUARD_AGENT TOPOLOGY_XML
 set -euo pipefail
 agent=$1 topo=$2
+[[ -x "$agent" ]] || { echo "FAIL - no agent binary at $agent"; echo "0 passed, 1 failed"; exit 1; }
 t=$(mktemp -d)
 trap 'rm -rf "$t"' EXIT
 pass=0 fail=0
