@@ -931,7 +931,7 @@ ApplyReport Enforcer::Apply(const Plan& plan) {
         w.result.name = t.pod.name;
         w.result.policy = t.policy;
         w.result.role = t.role;
-        w.Fail("DuplicatePod", "pod appears more than once in the plan; first entry wins");
+        w.Fail(reason::kDuplicatePod, "pod appears more than once in the plan; first entry wins");
         work.push_back(std::move(w));
         continue;
       }

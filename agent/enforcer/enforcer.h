@@ -59,34 +59,13 @@
 #include "agent/cgroup/knobs.h"
 #include "agent/enforcer/checkpoint.h"
 #include "agent/planner/plan.h"
+#include "feedguard/common/reasons.h"
 #include "feedguard/common/status.h"
 #include "feedguard/common/time_source.h"
 
 namespace feedguard::agent {
 
-// Stable reason codes (PodReport.reason, FencePolicy.status.failures).
-namespace reason {
-inline constexpr char kCgroupNotFound[] = "CgroupNotFound";
-inline constexpr char kKernelLacksCpuIdle[] = "KernelLacksCpuIdle";
-inline constexpr char kCpusetNotSubset[] = "CpusetNotSubset";
-inline constexpr char kCpusetBusy[] = "CpusetBusy";
-inline constexpr char kValueRejected[] = "ValueRejected";  // EINVAL/ERANGE (e.g. v1 quota)
-inline constexpr char kWriteFailed[] = "WriteFailed";
-inline constexpr char kVerifyFailed[] = "VerifyFailed";
-inline constexpr char kCheckpointFailed[] = "CheckpointFailed";
-inline constexpr char kProtectedPod[] = "ProtectedPod";
-inline constexpr char kNotPodCgroup[] = "NotPodCgroup";
-inline constexpr char kContested[] = "Contested";
-inline constexpr char kDryRun[] = "DryRun";
-// kubelet is resizing the pod in place: its Idle fence is lifted until kubelet's write lands.
-inline constexpr char kResizePending[] = "ResizePending";
-// Revert outcomes.
-inline constexpr char kRestored[] = "Restored";
-inline constexpr char kAlreadyOriginal[] = "AlreadyOriginal";
-inline constexpr char kOverwrittenByOther[] = "OverwrittenByOther";
-inline constexpr char kGone[] = "Gone";  // the cgroup no longer exists (pod deleted)
-inline constexpr char kRevertFailed[] = "RevertFailed";
-}  // namespace reason
+// Reason codes: feedguard/common/reasons.h (feedguard::reason).
 
 struct EnforcerOptions {
   // The agent's own pod (downward API); never written.

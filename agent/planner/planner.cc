@@ -2,6 +2,8 @@
 // fences.
 #include "agent/planner/planner.h"
 
+#include "feedguard/common/reasons.h"
+
 #include <algorithm>
 #include <cstdint>
 #include <optional>
@@ -155,7 +157,7 @@ class Planner {
 
     std::vector<TrainerWork> work = CollectTrainers();
     if (alloc.WholeFreeCores() < 1) {
-      Diag("", "", "NoFreeCore",
+      Diag("", "", reason::kNoFreeCore,
            "no whole core is left outside reserved and CPU-manager CPUs; no trainer is pinned");
     }
     // Enforced first, then dry-run; within each: incumbents, then newcomers.
@@ -208,13 +210,14 @@ class Planner {
     for (const pb::Trainer& tr : in_.fence.trainers()) {
       const pb::PolicyOptions* pol = FindPolicy(tr.policy());
       if (pol == nullptr) {
-        Diag(tr.pod().uid(), tr.policy(), "PolicyNotFound",
+        Diag(tr.pod().uid(), tr.policy(), reason::kPolicyNotFound,
              "trainer " + tr.pod().namespace_() + "/" + tr.pod().name() +
                  " names a policy absent from the NodeFence");
         continue;
       }
       if (!seen.insert(tr.pod().uid()).second) {
-        Diag(tr.pod().uid(), tr.policy(), "DuplicatePod", "trainer listed twice; first kept");
+        Diag(tr.pod().uid(), tr.policy(), reason::kDuplicatePod,
+             "trainer listed twice; first kept");
         continue;
       }
       TrainerWork w;
@@ -255,7 +258,7 @@ class Planner {
     for (const auto& g : gpus) {
       const GpuDevice* dev = g.bus_id.empty() ? nullptr : t_.FindGpu(g.bus_id);
       if (dev == nullptr) {
-        Diag(uid, w.placement.policy, "GPUNotFound",
+        Diag(uid, w.placement.policy, reason::kGPUNotFound,
              "GPU " + g.device_id +
                  (g.bus_id.empty() ? std::string(" not found on this node")
                                    : " resolves to PCI " + g.bus_id +
@@ -274,7 +277,7 @@ class Planner {
 
     const auto& cpu = w.policy->trainer_cpu();
     if (in_.cpu_manager.OwnsCpusOf(uid)) {
-      Diag(uid, w.placement.policy, "CpuManagerOwnsPod",
+      Diag(uid, w.placement.policy, reason::kCpuManagerOwnsPod,
            "kubelet's static CPU manager pins this pod; feedguard leaves its cpuset alone");
       w.skip = true;
       return;
@@ -284,13 +287,13 @@ class Planner {
     } else if (cpu.cores_per_gpu() > 0) {
       w.units = cpu.cores_per_gpu() * static_cast<int>(gpus.size());
       if (gpus.empty()) {
-        Diag(uid, w.placement.policy, "NoGPUs",
+        Diag(uid, w.placement.policy, reason::kNoGPUs,
              "policy sizes cores per GPU but the pod has no GPU devices");
         w.skip = true;
       }
     }
     if (w.units > 0 && Numa(*w.policy) == pb::REQUIRE_GPU_LOCAL && w.gpu_nodes.empty()) {
-      Diag(uid, w.placement.policy, "GPULocalityUnknown",
+      Diag(uid, w.placement.policy, reason::kGPULocalityUnknown,
            "RequireGPULocal but the NUMA node of the pod's GPUs is unknown");
       w.skip = true;
     }
@@ -436,7 +439,7 @@ class Planner {
   void ReportFallback(const TrainerWork& w) {
     if (w.placement.cpus.empty() || w.placement.gpu_local || w.gpu_nodes.empty()) return;
     if (Numa(*w.policy) != pb::PREFER_GPU_LOCAL) return;
-    Diag(w.placement.pod.uid, w.placement.policy, "NUMAFallback",
+    Diag(w.placement.pod.uid, w.placement.policy, reason::kNUMAFallback,
          "not enough free cores on its GPUs' NUMA node(s) " + NodeList(GpuNodes(w)) + "; placed " +
              OffNodeDetail(w, w.placement.cpus) + "; it moves back when room appears there");
   }
@@ -483,7 +486,7 @@ class Planner {
         if (got < n) got += TakeFrom(alloc, whole, node, n - got, chosen);
       }
       if (got < n && numa == pb::REQUIRE_GPU_LOCAL) {
-        Diag(uid, w.placement.policy, "NotEnoughLocalCores",
+        Diag(uid, w.placement.policy, reason::kNotEnoughLocalCores,
              "RequireGPULocal: only " + std::to_string(got) + " of " + std::to_string(n) +
                  (whole ? " cores" : " threads") + " free on the GPUs' NUMA node(s)");
         return;
@@ -495,7 +498,7 @@ class Planner {
       }
     } else {
       if (numa == pb::PREFER_GPU_LOCAL && w.locality_unknown) {
-        Diag(uid, w.placement.policy, "GPULocalityUnknown",
+        Diag(uid, w.placement.policy, reason::kGPULocalityUnknown,
              "the NUMA node of the pod's GPUs is unknown; placed without locality");
       }
       // Best fit on one node, else spread from the emptiest node down.
@@ -523,7 +526,7 @@ class Planner {
     }
 
     if (got < n || alloc.WholeFreeCores(chosen) < 1) {
-      Diag(uid, w.placement.policy, "NotEnoughCores",
+      Diag(uid, w.placement.policy, reason::kNotEnoughCores,
            "needs " + std::to_string(n) + (whole ? " whole cores" : " threads") +
                "; not enough free while leaving one whole core for other pods");
       return;
@@ -563,18 +566,18 @@ class Planner {
     for (const pb::Neighbour& nb : in_.fence.neighbours()) {
       const std::string& uid = nb.pod().uid();
       if (trainer_uids.count(uid) != 0) {
-        Diag(uid, nb.policy(), "TrainerAndNeighbour",
+        Diag(uid, nb.policy(), reason::kTrainerAndNeighbour,
              "pod is both a trainer and a neighbour; treated as a trainer");
         continue;
       }
       const pb::PolicyOptions* pol = FindPolicy(nb.policy());
       if (pol == nullptr) {
-        Diag(uid, nb.policy(), "PolicyNotFound",
+        Diag(uid, nb.policy(), reason::kPolicyNotFound,
              "neighbour names a policy absent from the NodeFence; not fenced");
         continue;
       }
       if (!seen.insert(uid).second) {
-        Diag(uid, nb.policy(), "DuplicatePod", "neighbour listed twice; first kept");
+        Diag(uid, nb.policy(), reason::kDuplicatePod, "neighbour listed twice; first kept");
         continue;
       }
       NeighbourAction a;
@@ -591,13 +594,13 @@ class Planner {
             // kubelet's static CPU manager pinned a container of this pod to exclusive CPUs:
             // moving it would fight kubelet (and strand its exclusive CPU). Fence its share of
             // the pool with Idle instead; its cpusets stay kubelet's.
-            Diag(uid, pol->name(), "CpuManagerOwnsPod",
+            Diag(uid, pol->name(), reason::kCpuManagerOwnsPod,
                  "kubelet's static CPU manager pins this pod; fenced with Idle, cpuset left to "
                  "kubelet");
             a.fence = NeighbourFence::kIdle;
             a.idle = true;
           } else if (left.empty()) {
-            Diag(uid, pol->name(), "NoCpusForNeighbours",
+            Diag(uid, pol->name(), reason::kNoCpusForNeighbours,
                  "no CPU is left outside trainers and off-limits CPUs; fenced with Idle instead");
             a.fence = NeighbourFence::kIdle;
             a.idle = true;

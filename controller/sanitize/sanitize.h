@@ -8,6 +8,8 @@
 // memory without bound.
 #pragma once
 
+#include "feedguard/common/reasons.h"
+
 #include <cstddef>
 #include <string>
 #include <string_view>
@@ -15,7 +17,7 @@
 namespace feedguard::controller {
 
 // The reason used when an agent's reason does not fit the CRD's pattern.
-inline constexpr char kAgentReportedReason[] = "AgentReported";
+inline constexpr const char* kAgentReportedReason = reason::kAgentReported;
 // status.failures[].reason: ^[A-Za-z]([A-Za-z0-9_]*[A-Za-z0-9])?$, at most 128 characters.
 inline constexpr size_t kMaxReasonLength = 128;
 

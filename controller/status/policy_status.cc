@@ -1,5 +1,7 @@
 #include "controller/status/policy_status.h"
 
+#include "feedguard/common/reasons.h"
+
 #include "controller/sanitize/sanitize.h"
 
 #include <algorithm>
@@ -157,14 +159,15 @@ nlohmann::json ComputePolicyStatus(const PolicyStatusInput& in) {
         ++stale;
         if (on.trainers > 0) {
           failures.push_back(
-              {node, "AgentNotConnected", "no feedguard agent is connected for this node"});
+              {node, reason::kAgentNotConnected, "no feedguard agent is connected for this node"});
         }
         continue;
       }
       const AgentView& a = it->second;
       if (!a.nack_error.empty()) {
         ++failed;
-        failures.push_back({node, "FenceRejected", SafeText(a.nack_error, kMaxFailureMessage)});
+        failures.push_back(
+            {node, reason::kFenceRejected, SafeText(a.nack_error, kMaxFailureMessage)});
         continue;
       }
       if (a.acked_version < a.desired_version) continue;  // in flight: neither yet

@@ -1,0 +1,56 @@
+// reasons.h — every stable reason code feedguard reports, defined once.
+//
+// A reason is a CamelCase word (the CRD's pattern for `status.failures[].reason`, ≤ 128 chars)
+// that travels from where it is decided to where a user reads it:
+//   agent planner / enforcer → PodReport.reason (NodeReport) → controller status →
+//   FencePolicy.status.failures[].reason, Events, `feedguard-agent apply` JSON.
+// Pick the one that tells an operator what to do; add new ones here, never as a literal.
+//
+// Example:
+//   w.Fail(reason::kCgroupNotFound, "no cgroup at " + dir);
+#pragma once
+
+namespace feedguard::reason {
+
+// ---- enforcer: writing a pod's fence ------------------------------------------------------
+inline constexpr char kCgroupNotFound[] = "CgroupNotFound";          // pod/container dir absent
+inline constexpr char kKernelLacksCpuIdle[] = "KernelLacksCpuIdle";  // kernel < 5.15: use Weight
+inline constexpr char kCpusetNotSubset[] = "CpusetNotSubset";        // outside the parent's set
+inline constexpr char kCpusetBusy[] = "CpusetBusy";                  // would strand a child (EBUSY)
+inline constexpr char kValueRejected[] = "ValueRejected";  // EINVAL/ERANGE (e.g. v1 quota)
+inline constexpr char kWriteFailed[] = "WriteFailed";
+inline constexpr char kVerifyFailed[] = "VerifyFailed";          // read back another value
+inline constexpr char kCheckpointFailed[] = "CheckpointFailed";  // originals could not be saved
+inline constexpr char kProtectedPod[] = "ProtectedPod";          // a rail: never written
+inline constexpr char kNotPodCgroup[] = "NotPodCgroup";          // resolved to a kubelet-owned dir
+inline constexpr char kContested[] = "Contested";                // another writer keeps rewriting
+inline constexpr char kDryRun[] = "DryRun";                      // planned, not written
+// kubelet is resizing the pod in place: its Idle fence is lifted until kubelet's write lands.
+inline constexpr char kResizePending[] = "ResizePending";
+inline constexpr char kDuplicatePod[] = "DuplicatePod";  // listed twice; first kept
+// Revert outcomes.
+inline constexpr char kRestored[] = "Restored";
+inline constexpr char kAlreadyOriginal[] = "AlreadyOriginal";
+inline constexpr char kOverwrittenByOther[] = "OverwrittenByOther";
+inline constexpr char kGone[] = "Gone";  // the cgroup no longer exists (pod deleted)
+inline constexpr char kRevertFailed[] = "RevertFailed";
+
+// ---- planner: placing trainers, choosing neighbour fences ----------------------------------
+inline constexpr char kGPUNotFound[] = "GPUNotFound";
+inline constexpr char kGPULocalityUnknown[] = "GPULocalityUnknown";
+inline constexpr char kNUMAFallback[] = "NUMAFallback";
+inline constexpr char kNoGPUs[] = "NoGPUs";
+inline constexpr char kNoFreeCore[] = "NoFreeCore";
+inline constexpr char kNotEnoughCores[] = "NotEnoughCores";
+inline constexpr char kNotEnoughLocalCores[] = "NotEnoughLocalCores";
+inline constexpr char kNoCpusForNeighbours[] = "NoCpusForNeighbours";
+inline constexpr char kCpuManagerOwnsPod[] = "CpuManagerOwnsPod";
+inline constexpr char kTrainerAndNeighbour[] = "TrainerAndNeighbour";
+inline constexpr char kPolicyNotFound[] = "PolicyNotFound";
+
+// ---- controller: a node as a whole ---------------------------------------------------------
+inline constexpr char kAgentNotConnected[] = "AgentNotConnected";
+inline constexpr char kFenceRejected[] = "FenceRejected";  // the agent NACKed the fence
+inline constexpr char kAgentReported[] = "AgentReported";  // an agent's reason outside the pattern
+
+}  // namespace feedguard::reason
