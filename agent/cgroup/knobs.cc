@@ -64,6 +64,10 @@ std::string WeightFile(CgroupVersion v, const std::string& cpu_dir) {
   return JoinPath(cpu_dir, v == CgroupVersion::kV1 ? v1::kShares : v2::kWeight);
 }
 
+std::string QuotaFile(CgroupVersion v, const std::string& cpu_dir) {
+  return JoinPath(cpu_dir, v == CgroupVersion::kV1 ? v1::kCfsQuotaUs : v2::kMax);
+}
+
 std::string WeightValue(CgroupVersion v, uint64_t weight) {
   return std::to_string(v == CgroupVersion::kV1 ? WeightToShares(weight) : weight);
 }
@@ -114,7 +118,7 @@ std::vector<KnobWrite> LiftChildQuotas(CgroupVersion v, const std::vector<std::s
     return Depth(a) > Depth(b);  // deepest first: a child is never above its parent meanwhile
   });
   for (const auto& dir : dirs) {
-    const std::string quota_file = JoinPath(dir, v1::kCfsQuotaUs);
+    const std::string quota_file = QuotaFile(v, dir);
     auto quota = read(quota_file);
     auto period = read(JoinPath(dir, v1::kCfsPeriodUs));
     if (!quota.ok() || !period.ok()) continue;
@@ -199,6 +203,27 @@ std::vector<FileWrite> OrderRestores(CgroupVersion /*v*/, const std::vector<Rest
     plan.push_back({x->path, x->original});
   }
   return plan;
+}
+
+std::map<std::string, std::string> InheritedCpusets(CgroupVersion v,
+                                                    const std::vector<RestoreItem>& items,
+                                                    const ReadFn& read) {
+  std::map<std::string, std::string> out;
+  if (v != CgroupVersion::kV2) return out;
+  std::set<std::string> restored_dirs;
+  for (const auto& x : items) {
+    if (IsCpusetFile(x.path)) restored_dirs.insert(Dirname(x.path));
+  }
+  for (const auto& x : items) {
+    const std::string base = Basename(x.path);
+    const bool cpus = base == v2::kCpusetCpus;
+    if ((!cpus && base != v2::kCpusetMems) || !Trim(x.original).empty()) continue;
+    std::string dir = Dirname(x.path);
+    while (!dir.empty() && restored_dirs.count(dir)) dir = Dirname(dir);
+    auto eff = read(JoinPath(dir, cpus ? v2::kCpusetCpusEffective : v2::kCpusetMemsEffective));
+    if (eff.ok() && !Trim(*eff).empty()) out[x.path] = std::string(Trim(*eff));
+  }
+  return out;
 }
 
 std::vector<std::pair<std::string, std::string>> IntermediatesOf(

@@ -27,6 +27,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -61,6 +62,8 @@ using ReadFn = std::function<Result<std::string>(const std::string& path)>;
 
 // The weight file of a cpu dir on this version ("cpu.shares" / "cpu.weight").
 std::string WeightFile(CgroupVersion v, const std::string& cpu_dir);
+// The file holding a dir's quota ("cpu.cfs_quota_us" / "cpu.max").
+std::string QuotaFile(CgroupVersion v, const std::string& cpu_dir);
 // The bytes that make the weight file hold `weight` (v2 scale): v1 shares by kubelet's map.
 std::string WeightValue(CgroupVersion v, uint64_t weight);
 
@@ -100,6 +103,13 @@ struct RestoreItem {
 // such weight files with current == original. Values that are not originals (unions,
 // unlimited) are intermediates the caller must journal before writing (IntermediatesOf).
 std::vector<FileWrite> OrderRestores(CgroupVersion v, const std::vector<RestoreItem>& items);
+// cgroup v2: an empty cpuset.cpus / cpuset.mems original means "the parent's", which the kernel
+// refuses to restore on a cgroup with tasks (ENOSPC). For each such item, the set it inherited:
+// the effective set of the nearest ancestor that `items` does not restore (read through `read`).
+// path → value to write instead when the empty write is refused. Empty on v1.
+std::map<std::string, std::string> InheritedCpusets(CgroupVersion v,
+                                                    const std::vector<RestoreItem>& items,
+                                                    const ReadFn& read);
 // Every value a restore sequence passes through for a file besides its original: the
 // intermediates written, and each side effect of the sequence's writes. path → values.
 std::vector<std::pair<std::string, std::string>> IntermediatesOf(

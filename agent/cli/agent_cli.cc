@@ -132,9 +132,31 @@ class TimedApplier final : public FenceApplier {
   std::optional<feedguard::v1::NodeReport> last_;  // guarded by mu_
 };
 
-// `open_state`: open (create, lock) the state dir and make an enforcer. Commands that only read
-// (plan) or have not yet validated their input pass false: nothing is created on disk.
-Result<Node> BuildNode(const Flags& f, bool open_state = true) {
+// Opens (creates, locks) the state dir and gives `o` an enforcer over it.
+Status OpenState(const Flags& f, NodeEngineOptions& o) {
+  auto store = CheckpointStore::Open(f.Get("state-dir"));
+  if (!store.ok()) return store.status().Annotate("state dir " + f.Get("state-dir"));
+  EnforcerOptions eo;
+  eo.self_pod_uid = f.Get("self-pod-uid");
+  o.enforcer =
+      std::make_shared<Enforcer>(o.cgroups, CheckpointStorePtr(std::move(store).value()), eo);
+  o.state_dir = f.Get("state-dir");
+  return OkStatus();
+}
+
+Node MakeNode(NodeEngineOptions o) {
+  Node n;
+  n.cgroups = o.cgroups;
+  n.enforcer = o.enforcer;
+  n.topology = o.topology;
+  n.engine = std::make_shared<NodeEngine>(std::move(o));
+  return n;
+}
+
+// The node's engine options from the flags. `open_state`: open the state dir too (OpenState).
+// Commands that only read (plan) or have not yet validated their input pass false: nothing is
+// created on disk.
+Result<NodeEngineOptions> NodeOptions(const Flags& f, bool open_state) {
   FG_ASSIGN_OR_RETURN(cgroup::CgroupLayout layout, LayoutFromFlags(f));
   Result<Topology> topo = f.Get("topology-xml").empty()
                               ? LoadLiveTopology()
@@ -149,20 +171,12 @@ Result<Node> BuildNode(const Flags& f, bool open_state = true) {
   NodeEngineOptions o;
   o.topology = std::move(topo).value();
   o.cgroups = cgroup::NewFsCgroups(layout);
-  if (open_state) {
-    auto store = CheckpointStore::Open(f.Get("state-dir"));
-    if (!store.ok()) return store.status().Annotate("state dir " + f.Get("state-dir"));
-    EnforcerOptions eo;
-    eo.self_pod_uid = f.Get("self-pod-uid");
-    o.enforcer =
-        std::make_shared<Enforcer>(o.cgroups, CheckpointStorePtr(std::move(store).value()), eo);
-  }
   o.reserved_cpus = reserved;
   o.cpu_manager_state_path = f.Get("cpu-manager-state");
   // Plan from what the checkpoint says was written (trainers keep their cores across restarts).
   // `plan --previous DIR` reads DIR's checkpoint without locking or creating anything.
   if (open_state) {
-    o.state_dir = f.Get("state-dir");
+    FG_RETURN_IF_ERROR(OpenState(f, o));
   } else if (f.IsSet("previous")) {
     auto prev = LoadPreviousPlan(f.Get("previous"));
     if (!prev.ok()) return prev.status().Annotate("--previous");
@@ -177,12 +191,12 @@ Result<Node> BuildNode(const Flags& f, bool open_state = true) {
   o.gpu_resolver = std::make_shared<GpuIdResolver>(
       uuids.ok() ? std::move(uuids).value() : std::map<std::string, std::string>{},
       MigParentTable{});
-  Node n;
-  n.cgroups = o.cgroups;
-  n.enforcer = o.enforcer;
-  n.topology = o.topology;
-  n.engine = std::make_shared<NodeEngine>(std::move(o));
-  return n;
+  return o;
+}
+
+Result<Node> BuildNode(const Flags& f) {
+  FG_ASSIGN_OR_RETURN(NodeEngineOptions o, NodeOptions(f, /*open_state=*/true));
+  return MakeNode(std::move(o));
 }
 
 nlohmann::json ApplyReportJson(const ApplyReport& r) {
@@ -227,22 +241,24 @@ int CmdPlanOrApply(Flags& f, bool apply) {
   if (!fence.ok()) return Fail(fence.status(), 2);
   // Bad input writes nothing, not even the state dir: every pod must exist and the plan must
   // be computable before the state dir is opened and the first file is written.
-  auto probe = BuildNode(f, /*open_state=*/false);
-  if (!probe.ok()) {
-    return Fail(probe.status(), probe.status().code() == StatusCode::kInvalidArgument ? 2 : 1);
+  auto options = NodeOptions(f, /*open_state=*/false);
+  if (!options.ok()) {
+    return Fail(options.status(), options.status().code() == StatusCode::kInvalidArgument ? 2 : 1);
   }
-  if (Status st = probe->engine->CheckPodsExist(*fence); !st.ok()) return Fail(st, 2);
-  auto plan = probe->engine->MakePlanFor(*fence);
+  Node probe = MakeNode(*options);
+  if (Status st = probe.engine->CheckPodsExist(*fence); !st.ok()) return Fail(st, 2);
+  auto plan = probe.engine->MakePlanFor(*fence);
   if (!plan.ok()) return Fail(plan.status(), 2);
   if (!apply) {
     std::cout << PlanToJson(*plan).dump(2) << "\n";
     return 0;
   }
-  auto node = BuildNode(f);
-  if (!node.ok()) return Fail(node.status(), 1);
-  auto report = node->engine->Apply(*fence);
+  // Valid: now open the state dir (the topology is not loaded again).
+  if (Status st = OpenState(f, *options); !st.ok()) return Fail(st, 1);
+  Node node = MakeNode(std::move(options).value());
+  auto report = node.engine->Apply(*fence);
   if (!report.ok()) return Fail(report.status(), 1);
-  auto full = node->engine->last_apply();
+  auto full = node.engine->last_apply();
   std::cout << ApplyReportJson(*full).dump(2) << "\n";
   return full->failed == 0 ? 0 : 1;
 }

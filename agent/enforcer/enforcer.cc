@@ -18,10 +18,9 @@ using cgroup::IsCpusetFile;
 
 // Maps a write/read failure to a stable reason code.
 std::string ReasonFor(const Status& st, const std::string& file) {
-  const std::string base = Basename(file);
   switch (st.code()) {
     case StatusCode::kNotFound:
-      return base == kf::v1::kIdle ? reason::kKernelLacksCpuIdle : reason::kCgroupNotFound;
+      return cgroup::IsIdleFile(file) ? reason::kKernelLacksCpuIdle : reason::kCgroupNotFound;
     case StatusCode::kUnimplemented:
       return reason::kKernelLacksCpuIdle;
     case StatusCode::kPermissionDenied:
@@ -341,9 +340,11 @@ Enforcer::PodWork Enforcer::PreparePodLocked(const Target& t, Scratch& s) {
       const bool landed = e && cur.ok() && !KnobValuesEquivalent(weight_file, *cur, e->written) &&
                           !IsOursLocked(*e, *cur);
       const bool expired = clock_->MonotonicNow() - y->second.since > options_.resize_yield_timeout;
-      const bool resized_again = y->second.request_milli != req;
-      if (landed || expired || resized_again) yielding_.erase(y);
-      if (resized_again && !landed && !expired) yielding_[uid] = {req, clock_->MonotonicNow()};
+      if (landed || expired) {
+        yielding_.erase(y);
+      } else if (y->second.request_milli != req) {  // resized again: wait afresh
+        y->second = {req, clock_->MonotonicNow()};
+      }
       yielding = yielding_.count(uid) > 0;
       if (yielding) want_idle = false;
     }
@@ -361,7 +362,7 @@ Enforcer::PodWork Enforcer::PreparePodLocked(const Target& t, Scratch& s) {
   if (t.quota && v1) {
     simple = cgroup::LiftChildQuotas(version, child_cpu_dirs, *t.quota, read);
     for (const auto& dir : child_cpu_dirs) {
-      const std::string f = JoinPath(dir, kf::v1::kCfsQuotaUs);
+      const std::string f = cgroup::QuotaFile(version, dir);
       if (std::none_of(simple.begin(), simple.end(), [&](const auto& k) { return k.path == f; }))
         keep_ours(f);
     }
@@ -758,28 +759,10 @@ void Enforcer::RevertLocked(const std::vector<CheckpointEntry>& entries, ApplyRe
   for (const auto& x : restores) items.push_back({x.entry.path, x.entry.original, x.current});
   std::vector<cgroup::FileWrite> plan = cgroup::OrderRestores(version, items);
 
-  // cgroup v2: an empty cpuset.cpus/.mems means "the parent's", but the kernel refuses to make a
-  // populated cgroup's set empty again once it was not (ENOSPC). Where such a restore is refused,
-  // the file gets the set it inherited instead: the effective set of the nearest ancestor this
-  // revert does not restore (the QoS tier). Same CPUs, not the same bytes; said in the report.
-  std::map<std::string, std::string> inherited;  // path → fallback value
-  if (version == cgroup::CgroupVersion::kV2) {
-    std::set<std::string> restored_dirs;
-    for (const auto& x : restores) {
-      if (IsCpusetFile(x.entry.path)) restored_dirs.insert(Dirname(x.entry.path));
-    }
-    for (const auto& x : restores) {
-      const std::string base = Basename(x.entry.path);
-      if (!IsCpusetFile(x.entry.path) || !Trim(x.entry.original).empty()) continue;
-      const bool cpus = base == kf::v2::kCpusetCpus;
-      if (!cpus && base != kf::v2::kCpusetMems) continue;
-      std::string dir = Dirname(x.entry.path);
-      while (!dir.empty() && restored_dirs.count(dir)) dir = Dirname(dir);
-      auto eff = cgroups_->ReadRaw(
-          JoinPath(dir, cpus ? kf::v2::kCpusetCpusEffective : kf::v2::kCpusetMemsEffective));
-      if (eff.ok() && !Trim(*eff).empty()) inherited[x.entry.path] = std::string(Trim(*eff));
-    }
-  }
+  // v2: an empty cpuset original the kernel refuses to restore on a populated cgroup gets the
+  // set it inherited instead (same CPUs, not the same bytes; said in the report).
+  const std::map<std::string, std::string> inherited = cgroup::InheritedCpusets(
+      version, items, [this](const std::string& p) { return cgroups_->ReadRaw(p); });
 
   // Journal first: every value the sequence may leave in a file we own (intermediates, and what
   // the kernel resets as a side effect — also in files this revert does not restore, such as a
@@ -823,7 +806,7 @@ void Enforcer::RevertLocked(const std::vector<CheckpointEntry>& entries, ApplyRe
     Status st = WriteVerifyLocked(fw.path, fw.value);
     if (st.code() == StatusCode::kFailedPrecondition && inherited.count(fw.path) &&
         Trim(fw.value).empty()) {
-      done.value = inherited[fw.path];
+      done.value = inherited.at(fw.path);
       st = WriteVerifyLocked(fw.path, done.value);
       if (st.ok()) substituted[fw.path] = done.value;
     }

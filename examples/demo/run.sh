@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # run.sh — feedguard's local demo, on one machine, as root (about 2 minutes after the first build).
 #
-#   sudo examples/demo/run.sh [--neighbours N] [--duration S] [--warmup S] [--no-build]
+#   examples/demo/run.sh [--neighbours N]  (as root) [--duration S] [--warmup S] [--no-build]
 #                             [--build-dir DIR] [--root-shares N] [--keep-logs] [--check]
 #
 # What it does:
@@ -120,7 +120,7 @@ parse_args() {
 }
 
 check_host() {
-  ((EUID == 0)) || die "run as root (it writes cgroups): sudo $0"
+  ((EUID == 0)) || die "run as root (it writes cgroups)"
   [[ -d /sys/fs/cgroup/cpu && -d /sys/fs/cgroup/cpuacct && -d /sys/fs/cgroup/cpuset ]] ||
     die "needs the cgroup v1 cpu, cpuacct and cpuset controllers under /sys/fs/cgroup (this demo's host kind)"
   [[ -e /sys/fs/cgroup/cpu/cpu.idle ]] || die "this kernel has no v1 cpu.idle (needs Linux >= 5.15)"

@@ -97,8 +97,7 @@ Pods MakePods(Tree& tree) {
   pods.neighbours = {a, b, c};
   for (const auto& p : {pods.trainer, a, b, c}) tree.AddDir(tree.PodRel(p) + "/sandbox");
   const std::string pod_a = tree.Mount("cpu") + "/" + tree.PodRel(a);
-  const std::string ctr_a =
-      pod_a + "/" + a.container_ids[0].substr(a.container_ids[0].find("://") + 3);
+  const std::string ctr_a = tree.ContainerDir(a, 0);
   if (tree.v2()) {
     EXPECT_TRUE(WriteKnob(pod_a + "/cpu.max", "100000 250000"));
     EXPECT_TRUE(WriteKnob(ctr_a + "/cpu.max", "100000 250000"));

@@ -204,11 +204,6 @@ TEST_P(EnforcerCgroupTest, InotifyReportsWritesByAnotherProcessAndWatcherRestore
 // ---- crash tests: the child is this binary, re-executed ---------------------------------------
 
 constexpr char kEnvTree[] = "FG_CRASH_TREE";
-// The container id (no scheme) of a pod's i-th container.
-std::string ContainerDir(const Tree& tree, const PodIdentity& p, size_t i) {
-  const std::string& id = p.container_ids[i];
-  return tree.Mount("cpu") + "/" + tree.PodRel(p) + "/" + id.substr(id.find("://") + 3);
-}
 
 // Sets a dir's bandwidth limit the way kubelet/runc leave it (v1: period, then quota).
 void SetLimit(const Tree& tree, const std::string& dir, int64_t quota, int64_t period) {
@@ -300,8 +295,8 @@ TEST_P(EnforcerCgroupTest, QuotaFenceLandsOnPodsWhoseContainersHaveLimitsAndPeri
   PodIdentity pod = tree.AddPod("limited-0001", QosClass::kBurstable, 2, 512, -1);
   const std::string pod_dir = tree.Mount("cpu") + "/" + tree.PodRel(pod);
   SetLimit(tree, pod_dir, 100000, 250000);
-  SetLimit(tree, ContainerDir(tree, pod, 0), 60000, 250000);
-  SetLimit(tree, ContainerDir(tree, pod, 1), 40000, 250000);
+  SetLimit(tree, tree.ContainerDir(pod, 0), 60000, 250000);
+  SetLimit(tree, tree.ContainerDir(pod, 1), 40000, 250000);
   const auto before = tree.Snapshot();
   TempDir state;
   auto store = OpenStore(state.path());
@@ -379,9 +374,8 @@ TEST_P(EnforcerCgroupTest, PinningIsWithdrawnFromAPodWithRunningProcesses) {
   ASSERT_TRUE(all.ok());
   if (all->size() < 2) GTEST_SKIP() << "needs at least 2 CPUs";
   PodIdentity pod = tree.AddPod("busy-0001", QosClass::kBurstable, 1, 512, -1);
-  const std::string ctr = ContainerDir(tree, pod, 0);
-  const std::string ctr_cpuset =
-      tree.v2() ? ctr : tree.Mount("cpuset") + "/" + tree.PodRel(pod) + ctr.substr(ctr.rfind('/'));
+  const std::string ctr = tree.ContainerDir(pod, 0);
+  const std::string ctr_cpuset = tree.ContainerDir(pod, 0, "cpuset");
   const pid_t child = ::fork();
   ASSERT_GE(child, 0);
   if (child == 0) {
@@ -399,7 +393,7 @@ TEST_P(EnforcerCgroupTest, PinningIsWithdrawnFromAPodWithRunningProcesses) {
     ASSERT_TRUE(WriteKnob(ctr + "/cgroup.procs", std::to_string(child)));
   } else {
     for (const char* c : kControllers) {
-      const std::string d = tree.Mount(c) + "/" + tree.PodRel(pod) + ctr.substr(ctr.rfind('/'));
+      const std::string d = tree.ContainerDir(pod, 0, c);
       ASSERT_TRUE(WriteKnob(d + "/cgroup.procs", std::to_string(child))) << d;
     }
   }

@@ -159,6 +159,12 @@ class Tree {
     return cgroup::PodRelPath(layout_.driver, "", p.qos, p.uid);
   }
 
+  // The absolute dir of the pod's i-th container for controller `c` (v2: the unified dir).
+  std::string ContainerDir(const PodIdentity& p, size_t i, const char* c = "cpu") const {
+    const std::string& id = p.container_ids[i];
+    return Mount(c) + "/" + PodRel(p) + "/" + id.substr(id.find("://") + 3);
+  }
+
   // path → bytes of every knob file in every dir we made.
   std::map<std::string, std::string> Snapshot() const {
     std::map<std::string, std::string> out;
