@@ -10,6 +10,10 @@ namespace {
 
 constexpr int kMaxCpuId = 1 << 16;  // far above any real machine; rejects garbage like "0-4e9"
 
+// Why not hwloc_bitmap_list_sscanf: it accepts what a kernel cpu list never holds and the tests
+// require rejected ("1-" is an infinite range in hwloc's list syntax) and reports no reason for
+// a bad item; checking first would be this same parser, and common/ stays free of hwloc.
+
 Result<int> ParseId(std::string_view s, std::string_view whole) {
   int v = 0;
   auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);

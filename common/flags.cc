@@ -1,65 +1,126 @@
 #include "common/flags.h"
 
+#include <CLI/CLI.hpp>
+#include <charconv>
 #include <stdexcept>
 
 namespace feedguard {
 
+Flags::Flags() : app_(std::make_unique<CLI::App>()) {
+  app_->set_help_flag();     // callers declare --help themselves and print Help()
+  app_->allow_extras(true);  // unknown flags are reported below, in our own words
+  app_->add_option("args", positional_, "positional arguments");
+}
+
+Flags::~Flags() = default;
+
 void Flags::Define(const std::string& name, const std::string& default_value,
                    const std::string& help) {
-  flags_[name] = Flag{default_value, help, false, false};
+  Flag& f = flags_[name];
+  f = Flag{default_value, help, false, false, false};
+  app_->add_option("--" + name, f.value, help)
+      ->type_name("VALUE")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   order_.push_back(name);
 }
 
 void Flags::DefineBool(const std::string& name, const std::string& help) {
-  flags_[name] = Flag{"false", help, true, false};
+  Flag& f = flags_[name];
+  f = Flag{"false", help, true, false, false};
+  app_->add_flag("--" + name, f.bool_value, help)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   order_.push_back(name);
 }
 
 Status Flags::Parse(int argc, char** argv, int first) {
-  for (int i = first; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--") {
-      for (++i; i < argc; ++i) positional_.push_back(argv[i]);
-      break;
+  std::vector<std::string> args;  // CLI11 takes them in reverse order
+  for (int i = argc - 1; i >= first; --i) {
+    const std::string a = argv[i];
+    // "--name=" sets an empty value (CLI11 would call it missing): hand it over as "--name" "".
+    if (a.size() > 3 && a.rfind("--", 0) == 0 && a.back() == '=' && a.find('=') == a.size() - 1) {
+      auto it = flags_.find(a.substr(2, a.size() - 3));
+      if (it != flags_.end() && !it->second.is_bool) {
+        args.emplace_back("");
+        args.push_back(a.substr(0, a.size() - 1));
+        continue;
+      }
     }
-    if (a.rfind("--", 0) != 0 || a.size() == 2) {
-      positional_.push_back(a);
+    args.push_back(a);
+  }
+  positional_.clear();
+  try {
+    app_->parse(args);
+  } catch (const CLI::ArgumentMismatch& e) {
+    // "--NAME: 1 required VALUE missing": a value flag at the end of the line.
+    const std::string what = e.what();
+    if (what.rfind("--", 0) == 0 && what.find(": ") != std::string::npos &&
+        what.find("missing") != std::string::npos) {
+      return InvalidArgument(what.substr(0, what.find(": ")) + " needs a value");
+    }
+    return InvalidArgument(what);
+  } catch (const CLI::ConversionError& e) {
+    return InvalidArgument(std::string(e.what()) +
+                           " (boolean flags take no value, or =true/=false)");
+  } catch (const CLI::ParseError& e) {
+    return InvalidArgument(e.what());
+  }
+  bool separator_seen = false;
+  for (const std::string& extra : app_->remaining()) {
+    if (extra == "--" && !separator_seen) {  // CLI11 leaves the "--" that ended the flags here
+      separator_seen = true;
       continue;
     }
-    std::string name = a.substr(2), value;
-    bool has_value = false;
-    if (auto eq = name.find('='); eq != std::string::npos) {
-      value = name.substr(eq + 1);
-      name = name.substr(0, eq);
-      has_value = true;
+    if (extra.rfind("--", 0) == 0 && extra.size() > 2) {
+      return InvalidArgument("unknown flag " + extra.substr(0, extra.find('=')) + " (see --help)");
     }
-    auto it = flags_.find(name);
-    if (it == flags_.end()) return InvalidArgument("unknown flag --" + name + " (see --help)");
-    Flag& f = it->second;
-    if (f.is_bool) {
-      if (has_value && value != "true" && value != "false") {
-        return InvalidArgument("--" + name + " takes no value (or =true/=false)");
-      }
-      f.value = has_value ? value : "true";
-    } else {
-      if (!has_value) {
-        if (i + 1 >= argc) return InvalidArgument("--" + name + " needs a value");
-        value = argv[++i];
-      }
-      f.value = value;
-    }
-    f.set = true;
+    positional_.push_back(extra);  // e.g. "-x": not one of ours, kept as an argument
+  }
+  for (auto& [name, f] : flags_) {
+    f.set = app_->get_option("--" + name)->count() > 0;
+    if (f.is_bool) f.value = f.bool_value ? "true" : "false";
   }
   return OkStatus();
 }
 
-const std::string& Flags::Get(const std::string& name) const {
+const Flags::Flag& Flags::Find(const std::string& name) const {
   auto it = flags_.find(name);
   if (it == flags_.end()) throw std::logic_error("undeclared flag " + name);
-  return it->second.value;
+  return it->second;
 }
 
+const std::string& Flags::Get(const std::string& name) const { return Find(name).value; }
+
+namespace {
+
+// The whole string is one decimal integer that fits (std::from_chars: no spaces, no "+").
+bool ParseInt(const std::string& s, int64_t* out) {
+  const char* end = s.data() + s.size();
+  auto [ptr, ec] = std::from_chars(s.data(), end, *out);
+  return !s.empty() && ec == std::errc() && ptr == end;
+}
+
+}  // namespace
+
 bool Flags::GetBool(const std::string& name) const { return Get(name) == "true"; }
+
+Result<int64_t> Flags::GetInt(const std::string& name) const {
+  const std::string& v = Get(name);
+  int64_t out = 0;
+  if (!ParseInt(v, &out)) {
+    return InvalidArgument("--" + name + ": \"" + v + "\" is not a whole number");
+  }
+  return out;
+}
+
+Result<std::chrono::milliseconds> Flags::GetMillis(const std::string& name) const {
+  const std::string& v = Get(name);
+  int64_t out = 0;
+  if (!ParseInt(v, &out) || out < 0) {
+    return InvalidArgument("--" + name + ": \"" + v +
+                           "\" is not a whole number of milliseconds (0 or more)");
+  }
+  return std::chrono::milliseconds(out);
+}
 
 bool Flags::IsSet(const std::string& name) const {
   auto it = flags_.find(name);

@@ -7,11 +7,11 @@ here=$(cd "$(dirname "$0")" && pwd)
 
 packages=(
   build-essential cmake ninja-build pkg-config clang-format git curl ca-certificates openssl jq
-  libcurl4-openssl-dev libssl-dev nlohmann-json3-dev libyaml-cpp-dev libspdlog-dev
+  libcurl4-openssl-dev libssl-dev nlohmann-json3-dev libyaml-cpp-dev libspdlog-dev libcli11-dev
   libhwloc-dev hwloc libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   libgtest-dev libgmock-dev libbenchmark-dev libcpp-httplib-dev libturbojpeg0-dev
   qemu-system-x86 linux-image-cloud-amd64 busybox-static cpio
-  containerd runc crun containernetworking-plugins iproute2 util-linux iptables conntrack
+  containerd runc crun containernetworking-plugins iproute2 util-linux iptables conntrack prometheus
   clang libclang-rt-14-dev
   python3 python3-matplotlib python3-yaml python3-venv python3-pil python3-numpy
 )

@@ -1,6 +1,5 @@
 #include "agent/cli/agent_cli.h"
 
-#include <csignal>
 #include <cstdio>
 #include <iostream>
 #include <thread>
@@ -14,9 +13,11 @@
 #include "agent/client/fence_client.h"
 #include "agent/enforcer/watcher.h"
 #include "agent/engine/node_engine.h"
+#include "agent/gpu/nvml.h"
 #include "agent/topology/podresources_client.h"
 #include "common/flags.h"
 #include "common/metrics.h"
+#include "common/signals.h"
 
 namespace feedguard::agent {
 namespace {
@@ -49,6 +50,11 @@ void DefineNodeFlags(Flags& f) {
            "kubelet's static CPU manager state file (\"\" = none)");
   f.Define("pod-resources", "", "kubelet PodResources endpoint (\"\" = do not ask kubelet)");
   f.Define("nvidia-proc-root", "/proc/driver/nvidia/gpus", "NVIDIA driver's per-GPU info");
+  f.Define("nvml-library", gpu::kDefaultNvmlLibrary,
+           "NVML library for per-trainer GPU utilisation (\"\" = off; absent = off)");
+  f.Define("dra-resource-slices", "",
+           "JSON of the GPU DRA driver's ResourceSlices (kubectl get resourceslices -o json): "
+           "device name -> uuid/pcieBusID for DRA-allocated GPUs (\"\" = by minor number)");
   f.Define("self-pod-uid", "", "the agent's own pod uid (never fenced)");
   f.Define("log-level", "info", "trace | debug | info | warn | error");
   f.DefineBool("help", "show this help");
@@ -188,14 +194,38 @@ Result<NodeEngineOptions> NodeOptions(const Flags& f, bool open_state) {
     o.pod_resources = std::make_shared<PodResourcesClient>(po);
   }
   auto uuids = ReadNvidiaProcGpus(f.Get("nvidia-proc-root"));
-  o.gpu_resolver = std::make_shared<GpuIdResolver>(
+  auto resolver = std::make_shared<GpuIdResolver>(
       uuids.ok() ? std::move(uuids).value() : std::map<std::string, std::string>{},
       MigParentTable{});
+  // DRA device names ("gpu.nvidia.com/gpu-0"): by the driver's ResourceSlices, else by minor.
+  if (auto minors = ReadNvidiaProcMinors(f.Get("nvidia-proc-root")); minors.ok()) {
+    resolver->SetMinors(std::move(minors).value());
+  }
+  if (!f.Get("dra-resource-slices").empty()) {
+    auto slices = LoadResourceSlices(f.Get("dra-resource-slices"),
+                                     f.IsSet("node-name") ? f.Get("node-name") : "");
+    if (!slices.ok()) return slices.status().Annotate("--dra-resource-slices");
+    resolver->SetDraDevices(std::move(slices).value());
+  }
+  o.gpu_resolver = std::move(resolver);
   return o;
 }
 
 Result<Node> BuildNode(const Flags& f) {
   FG_ASSIGN_OR_RETURN(NodeEngineOptions o, NodeOptions(f, /*open_state=*/true));
+  // The GPU's own signal (per-trainer GPU busy %) where NVML is present; absent is no error.
+  if (!f.Get("nvml-library").empty()) {
+    auto nvml = gpu::OpenNvml(f.Get("nvml-library"));
+    if (nvml.ok()) {
+      o.gpu_monitor = std::move(nvml).value();
+    } else if (nvml.status().code() == StatusCode::kNotFound) {
+      spdlog::debug("feedguard-agent: no NVML ({}); GPU utilisation not reported",
+                    nvml.status().message());
+    } else {
+      spdlog::warn("feedguard-agent: NVML unusable ({}); GPU utilisation not reported",
+                   nvml.status().message());
+    }
+  }
   return MakeNode(std::move(o));
 }
 
@@ -274,13 +304,17 @@ int CmdRevert(Flags& f) {
   return 0;
 }
 
-volatile std::sig_atomic_t g_stop = 0;  // signal flag: the one global a signal handler needs
-void OnSignal(int) { g_stop = 1; }
-
 int CmdRun(Flags& f) {
+  // First, before any thread: SIGTERM/SIGINT stay blocked everywhere and only Wait() takes them.
+  TerminationSignals signals;
+  if (!signals.status().ok()) return Fail(signals.status(), 1);
   if (f.Get("controller").empty())
     return Fail(InvalidArgument("--controller HOST:PORT is required"), 2);
   if (f.Get("node-name").empty()) return Fail(InvalidArgument("--node-name is required"), 2);
+  auto report_interval = f.GetMillis("report-interval-ms");
+  if (!report_interval.ok()) return Fail(report_interval.status(), 2);
+  auto verify_interval = f.GetMillis("verify-interval-ms");
+  if (!verify_interval.ok()) return Fail(verify_interval.status(), 2);
   auto node = BuildNode(f);
   if (!node.ok()) return Fail(node.status(), 1);
   FenceClientOptions o;
@@ -288,6 +322,7 @@ int CmdRun(Flags& f) {
   o.insecure = f.GetBool("insecure");
   o.tls = {f.Get("tls-ca"), f.Get("tls-cert"), f.Get("tls-key")};
   o.tls_server_name = f.Get("tls-server-name");
+  o.token_file = f.Get("token-file");
   o.hello.set_node_name(f.Get("node-name"));
   o.hello.set_agent_version(FEEDGUARD_VERSION);
   const auto& layout = node->cgroups->layout();
@@ -297,7 +332,7 @@ int CmdRun(Flags& f) {
   if (layout.caps.cpu_idle) o.hello.add_capabilities("cpu.idle");
   if (layout.caps.burst) o.hello.add_capabilities("cpu.burst");
   if (layout.caps.psi) o.hello.add_capabilities("cpu.pressure");
-  o.report_interval = std::chrono::milliseconds(std::stoi(f.Get("report-interval-ms")));
+  o.report_interval = *report_interval;
   auto* summary = o.hello.mutable_topology();
   summary->set_numa_nodes(static_cast<int>(node->topology.numa_nodes.size()));
   summary->set_cores(static_cast<int>(node->topology.cores.size()));
@@ -312,7 +347,7 @@ int CmdRun(Flags& f) {
   spdlog::info("feedguard-agent: node {} dialing {}", f.Get("node-name"), o.target);
 
   WatcherOptions wo;
-  wo.sweep_interval = std::chrono::milliseconds(std::stoi(f.Get("verify-interval-ms")));
+  wo.sweep_interval = *verify_interval;
   Watcher watcher(node->enforcer, wo);
   if (Status st = watcher.Start(); !st.ok()) spdlog::warn("overwrite watcher: {}", st.ToString());
 
@@ -349,6 +384,17 @@ int CmdRun(Flags& f) {
             out += RenderLabelled("feedguard_trainer_cpu_pressure_ratio",
                                   "share of the last 10 s some trainer task waited for CPU (PSI)",
                                   "gauge", psi, "pod");
+            std::vector<std::pair<std::string, double>> busy;
+            for (const auto& p : r->pods()) {
+              if (p.role() == feedguard::v1::PodReport::TRAINER && p.gpus_sampled() > 0) {
+                busy.push_back({p.namespace_() + "/" + p.name(), p.gpu_busy_percent() / 100});
+              }
+            }
+            if (!busy.empty()) {
+              out += RenderLabelled("feedguard_trainer_gpu_busy_ratio",
+                                    "mean NVML utilisation of the GPUs a trainer holds (0-1)",
+                                    "gauge", busy, "pod");
+            }
           }
           return out;
         },
@@ -357,10 +403,8 @@ int CmdRun(Flags& f) {
     metrics = std::move(m).value();
   }
 
-  std::signal(SIGTERM, OnSignal);
-  std::signal(SIGINT, OnSignal);
   // The client's report thread asks the applier for a fresh report every report interval.
-  while (!g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  signals.Wait();
   watcher.Stop();
   spdlog::info("feedguard-agent: stopping; fences stay in place (use `revert` to remove them)");
   (*client)->Stop();
@@ -389,6 +433,9 @@ int RunAgentCli(int argc, char** argv) {
     f.Define("tls-cert", "", "this agent's client certificate");
     f.Define("tls-key", "", "this agent's client key");
     f.Define("tls-server-name", "", "name to verify on the controller's certificate");
+    f.Define("token-file", "",
+             "projected ServiceAccount token sent on every (re)connect as the agent's node-bound "
+             "identity (re-read each time; \"\" = none)");
     f.DefineBool("insecure", "no TLS (local demos only; the controller must agree)");
     f.Define("report-interval-ms", "10000", "how often to send a fresh report");
     f.Define("verify-interval-ms", "60000",

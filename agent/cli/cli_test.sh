@@ -68,5 +68,25 @@ run apply protected.json
 [[ $rc == 0 ]] && ok "a protected pod in a fence is not a failure (exit 0)" || bad "protected: exit $rc: $(head -c 400 "$t/out")"
 grep -q '"reason": "ProtectedPod"' "$t/out" && ok "the protected pod is reported as such" || bad "no ProtectedPod in report"
 
+# Issue 15 (small): a bad topology file gets a message naming what is wrong, and `topology` and
+# `plan` exit with the same code for it.
+printf 'pack:2 core:4 pu:2\n' >"$t/synthetic.txt"
+printf '<?xml version="1.0"?><svg></svg>\n' >"$t/svg.xml"
+printf '<topology>nope\n' >"$t/malformed.xml"
+for spec in "synthetic.txt:not an XML file" "svg.xml:without a <topology> element" \
+            "malformed.xml:malformed" "absent.xml:cannot open"; do
+  file=${spec%%:*} want=${spec#*:}
+  set +e
+  "$agent" topology --topology-xml "$t/$file" >/dev/null 2>"$t/topo_err"
+  topo_rc=$?
+  set -e
+  run plan known.json --topology-xml "$t/$file"
+  if [[ $topo_rc != 0 && $topo_rc == "$rc" ]] && grep -qF "$want" "$t/topo_err" && grep -qF "$want" "$t/err"; then
+    ok "$file: topology and plan both exit $rc saying \"$want\""
+  else
+    bad "$file: topology exit $topo_rc ($(head -c 200 "$t/topo_err")), plan exit $rc ($(head -c 200 "$t/err"))"
+  fi
+done
+
 echo "$pass passed, $fail failed"
 [[ $fail == 0 ]]

@@ -1,6 +1,7 @@
 #include "agent/client/fence_client.h"
 
 #include <fstream>
+#include <iterator>
 #include <random>
 #include <utility>
 
@@ -25,6 +26,25 @@ Status CheckReadable(const std::string& what, const std::string& path) {
   std::ifstream in(path);
   if (!in) return NotFound("cannot read TLS " + what + " file " + path);
   return OkStatus();
+}
+
+// The token file's content without surrounding blanks; an error when unreadable, empty or not
+// one printable line (a token is sent as a header value).
+Result<std::string> ReadToken(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return NotFound("cannot read the ServiceAccount token file " + path);
+  std::string token((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (token.size() > 64 * 1024) return InvalidArgument("token file " + path + " is too large");
+  const auto blank = [](char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; };
+  while (!token.empty() && blank(token.back())) token.pop_back();
+  size_t start = 0;
+  while (start < token.size() && blank(token[start])) ++start;
+  token.erase(0, start);
+  if (token.empty()) return FailedPrecondition("token file " + path + " is empty");
+  for (char c : token) {
+    if (c < 0x21 || c > 0x7e) return InvalidArgument("token file " + path + " is not one token");
+  }
+  return token;
 }
 
 }  // namespace
@@ -80,7 +100,7 @@ Result<std::unique_ptr<FenceClient>> FenceClient::Start(FenceClientOptions optio
   }
   std::unique_ptr<FenceClient> c(
       new FenceClient(std::move(options), std::move(applier), std::move(creds), provider));
-  c->run_thread_ = std::thread([p = c.get()] { p->RunLoop(); });
+  c->run_thread_ = std::jthread([p = c.get()](std::stop_token stop) { p->RunLoop(stop); });
   c->report_thread_ = std::thread([p = c.get()] { p->ReportLoop(); });
   return c;
 }
@@ -103,7 +123,7 @@ void FenceClient::Stop() {
     stopping_ = true;
     if (dialing_) dialing_->ctx.TryCancel();
   }
-  options_.sleeper->Interrupt();
+  run_thread_.request_stop();
   report_cv_.notify_all();
   if (run_thread_.joinable()) run_thread_.join();
   if (report_thread_.joinable()) report_thread_.join();
@@ -123,7 +143,7 @@ FenceClient::Stats FenceClient::stats() const {
   return stats_;
 }
 
-void FenceClient::RunLoop() {
+void FenceClient::RunLoop(std::stop_token stop) {
   Backoff backoff(options_.backoff, options_.jitter_seed);
   for (uint64_t attempt = 1;; ++attempt) {
     if (RunStream(attempt)) backoff.Reset();
@@ -134,7 +154,7 @@ void FenceClient::RunLoop() {
     const auto delay = backoff.Next();
     spdlog::info("fence client: reconnecting to {} in {} ms (failure {})", options_.target,
                  delay.count(), backoff.failures());
-    if (!options_.sleeper->SleepFor(delay)) return;  // interrupted: stopping
+    if (!options_.sleeper->Sleep(delay, stop)) return;  // Stop() was called
   }
 }
 
@@ -159,6 +179,17 @@ bool FenceClient::RunStream(uint64_t attempt) {
   auto channel = grpc::CreateCustomChannel(options_.target, creds_, args);
   auto stub = feedguard::v1::FenceDistribution::NewStub(channel);
 
+  if (!options_.token_file.empty()) {
+    Result<std::string> token = ReadToken(options_.token_file);
+    if (!token.ok()) {
+      std::lock_guard lock(mu_);
+      dialing_.reset();
+      stats_.last_error = token.status().ToString();
+      spdlog::warn("fence client: stream {}: {}", attempt, stats_.last_error);
+      return false;
+    }
+    h->ctx.AddMetadata("authorization", "Bearer " + *token);
+  }
   h->rw = stub->Stream(&h->ctx);
   AgentMessage hello;
   *hello.mutable_hello() = options_.hello;

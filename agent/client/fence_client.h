@@ -17,11 +17,12 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <stop_token>
 #include <string>
 #include <thread>
 
-#include "agent/client/backoff.h"
 #include "agent/client/fence_applier.h"
+#include "common/backoff.h"
 #include "feedguard/common/status.h"
 #include "feedguard/common/time_source.h"
 #include "feedguard/v1/nodefence.pb.h"
@@ -48,6 +49,11 @@ struct FenceClientOptions {
   ClientTlsFiles tls;
   std::string tls_server_name;  // optional: name to verify instead of the target's host
   std::chrono::seconds cert_refresh_interval{10};
+  // Node-bound identity: the projected ServiceAccount token file (audience of the controller's
+  // --agent-token-audience). Read again for every stream (the kubelet rotates it) and sent as
+  // `authorization: Bearer <token>`; an unreadable or empty file fails the attempt (backoff).
+  // "" = send no token.
+  std::string token_file;
   // node_name is required; last_applied_version is filled in by the client on every connect.
   feedguard::v1::AgentHello hello;
   std::chrono::milliseconds report_interval{30'000};
@@ -56,7 +62,7 @@ struct FenceClientOptions {
   std::chrono::milliseconds healthy_after{10'000};
   std::chrono::milliseconds keepalive_time{30'000};
   std::chrono::milliseconds keepalive_timeout{10'000};
-  SleeperPtr sleeper;        // default: RealSleeper; one per client (Stop() interrupts it for good)
+  SleeperPtr sleeper;        // default: RealSleeper; Stop() ends the sleep between attempts
   TimeSourcePtr clock;       // default: RealTimeSource
   uint64_t jitter_seed = 0;  // 0: random
 };
@@ -93,7 +99,7 @@ class FenceClient {
   FenceClient(FenceClientOptions options, FenceApplierPtr applier,
               std::shared_ptr<grpc::ChannelCredentials> creds,
               std::shared_ptr<grpc::experimental::CertificateProviderInterface> provider);
-  void RunLoop();
+  void RunLoop(std::stop_token stop);
   void ReportLoop();
   // One stream from dial to end; returns whether it was healthy (resets the backoff).
   bool RunStream(uint64_t attempt);
@@ -116,7 +122,7 @@ class FenceClient {
   // Touched only by the run thread:
   std::optional<feedguard::v1::NodeFence> last_fence_;  // last fence applied successfully
 
-  std::thread run_thread_;
+  std::jthread run_thread_;  // RunLoop; Stop() requests its stop (ends a backoff sleep)
   std::thread report_thread_;
 };
 

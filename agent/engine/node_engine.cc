@@ -257,6 +257,12 @@ Result<Plan> NodeEngine::MakePlanFor(const v1::NodeFence& fence) {
   {
     std::lock_guard<std::mutex> l(mu_);
     in.previous = last_plan_ ? last_plan_ : restart_plan_;
+    trainer_bus_ids_.clear();
+    for (const auto& [uid, gpus] : in.trainer_gpus) {
+      for (const auto& g : gpus) {
+        if (!g.bus_id.empty()) trainer_bus_ids_[uid].insert(g.bus_id);
+      }
+    }
   }
   Plan plan = feedguard::agent::MakePlan(options_.topology, in);
   // CPUs the planner was told to avoid must exist on this machine.
@@ -429,8 +435,29 @@ v1::NodeReport NodeEngine::ToReport(const ApplyReport& r, const Plan& plan) cons
 }
 
 void NodeEngine::AddObservations(v1::NodeReport* report) const {
+  // The GPU's own signal: each trainer's GPUs' mean utilisation, when NVML is there.
+  std::map<std::string, gpu::GpuSample> samples;
+  std::map<std::string, std::set<std::string>> bus_ids;
+  if (options_.gpu_monitor) {
+    auto s = options_.gpu_monitor->Sample();
+    if (s.ok()) samples = std::move(s).value();
+    std::lock_guard<std::mutex> l(mu_);
+    bus_ids = trainer_bus_ids_;
+  }
   for (auto& pod : *report->mutable_pods()) {
     if (pod.role() != v1::PodReport::TRAINER) continue;
+    if (auto it = bus_ids.find(pod.uid()); it != bus_ids.end()) {
+      double sum = 0;
+      uint32_t n = 0;
+      for (const auto& bdf : it->second) {
+        auto sample = samples.find(bdf);
+        if (sample == samples.end()) continue;
+        sum += sample->second.gpu_percent;
+        ++n;
+      }
+      pod.set_gpus_sampled(n);
+      pod.set_gpu_busy_percent(n > 0 ? sum / n : 0.0);
+    }
     PodIdentity id;
     id.uid = pod.uid();
     id.ns = pod.namespace_();

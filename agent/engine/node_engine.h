@@ -8,12 +8,14 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "agent/cgroup/cgroups.h"
 #include "agent/client/fence_applier.h"
 #include "agent/enforcer/enforcer.h"
+#include "agent/gpu/nvml.h"
 #include "agent/planner/planner.h"
 #include "agent/topology/gpu_ids.h"
 #include "agent/topology/podresources_client.h"
@@ -29,6 +31,8 @@ struct NodeEngineOptions {
   // Which GPUs each trainer got. Null: only NodeFence.trainers[].gpu_ids are used.
   PodResourcesSourcePtr pod_resources;
   std::shared_ptr<const GpuIdResolver> gpu_resolver;  // null: GPU ids stay unresolved
+  // Each GPU's utilisation (NVML). Null: not reported (no NVML on this node).
+  gpu::GpuMonitorPtr gpu_monitor;
   CpuSet reserved_cpus;
   std::string cpu_manager_state_path;  // "" = no static CPU manager
   // The enforcer's state dir ("" = none). At construction the engine reads the checkpoint there
@@ -76,6 +80,8 @@ class NodeEngine final : public FenceApplier {
   std::optional<feedguard::v1::NodeReport> last_report_;  // guarded by mu_
   std::map<std::string, uint64_t> neighbour_usage_ns_;    // uid → last sample; guarded by mu_
   uint64_t neighbour_cpu_ns_ = 0;                         // guarded by mu_
+  // Trainer uid → PCI addresses of its physical GPUs, from the last plan; guarded by mu_.
+  std::map<std::string, std::set<std::string>> trainer_bus_ids_;
 };
 using NodeEnginePtr = std::shared_ptr<NodeEngine>;
 

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <optional>
 #include <set>
 #include <tuple>
@@ -104,6 +105,18 @@ class Allocator {
     return cores == n;
   }
 
+  // `cpus` counted in units: whole cores (-1 when a core is split) or threads.
+  int UnitsIn(const CpuSet& cpus, bool whole) const {
+    if (!whole) return static_cast<int>(cpus.size());
+    int cores = 0;
+    for (const Core& c : t_.cores) {
+      if (!c.pus.Intersects(cpus)) continue;
+      if (!c.pus.IsSubsetOf(cpus)) return -1;
+      ++cores;
+    }
+    return cores;
+  }
+
   int NumaOfPu(int pu) const {
     const Core* c = t_.CoreOfPu(pu);
     return c == nullptr ? -1 : c->numa;
@@ -131,6 +144,11 @@ struct TrainerWork {
   const pb::PolicyOptions* policy = nullptr;
   TrainerPlacement placement;
   int units = 0;                  // 0 = do not pin
+  int demand = 0;                 // units before any split of a shared GPU's cores
+  std::set<std::string> bus_ids;  // PCI addresses of its physical GPUs found in the topology
+  bool shared = false;            // holds a GPU another trainer of this fence holds too
+  int co_holders = 0;             // other trainers holding one of its GPUs (max over its GPUs)
+  bool split_done = false;        // its shared GPUs' local cores were split (SplitShared)
   std::map<int, int> gpu_nodes;   // NUMA node → GPU shares on it (kGpuShare per GPU)
   bool locality_unknown = false;  // some GPU's node is unknown
   bool skip = false;              // already failed (diagnostic emitted)
@@ -171,9 +189,15 @@ class Planner {
         if (w.placement.dry_run == dry) TryReturn(alloc, w);
       }
       for (TrainerWork& w : work) {
-        if (w.placement.dry_run == dry && w.placement.cpus.empty()) PlaceNew(alloc, w);
+        if (w.placement.dry_run != dry || !w.placement.cpus.empty()) continue;
+        SplitShared(alloc, work, w);
+        PlaceNew(alloc, w);
+      }
+      for (TrainerWork& w : work) {
+        if (w.placement.dry_run == dry) GrowInPlace(alloc, w);
       }
     }
+    for (TrainerWork& w : work) ReportShort(w);
     // Every plan says why a trainer is off its GPUs' node(s), not only the one that put it there.
     for (TrainerWork& w : work) ReportFallback(w);
     CpuSet enforced_trainers;
@@ -239,6 +263,7 @@ class Planner {
       return ka < kb;
     });
     for (TrainerWork& w : work) Size(w);
+    MarkShared(work);
     return work;
   }
 
@@ -257,13 +282,24 @@ class Planner {
     const bool single_node = cpu_nodes_.size() <= 1;
     for (const auto& g : gpus) {
       const GpuDevice* dev = g.bus_id.empty() ? nullptr : t_.FindGpu(g.bus_id);
+      if (dev != nullptr) w.bus_ids.insert(dev->bdf);
       if (dev == nullptr) {
+        std::string what;
+        if (g.bus_id.empty()) {
+          what = " not found on this node";
+        } else if (const PciDevice* other = t_.FindOtherPci(g.bus_id)) {
+          char ids[64];
+          std::snprintf(ids, sizeof ids, " (vendor %04x, device %04x, class %04x)",
+                        static_cast<unsigned>(other->vendor_id),
+                        static_cast<unsigned>(other->device_id),
+                        static_cast<unsigned>(other->class_id));
+          what = " resolves to PCI " + g.bus_id + ", which is not an NVIDIA GPU but another " +
+                 "device" + ids;
+        } else {
+          what = " resolves to PCI " + g.bus_id + ", which this node's topology does not have";
+        }
         Diag(uid, w.placement.policy, reason::kGPUNotFound,
-             "GPU " + g.device_id +
-                 (g.bus_id.empty() ? std::string(" not found on this node")
-                                   : " resolves to PCI " + g.bus_id +
-                                         ", which is not an NVIDIA GPU in this node's topology") +
-                 (g.error.empty() ? "" : (": " + g.error)));
+             "GPU " + g.device_id + what + (g.error.empty() ? "" : (": " + g.error)));
       }
       if (single_node && !cpu_nodes_.empty()) {
         w.gpu_nodes[*cpu_nodes_.begin()] += kGpuShare;
@@ -296,6 +332,26 @@ class Planner {
       Diag(uid, w.placement.policy, reason::kGPULocalityUnknown,
            "RequireGPULocal but the NUMA node of the pod's GPUs is unknown");
       w.skip = true;
+    }
+    w.demand = w.units;
+  }
+
+  // Trainers that place near their GPUs and hold a GPU another such trainer holds (MPS,
+  // time-slicing, one shared ResourceClaim): their GPU's local cores are split between them.
+  static bool Shares(const TrainerWork& w) {
+    return !w.skip && w.units > 0 && !w.bus_ids.empty() && !w.gpu_nodes.empty() &&
+           Numa(*w.policy) != pb::IGNORE;
+  }
+  static void MarkShared(std::vector<TrainerWork>& work) {
+    std::map<std::string, int> holders;
+    for (const TrainerWork& w : work) {
+      if (!Shares(w)) continue;
+      for (const auto& bdf : w.bus_ids) ++holders[bdf];
+    }
+    for (TrainerWork& w : work) {
+      if (!Shares(w)) continue;
+      for (const auto& bdf : w.bus_ids) w.co_holders = std::max(w.co_holders, holders[bdf] - 1);
+      w.shared = w.co_holders > 0;
     }
   }
 
@@ -384,12 +440,22 @@ class Planner {
     const TrainerPlacement* prev = Previous(w.placement.pod.uid);
     if (prev == nullptr || prev->cpus.empty()) return;
     const bool whole = WholeCores(*w.policy);
-    if (!alloc.StillValid(prev->cpus, whole, w.units)) return;
+    // An incumbent on its GPUs' node(s) holding fewer units than it asks (its share of a shared
+    // GPU's local cores, or its policy asks more now) keeps them and grows there when room
+    // appears (GrowInPlace): it never moves to get its full size.
+    int n = w.units;
+    const int held = alloc.UnitsIn(prev->cpus, whole);
+    if (held > 0 && held < w.units && Numa(*w.policy) != pb::IGNORE &&
+        LocalTo(w, prev->cpus, alloc)) {
+      n = held;
+    }
+    if (!alloc.StillValid(prev->cpus, whole, n)) return;
     const bool local = LocalTo(w, prev->cpus, alloc);
     const auto numa = Numa(*w.policy);
     if (numa == pb::REQUIRE_GPU_LOCAL && !local) return;
     if (numa == pb::PREFER_GPU_LOCAL && prev->gpu_local && !local) return;
     if (alloc.WholeFreeCores(prev->cpus) < 1) return;
+    w.units = n;
     Finish(w, prev->cpus, alloc);
     w.placement.why = "IncumbentKept: keeps the CPUs it had" +
                       (w.placement.gpu_local ? std::string(", local to its GPUs (node(s) ") +
@@ -459,6 +525,15 @@ class Planner {
     if (w.skip || w.units <= 0) return;
     const std::string& uid = w.placement.pod.uid;
     const bool whole = WholeCores(*w.policy);
+    if (w.units < w.demand) {
+      // Its share of a shared GPU's local cores, which others of higher rank took meanwhile: a
+      // share is only ever held on the GPU's node, so it is placed at its full size instead.
+      size_t local_free = 0;
+      for (const auto& [node, count] : w.gpu_nodes) {
+        local_free += alloc.Units(whole, node, {}).size();
+      }
+      if (local_free < static_cast<size_t>(w.units)) w.units = w.demand;
+    }
     const auto numa = Numa(*w.policy);
     const int n = w.units;
     CpuSet chosen;
@@ -550,6 +625,136 @@ class Planner {
     }
   }
 
+  // NUMA nodes a GPU's cores come from (as in Size).
+  std::set<int> NodesOfGpu(const std::string& bdf) const {
+    if (cpu_nodes_.size() <= 1) return cpu_nodes_;
+    const GpuDevice* dev = t_.FindGpu(bdf);
+    if (dev == nullptr) return {};
+    return std::set<int>(dev->local_numa.begin(), dev->local_numa.end());
+  }
+
+  static std::string BusList(const std::set<std::string>& bdfs) {
+    std::string out;
+    for (const auto& b : bdfs) out += (out.empty() ? "" : ",") + b;
+    return out;
+  }
+
+  // MPS / time-sliced sharing: before the first newcomer holding a shared GPU is placed, the
+  // GPU's free local units are split between the newcomers of the same priority holding it, in
+  // proportion to what each asks (largest remainder), when they do not all fit (a higher
+  // priority still goes first, whole). Incumbents keep what they hold (a newcomer
+  // never evicts one); a trainer left with no local unit keeps its size and falls back (PREFER) or
+  // fails (REQUIRE), with GPUSharedNoLocalCore.
+  void SplitShared(const Allocator& alloc, std::vector<TrainerWork>& work, TrainerWork& w) {
+    if (!w.shared || w.split_done) return;
+    const bool whole = WholeCores(*w.policy);
+    size_t pus_per_core = 1;
+    for (const Core& c : t_.cores) pus_per_core = std::max(pus_per_core, c.pus.size());
+    std::vector<TrainerWork*> members_all;
+    for (const std::string& bdf : w.bus_ids) {
+      std::vector<TrainerWork*> group;
+      for (TrainerWork& o : work) {
+        if (!o.shared || o.bus_ids.count(bdf) == 0 || o.split_done || o.skip || o.units <= 0 ||
+            !o.placement.cpus.empty() || o.placement.dry_run != w.placement.dry_run ||
+            WholeCores(*o.policy) != whole || o.policy->priority() != w.policy->priority()) {
+          continue;
+        }
+        group.push_back(&o);
+      }
+      members_all.insert(members_all.end(), group.begin(), group.end());
+      const std::set<int> nodes = NodesOfGpu(bdf);
+      if (group.size() < 2 || nodes.empty()) continue;
+      int capacity = 0;
+      for (int node : nodes) capacity += static_cast<int>(alloc.Units(whole, node, {}).size());
+      // The rail: one whole core stays free for everyone else.
+      int free_here = 0;
+      for (const Core& c : t_.cores) {
+        if (nodes.count(c.numa) != 0 && alloc.CoreFree(c, {})) ++free_here;
+      }
+      if (alloc.WholeFreeCores() - free_here < 1) {
+        capacity -= whole ? 1 : static_cast<int>(pus_per_core);
+      }
+      capacity = std::max(capacity, 0);
+      int demand = 0;
+      for (const TrainerWork* o : group) demand += o->units;
+      if (demand <= capacity) continue;
+      std::vector<int> share(group.size());
+      std::vector<std::pair<int, size_t>> remainders;  // (-remainder, member)
+      int assigned = 0;
+      for (size_t i = 0; i < group.size(); ++i) {
+        share[i] = capacity * group[i]->units / demand;
+        assigned += share[i];
+        remainders.push_back({-(capacity * group[i]->units % demand), i});
+      }
+      std::sort(remainders.begin(), remainders.end());
+      for (size_t k = 0; assigned < capacity && k < remainders.size(); ++k) {
+        ++share[remainders[k].second];
+        ++assigned;
+      }
+      for (size_t i = 0; i < group.size(); ++i) {
+        TrainerWork& o = *group[i];
+        if (share[i] == 0) {
+          Diag(o.placement.pod.uid, o.placement.policy, reason::kGPUSharedNoLocalCore,
+               "GPU " + bdf + " is shared by " + std::to_string(group.size()) +
+                   " newcomers asking " + std::to_string(demand) + (whole ? " cores" : " threads") +
+                   "; its NUMA node(s) " + NodeList(nodes) + " have " + std::to_string(capacity) +
+                   " free: none is left for this one");
+        } else if (share[i] < o.units) {
+          o.units = share[i];
+        }
+      }
+    }
+    for (TrainerWork* o : members_all) o->split_done = true;
+    w.split_done = true;
+  }
+
+  // A trainer holding less than it asks (its share of a shared GPU) grows on its GPUs' node(s)
+  // when room appears there; the cores it holds stay.
+  void GrowInPlace(Allocator& alloc, TrainerWork& w) {
+    if (w.placement.cpus.empty() || w.units >= w.demand || !w.placement.gpu_local) return;
+    const bool whole = WholeCores(*w.policy);
+    CpuSet chosen = w.placement.cpus;
+    const int before = w.units;
+    int got = w.units;
+    for (const auto& [node, count] : w.gpu_nodes) {
+      for (const CpuSet& u : alloc.Units(whole, node, chosen)) {
+        if (got == w.demand) break;
+        const CpuSet more = chosen.Union(u);
+        if (alloc.WholeFreeCores(more) < 1) break;
+        chosen = more;
+        ++got;
+      }
+    }
+    if (got == before) return;
+    w.units = got;
+    Finish(w, chosen, alloc);
+    w.placement.why += "; GrewInPlace: from " + std::to_string(before) + " to " +
+                       std::to_string(got) + (whole ? " cores" : " threads") +
+                       " on its GPUs' node(s) " + NodeList(GpuNodes(w)) + ", keeping those it had";
+  }
+
+  // Every plan says why a trainer holds less than it asks.
+  void ReportShort(TrainerWork& w) {
+    if (w.placement.cpus.empty() || w.units >= w.demand) return;
+    const bool whole = WholeCores(*w.policy);
+    const std::string held = "holds " + std::to_string(w.units) + " of " +
+                             std::to_string(w.demand) + (whole ? " cores" : " threads");
+    std::string msg;
+    const char* code = reason::kGPUSharedSplit;
+    if (w.shared) {
+      msg = held + ": GPU " + BusList(w.bus_ids) + " is shared with " +
+            std::to_string(w.co_holders) + " other trainer(s) and its NUMA node(s) " +
+            NodeList(GpuNodes(w)) + " have too few free cores for all of them; it grows there " +
+            "when room appears";
+    } else {
+      code = reason::kFewerCoresThanAsked;
+      msg = held + " on its GPUs' NUMA node(s) " + NodeList(GpuNodes(w)) +
+            " (kept from an earlier plan rather than moved); it grows there when room appears";
+    }
+    Diag(w.placement.pod.uid, w.placement.policy, code, msg);
+    w.placement.why += std::string("; ") + code + ": " + msg;
+  }
+
   static std::set<int> NodesOf(const CpuSet& cpus, const Allocator& alloc) {
     std::set<int> out;
     for (int pu : cpus) out.insert(alloc.NumaOfPu(pu));
@@ -630,13 +835,20 @@ class Planner {
       const int pct = pol->neighbour_max_cpu_percent() > 0 ? pol->neighbour_max_cpu_percent()
                                                            : kDefaultMaxCpuPercent;
       const int64_t total = static_cast<int64_t>(left.size()) * kPeriodUs * pct / 100;
-      int64_t weights = 0;
-      for (auto* a : group) weights += std::max<int64_t>(a->pod.cpu_request_milli, 0);
+      // Requests and limits come from the controller unchecked (up to INT64_MAX when a pod's
+      // sum saturates): the sum and the products are taken in 128 bits, so no request, however
+      // absurd, overflows the split; each share is at most `total`, which fits.
+      __extension__ using Wide = unsigned __int128;
+      Wide weights = 0;
+      for (auto* a : group)
+        weights += static_cast<Wide>(std::max<int64_t>(a->pod.cpu_request_milli, 0));
       for (auto* a : group) {
-        int64_t q = weights > 0 ? total * std::max<int64_t>(a->pod.cpu_request_milli, 0) / weights
+        const Wide req = static_cast<Wide>(std::max<int64_t>(a->pod.cpu_request_milli, 0));
+        int64_t q = weights > 0 ? static_cast<int64_t>(static_cast<Wide>(total) * req / weights)
                                 : total / static_cast<int64_t>(group.size());
         if (a->pod.cpu_limit_milli > 0) {
-          q = std::min<int64_t>(q, a->pod.cpu_limit_milli * kPeriodUs / 1000);
+          const Wide cap = static_cast<Wide>(a->pod.cpu_limit_milli) * kPeriodUs / 1000;
+          if (cap < static_cast<Wide>(q)) q = static_cast<int64_t>(cap);
         }
         a->quota = CpuQuota{std::max(q, kMinQuotaUs), kPeriodUs};
       }

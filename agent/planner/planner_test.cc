@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <limits>
 #include <map>
 #include <random>
 
@@ -273,7 +274,20 @@ TEST(PlannerTest, UnknownGpuIsDiagnosed) {
   Input vga;
   vga.Policy({.name = "p", .cores_per_gpu = 1}).Trainer("a", "p", {"0000:03:00.0"});
   EXPECT_NE(Diags(vga.Make("server-2s-8gpu")).find("PCI 0000:03:00.0"), std::string::npos)
+      << Diags(vga.Make("server-2s-8gpu"));  // ... and says what is there: another device (vendor,
+                                             // device, class) or nothing at all.
+  EXPECT_NE(Diags(vga.Make("server-2s-8gpu"))
+                .find("not an NVIDIA GPU but another device (vendor 1a03, device 2000, class "
+                      "0300)"),
+            std::string::npos)
       << Diags(vga.Make("server-2s-8gpu"));
+  Input nic;
+  nic.Policy({.name = "p", .cores_per_gpu = 1}).Trainer("a", "p", {"0000:0c:00.0"});
+  EXPECT_NE(Diags(nic.Make("server-2s-8gpu")).find("vendor 15b3"), std::string::npos)
+      << Diags(nic.Make("server-2s-8gpu"));
+  EXPECT_NE(Diags(plan).find("PCI 0000:77:00.0, which this node's topology does not have"),
+            std::string::npos)
+      << Diags(plan);
 }
 
 TEST(PlannerTest, NoCoresAskedMeansNotPinnedAndNoDiagnostic) {
@@ -408,6 +422,23 @@ TEST(PlannerTest, QuotaNeverExceedsThePodsOwnLimit) {
   in.Policy({.name = "quota", .fence = pb::QUOTA}).Neighbour("n", "quota", 500, 500);
   const Plan plan = in.Make("ws-1s-1gpu");
   EXPECT_EQ(N(plan, "n").quota->quota_us, 50000);  // 0.5 CPU limit, not 75% of 16
+}
+
+TEST(PlannerTest, AbsurdRequestsAndLimitsDoNotOverflowTheQuotaSplit) {
+  // The controller forwards requests up to INT64_MAX (a saturated per-pod sum); the split must
+  // stay exact and bounded (UBSan flagged the 64-bit products before).
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  Input in;
+  in.Policy({.name = "quota", .fence = pb::QUOTA})
+      .Neighbour("huge-a", "quota", kMax, kMax)
+      .Neighbour("huge-b", "quota", kMax)
+      .Neighbour("tiny", "quota", 1);
+  const Plan plan = in.Make("ws-1s-1gpu");
+  // 75% of 16 CPUs = 1200000 us, split by request (exact, rounded down): the two saturated pods
+  // just under half each (the 1m pod's share of the weight), the 1m pod the floor.
+  EXPECT_EQ(N(plan, "huge-a").quota->quota_us, 599999);
+  EXPECT_EQ(N(plan, "huge-b").quota->quota_us, 599999);
+  EXPECT_EQ(N(plan, "tiny").quota->quota_us, 1000);
 }
 
 TEST(PlannerTest, EmptyNeighbourCpusetFallsBackToIdle) {
@@ -593,6 +624,11 @@ TEST(PlannerTest, StabilityUnderChurnProperty) {
               now.why.rfind("ReturnedToGPUNode:", 0) == 0) {
             continue;
           }
+          // Not a move: one holding less than it asks keeps every CPU and grows in place.
+          if (before.cpus.IsSubsetOf(now.cpus) &&
+              now.why.find("GrewInPlace:") != std::string::npos) {
+            continue;
+          }
           ASSERT_EQ(now.cpus, before.cpus) << "step " << step << " moved " << now.pod.uid;
         }
       }
@@ -757,6 +793,98 @@ TEST(PlannerTest, IncumbentsFromWrittenCpusetsKeepTheirCores) {
   EXPECT_TRUE(T(p2, "b").gpu_local);
 }
 
+// MPS / time-slicing / one shared ResourceClaim: trainers holding the same GPU whose sizes do not
+// all fit on its NUMA node split its local cores fairly, instead of the first taking its full
+// size and the next spilling off-node (PREFER) or failing (REQUIRE).
+TEST(PlannerTest, TrainersSharingAGpuSplitItsLocalCores) {
+  const Topology topo = Topo("server-2s-8gpu");
+  for (pb::NumaPolicy numa : {pb::PREFER_GPU_LOCAL, pb::REQUIRE_GPU_LOCAL}) {
+    Input in;
+    // 20 cores each asked, 32 on GPU 0's node 0.
+    in.Policy({.name = "p", .cores_per_gpu = 20, .numa = numa})
+        .Trainer("mps-a", "p", {kServerGpus[0]})
+        .Trainer("mps-b", "p", {kServerGpus[0]});
+    const Plan plan = MakePlan(topo, in.get());
+    for (const char* uid : {"mps-a", "mps-b"}) {
+      const auto& t = T(plan, uid);
+      EXPECT_EQ(t.cpus.size(), 32u) << uid << " " << t.cpus.ToString();  // 16 cores, SMT
+      EXPECT_TRUE(t.cpus.IsSubsetOf(topo.numa_nodes[0].cpus)) << uid << " " << t.cpus.ToString();
+      EXPECT_TRUE(t.gpu_local) << uid;
+      EXPECT_TRUE(HasDiag(plan, uid, "GPUSharedSplit")) << Diags(plan);
+      EXPECT_NE(t.why.find("GPUSharedSplit: holds 16 of 20 cores"), std::string::npos) << t.why;
+    }
+    EXPECT_FALSE(T(plan, "mps-a").cpus.Intersects(T(plan, "mps-b").cpus));
+    EXPECT_FALSE(HasDiag(plan, "mps-b", "NUMAFallback")) << Diags(plan);
+    EXPECT_FALSE(HasDiag(plan, "mps-b", "NotEnoughLocalCores")) << Diags(plan);
+    CheckRails(topo, in.get(), plan);
+  }
+}
+
+TEST(PlannerTest, SharedGpuSplitIsInProportionToWhatEachAsks) {
+  const Topology topo = Topo("server-2s-8gpu");
+  Input in;
+  // Two replicas of GPU 4 (32 cores asked) and one (16): 48 asked, 32 on node 1 → 21 + 11.
+  in.Policy({.name = "p", .cores_per_gpu = 16})
+      .Trainer("big", "p", {kServerGpus[4], kServerGpus[4]})
+      .Trainer("small", "p", {kServerGpus[4]})
+      .Trainer("z-other", "p", {kServerGpus[5]});  // same node, another GPU: not in the split
+  const Plan plan = MakePlan(topo, in.get());
+  EXPECT_EQ(T(plan, "big").cpus.size() + T(plan, "small").cpus.size(), 64u);
+  EXPECT_EQ(T(plan, "big").cpus.size(), 42u);
+  EXPECT_EQ(T(plan, "small").cpus.size(), 22u);
+  EXPECT_TRUE(T(plan, "big").cpus.IsSubsetOf(topo.numa_nodes[1].cpus));
+  EXPECT_TRUE(T(plan, "small").cpus.IsSubsetOf(topo.numa_nodes[1].cpus));
+  // The third trainer comes after them by name and finds node 1 full: it falls back.
+  EXPECT_EQ(T(plan, "z-other").cpus.size(), 32u);
+  EXPECT_TRUE(HasDiag(plan, "z-other", "NUMAFallback")) << Diags(plan);
+  CheckRails(topo, in.get(), plan);
+}
+
+TEST(PlannerTest, SharedGpuWithNoLocalCoreLeftSaysSo) {
+  Input in;
+  // Node 0 keeps one free core (31): two trainers sharing GPU 0 → one gets it, the other none.
+  in.Policy({.name = "p", .cores_per_gpu = 2})
+      .Trainer("s1", "p", {kServerGpus[0]})
+      .Trainer("s2", "p", {kServerGpus[0]})
+      .Reserved("0-30,64-94");
+  const Plan plan = in.Make("server-2s-8gpu");
+  EXPECT_EQ(T(plan, "s1").cpus.ToString(), "31,95");
+  EXPECT_TRUE(HasDiag(plan, "s1", "GPUSharedSplit")) << Diags(plan);
+  EXPECT_TRUE(HasDiag(plan, "s2", "GPUSharedNoLocalCore")) << Diags(plan);
+  EXPECT_TRUE(HasDiag(plan, "s2", "NUMAFallback")) << Diags(plan);
+  EXPECT_EQ(T(plan, "s2").cpus.size(), 4u);  // its full size, off-node
+  CheckRails(Topo("server-2s-8gpu"), in.get(), plan);
+}
+
+TEST(PlannerTest, SharedGpuSplitIsStableAcrossPlansAndRestartsAndGrowsBack) {
+  const Topology topo = Topo("server-2s-8gpu");
+  Input in;
+  in.Policy({.name = "p", .cores_per_gpu = 20})
+      .Trainer("mps-a", "p", {kServerGpus[0]})
+      .Trainer("mps-b", "p", {kServerGpus[0]});
+  const Plan p1 = MakePlan(topo, in.get());
+  // The next plan, and a restarted agent's (cpusets from the checkpoint), keep both as they are.
+  in.get().previous = p1;
+  const Plan p2 = MakePlan(topo, in.get());
+  in.get().previous =
+      PreviousPlanFromCpusets({{"mps-a", T(p1, "mps-a").cpus}, {"mps-b", T(p1, "mps-b").cpus}});
+  const Plan p3 = MakePlan(topo, in.get());
+  for (const char* uid : {"mps-a", "mps-b"}) {
+    EXPECT_EQ(T(p2, uid).cpus, T(p1, uid).cpus) << uid;
+    EXPECT_EQ(T(p3, uid).cpus, T(p1, uid).cpus) << uid;
+    EXPECT_TRUE(HasDiag(p3, uid, "GPUSharedSplit")) << Diags(p3);
+  }
+  // b leaves: a keeps its 16 cores and grows to the 20 it asks, on its GPU's node.
+  Input solo;
+  solo.Policy({.name = "p", .cores_per_gpu = 20}).Trainer("mps-a", "p", {kServerGpus[0]});
+  solo.get().previous = p3;
+  const Plan p4 = MakePlan(topo, solo.get());
+  EXPECT_TRUE(T(p1, "mps-a").cpus.IsSubsetOf(T(p4, "mps-a").cpus));
+  EXPECT_EQ(T(p4, "mps-a").cpus.size(), 40u);
+  EXPECT_TRUE(T(p4, "mps-a").cpus.IsSubsetOf(topo.numa_nodes[0].cpus));
+  EXPECT_FALSE(HasDiag(p4, "mps-a", "GPUSharedSplit")) << Diags(p4);
+}
+
 // Property over random machines (hwloc synthetic: packages, NUMA nodes per package, cores, SMT
 // 1/2, GPUs on random nodes, a random OS distance matrix, CPUs outside the agent's cpuset,
 // reserved and CPU-manager CPUs) and churn (trainers with 0-8 GPUs coming and going, agent
@@ -887,6 +1015,12 @@ TEST(PlannerTest, RandomTopologiesChurnAndRestartsProperty) {
             if (now.cpus != before.cpus && !before.gpu_local && now.gpu_local && pol != "require" &&
                 pol != "ignore" && now.why.rfind("ReturnedToGPUNode:", 0) == 0) {
               ++returns;  // the one allowed move
+              continue;
+            }
+            // Not a move: an incumbent holding less than it asks (its share of a shared GPU)
+            // keeps every CPU and grows in place.
+            if (before.cpus.IsSubsetOf(now.cpus) &&
+                now.why.find("GrewInPlace:") != std::string::npos) {
               continue;
             }
             ASSERT_EQ(now.cpus.ToString(), before.cpus.ToString())

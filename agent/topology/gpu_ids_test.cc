@@ -135,6 +135,125 @@ TEST(GpuIdsTest, ResolverMapsReplicasAndMigToThePhysicalGpu) {
   EXPECT_FALSE(all[1].error.empty());
 }
 
+TEST(GpuIdsTest, ParsesDraDeviceIds) {
+  auto g = ParseGpuDeviceId("gpu.nvidia.com/gpu-3");
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  EXPECT_EQ(g->dra_driver, "gpu.nvidia.com");
+  EXPECT_EQ(g->dra_device, "gpu-3");
+  EXPECT_EQ(g->minor, 3);
+  EXPECT_FALSE(g->mig);
+  auto m = ParseGpuDeviceId("gpu.nvidia.com/gpu-12-mig-9-4-2");
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(m->minor, 12);
+  EXPECT_TRUE(m->mig);
+  auto v = ParseGpuDeviceId("gpu.nvidia.com/gpu-vfio-0");
+  ASSERT_TRUE(v.ok());
+  EXPECT_EQ(v->minor, -1);
+  EXPECT_EQ(ParseGpuDeviceId("gpu.nvidia.com/gpu-1x")->minor, -1);
+  EXPECT_FALSE(ParseGpuDeviceId("gpu.nvidia.com/").ok());
+  EXPECT_FALSE(ParseGpuDeviceId("gpu.nvidia.com/a/b").ok());
+  // The legacy MIG form has a slash too, but no driver name before it.
+  auto legacy = ParseGpuDeviceId("MIG-GPU-5d5ba0d6-1234/1/0");
+  ASSERT_TRUE(legacy.ok());
+  EXPECT_TRUE(legacy->dra_driver.empty());
+}
+
+TEST(GpuIdsTest, ReadsMinorNumbers) {
+  auto m = ReadNvidiaProcMinors(kDir + "/server-2s-8gpu.nvidia-gpus");
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  ASSERT_EQ(m->size(), 8u);
+  EXPECT_EQ(m->at(0), "0000:1b:00.0");
+  EXPECT_EQ(m->at(7), "0000:ca:00.0");
+  EXPECT_EQ(ReadNvidiaProcMinors(kDir + "/no-such-dir").status().code(), StatusCode::kNotFound);
+}
+
+TEST(GpuIdsTest, NormalizesPciBusIds) {
+  EXPECT_EQ(NormalizePciBusId("00000000:3B:00.0"), "0000:3b:00.0");
+  EXPECT_EQ(NormalizePciBusId("0000:3b:00.0"), "0000:3b:00.0");
+  EXPECT_EQ(NormalizePciBusId(" 0001:AB:1f.7\n"), "0001:ab:1f.7");
+  EXPECT_EQ(NormalizePciBusId("3b:00.0"), "");
+  EXPECT_EQ(NormalizePciBusId("gpu-0"), "");
+  EXPECT_EQ(NormalizePciBusId("zzzz:3b:00.0"), "");
+}
+
+// ResourceSlices as the NVIDIA DRA driver publishes them (resource.k8s.io/v1: attributes on the
+// device; v1beta1: under "basic"), as `kubectl get resourceslices -o json` prints them.
+constexpr char kSlices[] = R"({
+  "apiVersion": "v1", "kind": "List", "items": [
+  {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+   "spec": {"driver": "gpu.nvidia.com", "nodeName": "gpu-node-1",
+            "pool": {"name": "gpu-node-1", "generation": 1, "resourceSliceCount": 1},
+            "devices": [
+     {"name": "gpu-0", "attributes": {
+        "type": {"string": "gpu"},
+        "uuid": {"string": "GPU-0000a104-1111-2222-3333-00000000a104"},
+        "pcieBusID": {"string": "0000:9C:00.0"},
+        "resource.kubernetes.io/pcieRoot": {"string": "pci0000:98"}}},
+     {"name": "gpu-1", "attributes": {
+        "uuid": {"string": "GPU-0000a107-1111-2222-3333-00000000a107"}}},
+     {"name": "gpu-1-mig-9-4-2", "attributes": {
+        "type": {"string": "mig"},
+        "uuid": {"string": "MIG-77aa"},
+        "parentUUID": {"string": "GPU-0000a107-1111-2222-3333-00000000a107"}}}]}},
+  {"apiVersion": "resource.k8s.io/v1beta1", "kind": "ResourceSlice",
+   "spec": {"driver": "gpu.nvidia.com", "nodeName": "gpu-node-1",
+            "pool": {"name": "gpu-node-1"},
+            "devices": [{"name": "gpu-vfio-0", "basic": {"attributes": {
+              "gpu.nvidia.com/pcieBusID": {"string": "0000:29:00.0"}}}}]}},
+  {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+   "spec": {"driver": "gpu.nvidia.com", "nodeName": "other-node",
+            "devices": [{"name": "gpu-7", "attributes": {
+              "pcieBusID": {"string": "0000:01:00.0"}}}]}}]})";
+
+TEST(GpuIdsTest, ParsesResourceSlices) {
+  auto t = ParseResourceSlices(kSlices, "gpu-node-1");
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  ASSERT_EQ(t->size(), 4u);
+  EXPECT_EQ(t->at("gpu.nvidia.com/gpu-0").bus_id, "0000:9c:00.0");
+  EXPECT_EQ(t->at("gpu.nvidia.com/gpu-0").uuid, "gpu-0000a104-1111-2222-3333-00000000a104");
+  EXPECT_EQ(t->at("gpu.nvidia.com/gpu-1").bus_id, "");
+  EXPECT_EQ(t->at("gpu.nvidia.com/gpu-1-mig-9-4-2").parent_uuid,
+            "gpu-0000a107-1111-2222-3333-00000000a107");
+  EXPECT_EQ(t->at("gpu.nvidia.com/gpu-vfio-0").bus_id, "0000:29:00.0");
+  EXPECT_EQ(t->count("gpu.nvidia.com/gpu-7"), 0u);  // another node's
+  // Without a node name every slice counts.
+  EXPECT_EQ(ParseResourceSlices(kSlices)->size(), 5u);
+
+  EXPECT_EQ(ParseResourceSlices("{").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ParseResourceSlices(R"({"items": 3})").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ParseResourceSlices(R"([{"spec": {"devices": []}}])").status().code(),
+            StatusCode::kInvalidArgument);  // no driver
+}
+
+TEST(GpuIdsTest, ResolverMapsDraDevices) {
+  auto uuids = ReadNvidiaProcGpus(kDir + "/server-2s-8gpu.nvidia-gpus");
+  auto minors = ReadNvidiaProcMinors(kDir + "/server-2s-8gpu.nvidia-gpus");
+  ASSERT_TRUE(uuids.ok() && minors.ok());
+  GpuIdResolver r(*uuids, {});
+  // Minor numbers alone: "gpu-<minor>" and its MIG slices.
+  r.SetMinors(*minors);
+  EXPECT_EQ(*r.BusIdOf("gpu.nvidia.com/gpu-0"), "0000:1b:00.0");
+  EXPECT_EQ(*r.BusIdOf("gpu.nvidia.com/gpu-7-mig-9-4-2"), "0000:ca:00.0");
+  auto absent = r.BusIdOf("gpu.nvidia.com/gpu-9");
+  ASSERT_FALSE(absent.ok());
+  EXPECT_EQ(absent.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(absent.status().message().find("minor number 9"), std::string::npos);
+  EXPECT_FALSE(r.BusIdOf("gpu.nvidia.com/gpu-vfio-0").ok());
+
+  // The driver's ResourceSlices win over minor numbers (they name the device's own GPU).
+  r.SetDraDevices(*ParseResourceSlices(kSlices, "gpu-node-1"));
+  EXPECT_EQ(*r.BusIdOf("gpu.nvidia.com/gpu-0"), "0000:9c:00.0");            // pcieBusID
+  EXPECT_EQ(*r.BusIdOf("gpu.nvidia.com/gpu-1"), "0000:ca:00.0");            // uuid
+  EXPECT_EQ(*r.BusIdOf("gpu.nvidia.com/gpu-1-mig-9-4-2"), "0000:ca:00.0");  // parentUUID
+  EXPECT_EQ(*r.BusIdOf("gpu.nvidia.com/gpu-vfio-0"), "0000:29:00.0");
+  EXPECT_EQ(*r.BusIdOf("gpu.nvidia.com/gpu-3"), "0000:4a:00.0");  // not in a slice: minor
+
+  auto all = r.ResolveAll({"gpu.nvidia.com/gpu-9"});
+  ASSERT_EQ(all.size(), 1u);
+  EXPECT_TRUE(all[0].bus_id.empty());
+  EXPECT_NE(all[0].error.find("gpu.nvidia.com/gpu-9"), std::string::npos);
+}
+
 TEST(GpuIdsTest, SysfsPciLocality) {
   TempDir tmp;
   Write(tmp.path() / "0000:3b:00.0/numa_node", "1\n");

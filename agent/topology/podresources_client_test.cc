@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <random>
 
+#include "agent/planner/planner.h"
+#include "agent/topology/gpu_ids.h"
 #include "kubelet/podresources/v1/api.grpc.pb.h"
 
 namespace feedguard::agent {
@@ -35,6 +37,59 @@ void AddDevices(::v1::ContainerResources* c, const std::string& resource,
   d->set_resource_name(resource);
   for (auto& id : ids) d->add_device_ids(id);
   d->mutable_topology()->add_nodes()->set_id(0);
+}
+
+// One DRA-allocated device in a container's dynamic_resources.
+void AddClaim(::v1::ContainerResources* c, const std::string& claim, const std::string& driver,
+              const std::string& device, std::vector<std::string> cdi) {
+  auto* d = c->add_dynamic_resources();
+  d->set_claim_name(claim);
+  d->set_claim_namespace("ml");
+  auto* r = d->add_claim_resources();
+  r->set_driver_name(driver);
+  r->set_pool_name("gpu-node-1");
+  r->set_device_name(device);
+  for (auto& n : cdi) r->add_cdi_devices()->set_name(n);
+}
+
+// What kubelet returns for pods whose GPUs came through ResourceClaims of the NVIDIA DRA driver.
+::v1::ListPodResourcesResponse DraResponse() {
+  ::v1::ListPodResourcesResponse r;
+  {
+    auto* p = r.add_pod_resources();
+    p->set_namespace_("ml");
+    p->set_name("dra-trainer");
+    auto* c = p->add_containers();
+    c->set_name("main");
+    AddClaim(c, "two-gpus", "gpu.nvidia.com", "gpu-5", {"k8s.gpu.nvidia.com/device=gpu-5"});
+    // The same claim's second device is a second ClaimResource.
+    c->mutable_dynamic_resources(0)->add_claim_resources()->CopyFrom(
+        c->dynamic_resources(0).claim_resources(0));
+    c->mutable_dynamic_resources(0)->mutable_claim_resources(1)->set_device_name("gpu-6");
+    // A sidecar sharing the pod's claim: the same devices, counted once.
+    auto* side = p->add_containers();
+    side->set_name("sidecar");
+    side->add_dynamic_resources()->CopyFrom(c->dynamic_resources(0));
+    // A NIC from another DRA driver is not a GPU.
+    AddClaim(c, "nic", "dra.net.example.com", "eth1", {});
+  }
+  {
+    auto* p = r.add_pod_resources();
+    p->set_namespace_("ml");
+    p->set_name("dra-cdi-only");
+    // No device name (older kubelet): the per-claim CDI name carries the GPU's UUID.
+    AddClaim(p->add_containers(), "one", "", "",
+             {"k8s.gpu.nvidia.com/claim=0b5f2a7e-1c2d-4e3f-9a8b-7c6d5e4f3a2b-"
+              "GPU-0000a100-1111-2222-3333-00000000a100"});
+  }
+  {
+    auto* p = r.add_pod_resources();
+    p->set_namespace_("ml");
+    p->set_name("dra-mig");
+    AddClaim(p->add_containers(), "slice", "gpu.nvidia.com", "gpu-2-mig-9-4-2",
+             {"k8s.gpu.nvidia.com/device=gpu-2-mig-9-4-2"});
+  }
+  return r;
 }
 
 ::v1::ListPodResourcesResponse SampleResponse() {
@@ -136,6 +191,88 @@ TEST_F(PodResourcesClientTest, NoServerIsUnavailableWithinTheDeadline) {
               m.status().code() == StatusCode::kDeadlineExceeded)
       << m.status().ToString();
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+}
+
+TEST_F(PodResourcesClientTest, ListsDraAllocatedGpus) {
+  StartServer(DraResponse());
+  PodResourcesClientOptions opts;
+  opts.endpoint = endpoint_;
+  opts.timeout = std::chrono::seconds(30);
+  PodResourcesClient client(opts);
+  auto m = client.ListPodGpus();
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  ASSERT_EQ(m->size(), 3u);
+  EXPECT_EQ(m->at(PodKey{"ml", "dra-trainer"}),
+            (std::vector<std::string>{"gpu.nvidia.com/gpu-5", "gpu.nvidia.com/gpu-6"}));
+  EXPECT_EQ(m->at(PodKey{"ml", "dra-cdi-only"}),
+            std::vector<std::string>{"GPU-0000a100-1111-2222-3333-00000000a100"});
+  EXPECT_EQ(m->at(PodKey{"ml", "dra-mig"}),
+            std::vector<std::string>{"gpu.nvidia.com/gpu-2-mig-9-4-2"});
+}
+
+// The whole path a DRA trainer takes in the agent: kubelet's dynamic_resources → device ids →
+// PCI addresses (minor numbers from /proc/driver/nvidia) → a plan that pins it on its GPUs' node.
+TEST_F(PodResourcesClientTest, DraTrainerGetsItsGpusLocalCores) {
+  StartServer(DraResponse());
+  PodResourcesClientOptions opts;
+  opts.endpoint = endpoint_;
+  opts.timeout = std::chrono::seconds(30);
+  PodResourcesClient client(opts);
+  auto m = client.ListPodGpus();
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+
+  const std::string proc = std::string(FEEDGUARD_TOPOLOGY_FIXTURES) + "/server-2s-8gpu.nvidia-gpus";
+  auto uuids = ReadNvidiaProcGpus(proc);
+  auto minors = ReadNvidiaProcMinors(proc);
+  ASSERT_TRUE(uuids.ok() && minors.ok());
+  GpuIdResolver resolver(*uuids, {});
+  resolver.SetMinors(*minors);
+  auto topo =
+      LoadTopologyFromXmlFile(std::string(FEEDGUARD_TOPOLOGY_FIXTURES) + "/server-2s-8gpu.xml");
+  ASSERT_TRUE(topo.ok()) << topo.status().ToString();
+
+  PlanInput in;
+  auto* pol = in.fence.add_policies();
+  pol->set_name("p");
+  pol->mutable_trainer_cpu()->set_cores_per_gpu(4);
+  pol->mutable_trainer_cpu()->set_numa(feedguard::v1::REQUIRE_GPU_LOCAL);
+  for (const char* name : {"dra-trainer", "dra-cdi-only"}) {
+    auto* t = in.fence.add_trainers();
+    t->mutable_pod()->set_uid(std::string("uid-") + name);
+    t->mutable_pod()->set_namespace_("ml");
+    t->mutable_pod()->set_name(name);
+    t->set_policy("p");
+    in.trainer_gpus[t->pod().uid()] = resolver.ResolveAll(m->at(PodKey{"ml", name}));
+  }
+  const auto& dra = in.trainer_gpus["uid-dra-trainer"];
+  ASSERT_EQ(dra.size(), 2u);
+  EXPECT_EQ(dra[0].bus_id, "0000:ab:00.0");  // minor 5
+  EXPECT_EQ(dra[1].bus_id, "0000:bd:00.0");  // minor 6
+  EXPECT_EQ(in.trainer_gpus["uid-dra-cdi-only"][0].bus_id, "0000:1b:00.0");
+
+  const Plan plan = MakePlan(*topo, in);
+  ASSERT_EQ(plan.trainers.size(), 2u);
+  for (const auto& t : plan.trainers) {
+    const int node = t.pod.name == "dra-trainer" ? 1 : 0;
+    EXPECT_TRUE(t.gpu_local) << t.pod.name << ": " << t.why;
+    EXPECT_EQ(t.cpus.size(), t.pod.name == "dra-trainer" ? 16u : 8u) << t.pod.name;  // SMT
+    EXPECT_TRUE(t.cpus.IsSubsetOf(topo->FindNuma(node)->cpus))
+        << t.pod.name << " " << t.cpus.ToString();
+  }
+  EXPECT_TRUE(plan.diagnostics.empty()) << plan.diagnostics[0].message;
+}
+
+TEST(DraDeviceIdTest, Forms) {
+  EXPECT_EQ(DraDeviceId("gpu.nvidia.com", "gpu-0", {}), "gpu.nvidia.com/gpu-0");
+  EXPECT_EQ(DraDeviceId("gpu.nvidia.com", "", {"k8s.gpu.nvidia.com/device=gpu-3"}),
+            "gpu.nvidia.com/gpu-3");
+  // A UUID in a CDI name wins: it needs no minor-number table.
+  EXPECT_EQ(DraDeviceId("gpu.nvidia.com", "gpu-1",
+                        {"k8s.gpu.nvidia.com/gpu=GPU-5d5ba0d6-1234-5678-9abc-def012345678"}),
+            "GPU-5d5ba0d6-1234-5678-9abc-def012345678");
+  EXPECT_EQ(DraDeviceId("gpu.nvidia.com", "",
+                        {"k8s.gpu.nvidia.com/claim=0b5f2a7e-1c2d-4e3f-9a8b-7c6d5e4f3a2b-gpu-4"}),
+            "gpu.nvidia.com/gpu-4");
 }
 
 TEST(GpuResourceFilterTest, Matches) {

@@ -117,12 +117,15 @@ Result<Topology> Extract(hwloc_topology_t topo) {
   for (hwloc_obj_t p = hwloc_get_next_pcidev(topo, nullptr); p != nullptr;
        p = hwloc_get_next_pcidev(topo, p)) {
     const auto& a = p->attr->pcidev;
-    if (!IsNvidiaGpu(a.vendor_id, a.class_id)) continue;
-    GpuDevice gpu;
     char bdf[32];
     std::snprintf(bdf, sizeof(bdf), "%04x:%02x:%02x.%x", static_cast<unsigned>(a.domain),
                   static_cast<unsigned>(a.bus), static_cast<unsigned>(a.dev),
                   static_cast<unsigned>(a.func));
+    if (!IsNvidiaGpu(a.vendor_id, a.class_id)) {
+      out.other_pci.push_back({bdf, a.vendor_id, a.device_id, a.class_id});
+      continue;
+    }
+    GpuDevice gpu;
     gpu.bdf = bdf;
     gpu.vendor_id = a.vendor_id;
     gpu.device_id = a.device_id;
@@ -149,6 +152,8 @@ Result<Topology> Extract(hwloc_topology_t topo) {
   }
   std::sort(out.gpus.begin(), out.gpus.end(),
             [](const GpuDevice& a, const GpuDevice& b) { return a.bdf < b.bdf; });
+  std::sort(out.other_pci.begin(), out.other_pci.end(),
+            [](const PciDevice& a, const PciDevice& b) { return a.bdf < b.bdf; });
 
   out.allowed_cpus = FromBitmap(hwloc_topology_get_allowed_cpuset(topo));
   if (out.allowed_cpus.empty()) out.allowed_cpus = out.AllPus();
@@ -202,6 +207,13 @@ CpuSet Topology::AllPus() const {
 const Core* Topology::CoreOfPu(int pu) const {
   for (const Core& c : cores) {
     if (c.pus.Contains(pu)) return &c;
+  }
+  return nullptr;
+}
+
+const PciDevice* Topology::FindOtherPci(std::string_view bdf) const {
+  for (const PciDevice& d : other_pci) {
+    if (d.bdf == bdf) return &d;
   }
   return nullptr;
 }

@@ -51,10 +51,20 @@ struct GpuDevice {
   CpuSet local_cpus;  // cpuset of the closest non-I/O ancestor (whole machine if no locality)
 };
 
+// A PCI device that is not an NVIDIA GPU (a NIC, a BMC's VGA, another vendor's GPU): kept so
+// that a GPU id resolving to it is diagnosed by what it is.
+struct PciDevice {
+  std::string bdf;  // "0000:0c:00.0"
+  uint16_t vendor_id = 0;
+  uint16_t device_id = 0;
+  uint16_t class_id = 0;
+};
+
 struct Topology {
   std::vector<NumaNode> numa_nodes;  // ascending id
   std::vector<Core> cores;           // ascending index
   std::vector<GpuDevice> gpus;       // ascending bdf
+  std::vector<PciDevice> other_pci;  // ascending bdf; hwloc's "important" PCI devices only
   // PUs this process may use (hwloc allowed cpuset). `cores` lists every PU of the machine,
   // disallowed ones too (HWLOC_TOPOLOGY_FLAG_INCLUDE_DISALLOWED): a CPU outside this set is
   // somebody else's (e.g. a Guaranteed pod's under kubelet's static CPU manager) — taken, not
@@ -68,6 +78,7 @@ struct Topology {
   // nullptr when absent.
   const Core* CoreOfPu(int pu) const;
   const GpuDevice* FindGpu(std::string_view bdf) const;
+  const PciDevice* FindOtherPci(std::string_view bdf) const;
   const NumaNode* FindNuma(int id) const;
   // True when some core has more than one PU.
   bool HasSmt() const;

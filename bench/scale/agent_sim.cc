@@ -5,7 +5,7 @@
 // version), ACK of every FenceUpdate by version + nonce (or NACK, on request), a NodeReport
 // right after each apply and every --report-interval-ms, shaped like the real agent's (one
 // PodReport per trainer and neighbour of the fence, marked enforced), and the real agent's
-// reconnect backoff (agent/client/backoff.h: 500 ms ×2 to 30 s, ±20 %; reset after a healthy
+// reconnect backoff (common/backoff.h: 500 ms ×2 to 30 s, ±20 %; reset after a healthy
 // stream), with a new channel (own TCP connection) per attempt, as FenceClient does.
 //
 // Built on grpc's callback API: no thread per stream; grpc's own pool runs the reactions, one
@@ -46,7 +46,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "agent/client/backoff.h"
+#include "common/backoff.h"
 #include "feedguard/v1/nodefence.grpc.pb.h"
 
 namespace feedguard::bench {
@@ -181,7 +181,7 @@ class Stream final : public grpc::ClientBidiReactor<AgentMessage, ControllerMess
 
 struct AgentState {
   std::string node;
-  std::unique_ptr<agent::Backoff> backoff;
+  std::unique_ptr<Backoff> backoff;
   std::mutex mu;
   Stream* stream = nullptr;  // guarded by mu; open stream (owned by grpc until OnDone)
   uint64_t streams = 0;      // guarded by mu
@@ -203,7 +203,7 @@ class Sim {
       char buf[32];
       std::snprintf(buf, sizeof buf, "%0*d", opt_.node_digits, opt_.first_index + i);
       a.node = opt_.node_prefix + buf;
-      a.backoff = std::make_unique<agent::Backoff>(agent::BackoffPolicy{}, rng() | 1u);
+      a.backoff = std::make_unique<Backoff>(BackoffPolicy{}, rng() | 1u);
     }
   }
 

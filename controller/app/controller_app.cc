@@ -2,26 +2,29 @@
 
 #include <unistd.h>
 
-#include <csignal>
+#include <atomic>
+#include <functional>
 #include <iostream>
 #include <map>
+#include <memory>
+#include <stop_token>
 #include <thread>
 
 #include <spdlog/spdlog.h>
 
 #include "common/flags.h"
 #include "common/metrics.h"
+#include "common/signals.h"
 #include "controller/app/kube_adapters.h"
+#include "controller/auth/agent_auth.h"
 #include "controller/kube/curl_transport.h"
 #include "controller/kube/kubeconfig.h"
 #include "controller/kube/leader_election.h"
 #include "controller/kube/reflector.h"
+#include "feedguard/common/gpu_resource_names.h"
 
 namespace feedguard::controller {
 namespace {
-
-volatile std::sig_atomic_t g_signalled = 0;  // the one global a signal handler needs
-void OnSignal(int) { g_signalled = 1; }
 
 void DefineFlags(Flags& f) {
   f.Define("kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, ~/.kube/config, in-cluster)");
@@ -38,13 +41,23 @@ void DefineFlags(Flags& f) {
   f.Define("tls-key", "", "controller's serving key (PEM)");
   f.Define("tls-client-ca", "", "CA that signs agent client certificates (PEM)");
   f.DefineBool("insecure", "no TLS and no agent authentication (local demos only)");
-  f.Define("agent-identity", "cert",
-           "cert: the agent's client certificate must name its node (CN system:node:<name> or a "
-           "DNS SAN); shared-cert: any certificate from the CA may speak for the node its hello "
-           "names");
+  f.Define("agent-identity", "token",
+           "token: the agent's projected ServiceAccount token, checked by TokenReview, must be "
+           "bound to the node its hello names (mTLS still required for the channel); cert: the "
+           "agent's client certificate must name its node (CN system:node:<name> or a DNS SAN); "
+           "shared-cert (INSECURE): any certificate from the CA may speak for any node");
+  f.Define("agent-token-audience", "feedguard", "audience of the agents' projected tokens");
+  f.Define("agent-service-account", "feedguard-agent",
+           "the agents' ServiceAccount (in --agent-namespace); token mode accepts only its tokens");
+  f.DefineBool("suspend",
+               "emergency off switch: withdraw every fence from every node and keep it so (also "
+               "at runtime: annotation feedguard.io/suspend=true on --agent-namespace)");
   f.Define("agent-namespace", "feedguard-system", "namespace of the agent pods (never fenced)");
   f.Define("stale-after-ms", "60000", "an agent disconnected this long is reported stale");
   f.Define("status-interval-ms", "1000", "at most one status write per policy per interval");
+  f.Define("gpu-resource-names", std::string(kDefaultGpuResourceNames),
+           "extended resources that count as GPUs, comma-separated; a trailing - or * makes an "
+           "entry a prefix (e.g. nvidia.com/mig-)");
   f.Define("log-level", "info", "trace | debug | info | warn | error");
   f.DefineBool("help", "show this help");
 }
@@ -53,6 +66,272 @@ std::string Hostname() {
   char buf[256] = {};
   gethostname(buf, sizeof buf - 1);
   return buf;
+}
+
+// The controller process once its flags are valid. Start() starts the parts in the order their
+// members are declared below; Stop() stops them in reverse:
+//
+//   signals_     SIGTERM/SIGINT, blocked before any thread exists (taken only by Wait())
+//   informers_   four reflectors (FencePolicies, Pods, Nodes, Namespaces) → reconciler_
+//   metrics_     /metrics, /healthz, /readyz
+//   elector_     leader election (--leader-elect), or lead at once; on leading:
+//   distributor_   the gRPC server agents dial
+//   loop_          the reconciler loop (fences, then status/finalizer/Event writes)
+//
+// Stop: loop_ → elector_ (releases the Lease) → distributor_ → informers_ → metrics_.
+class ControllerApp {
+ public:
+  // Builds the API client and the reconciler (no thread yet). Errors: bad flags/kubeconfig.
+  static Result<std::unique_ptr<ControllerApp>> Create(const Flags& f);
+  ~ControllerApp() { Stop(); }
+  ControllerApp(const ControllerApp&) = delete;
+  ControllerApp& operator=(const ControllerApp&) = delete;
+
+  Status Start();
+  // Until SIGTERM/SIGINT (returns 0) or lost leadership / could not serve agents (returns 1).
+  int Wait();
+  void Stop();  // idempotent
+
+ private:
+  struct Informer {
+    std::unique_ptr<kube::Reflector> reflector;
+    std::jthread thread;
+  };
+  explicit ControllerApp(const Flags& f) : f_(f) {}
+  void Watch(kube::Gvr gvr, std::function<void(const nlohmann::json&)> upsert,
+             std::function<void(const nlohmann::json&)> remove, kube::TransformFunc tf);
+  void StartLeading();
+  void Lose() {  // leadership lost or agents cannot be served: Wait() returns 1
+    lost_ = true;
+    signals_.Interrupt();
+  }
+  std::string RenderMetrics();
+
+  const Flags& f_;
+  TerminationSignals signals_;  // first: every later thread inherits the blocked mask
+  // Built by Create():
+  std::shared_ptr<RealTimeSource> clock_ = std::make_shared<RealTimeSource>();
+  SleeperPtr sleeper_ = std::make_shared<RealSleeper>();
+  kube::ClientPtr client_;
+  std::string identity_;
+  std::shared_ptr<DistributorSink> sink_ = std::make_shared<DistributorSink>();
+  std::shared_ptr<Reconciler> reconciler_;
+  std::chrono::milliseconds stale_after_{0};
+  // Started by Start(), in this order:
+  // Fences flow only once every informer delivered its initial list (Reconciler: never
+  // withdraw on start). Each reflector calls on_synced once, after its handlers saw the list.
+  static constexpr int kInformers = 4;
+  std::atomic<int> informers_synced_{0};
+  std::vector<Informer> informers_;
+  CounterSum overwrites_sum_;  // used by the metrics collector
+  std::unique_ptr<MetricsServer> metrics_;
+  std::unique_ptr<kube::LeaderElector> elector_;
+  std::jthread elector_thread_;
+  std::atomic<bool> leading_{false};
+  std::atomic<bool> lost_{false};
+  std::unique_ptr<Distributor> distributor_;
+  std::jthread loop_;
+};
+
+Result<std::unique_ptr<ControllerApp>> ControllerApp::Create(const Flags& f) {
+  std::unique_ptr<ControllerApp> app(new ControllerApp(f));
+  FG_RETURN_IF_ERROR(app->signals_.status());
+  FG_ASSIGN_OR_RETURN(const std::chrono::milliseconds status_interval,
+                      f.GetMillis("status-interval-ms"));
+  FG_ASSIGN_OR_RETURN(app->stale_after_, f.GetMillis("stale-after-ms"));
+  FG_ASSIGN_OR_RETURN(kube::RestConfig config, f.Get("kubeconfig").empty()
+                                                   ? kube::LoadDefaultConfig()
+                                                   : kube::LoadKubeconfig(f.Get("kubeconfig")));
+  FG_ASSIGN_OR_RETURN(auto transport, kube::CurlTransport::Create(config, app->clock_));
+  app->client_ = std::make_shared<kube::Client>(transport);
+  app->identity_ =
+      f.Get("identity").empty() ? Hostname() + "-" + std::to_string(getpid()) : f.Get("identity");
+  auto events = std::make_shared<kube::EventRecorder>(app->client_, "feedguard-controller",
+                                                      app->identity_, app->clock_);
+
+  auto writer = std::make_shared<KubePolicyWriter>(app->client_, events);
+  ReconcilerOptions ro;
+  ro.rails.agent_namespace = f.Get("agent-namespace");
+  ro.status_interval = status_interval;
+  ro.suspended = f.GetBool("suspend");
+  {
+    std::string error;
+    if (!GpuResourceNames::Parse(f.Get("gpu-resource-names"), &ro.gpu_resource_names, &error)) {
+      return InvalidArgument("--gpu-resource-names: " + error);
+    }
+  }
+  app->reconciler_ = std::make_shared<Reconciler>(app->sink_, writer, ro);
+  return app;
+}
+
+Status ControllerApp::Start() {
+  auto rc = reconciler_.get();
+  Watch(
+      FencePolicyGvr(), [rc](const auto& o) { rc->UpsertPolicy(o); },
+      [rc](const auto& o) { rc->DeletePolicy(o); }, nullptr);
+  Watch(
+      kube::PodsGvr(), [rc](const auto& o) { rc->UpsertPod(o); },
+      [rc](const auto& o) { rc->DeletePod(o); }, SlimPod);
+  Watch(
+      kube::NodesGvr(), [rc](const auto& o) { rc->UpsertNode(o); },
+      [rc](const auto& o) { rc->DeleteNode(o); }, MetadataOnly);
+  Watch(
+      {"", "v1", "namespaces"}, [rc](const auto& o) { rc->UpsertNamespace(o); },
+      [rc](const auto& o) { rc->DeleteNamespace(o); }, MetadataOnly);
+
+  FG_ASSIGN_OR_RETURN(metrics_, MetricsServer::Start(
+                                    f_.Get("metrics-addr"), [this] { return RenderMetrics(); },
+                                    // Ready only once the first full resolution ran (never before
+                                    // the initial lists).
+                                    [this] { return leading_.load() && reconciler_->Synced(); }));
+
+  if (!f_.GetBool("leader-elect")) {
+    StartLeading();
+    return OkStatus();
+  }
+  kube::LeaderElectionConfig lc;
+  lc.lease_namespace = f_.Get("lease-namespace");
+  lc.lease_name = f_.Get("lease-name");
+  lc.identity = identity_;
+  lc.on_started_leading = [this] { StartLeading(); };
+  lc.on_stopped_leading = [this] {
+    if (leading_) Lose();
+  };
+  lc.on_new_leader = [](const std::string& who) { spdlog::info("leader is now {}", who); };
+  elector_ = std::make_unique<kube::LeaderElector>(client_, lc, clock_, sleeper_);
+  elector_thread_ = std::jthread([this](std::stop_token stop) { elector_->Run(stop); });
+  return OkStatus();
+}
+
+void ControllerApp::Watch(kube::Gvr gvr, std::function<void(const nlohmann::json&)> upsert,
+                          std::function<void(const nlohmann::json&)> remove,
+                          kube::TransformFunc tf) {
+  kube::ReflectorOptions o;
+  o.gvr = gvr;
+  o.transform = std::move(tf);
+  kube::ResourceEventHandlers h;
+  h.on_add = [upsert](const kube::ObjectPtr& obj) { upsert(*obj); };
+  h.on_update = [upsert](const kube::ObjectPtr&, const kube::ObjectPtr& obj) { upsert(*obj); };
+  h.on_delete = [remove](const kube::ObjectPtr& obj) { remove(*obj); };
+  h.on_synced = [this, name = gvr.resource] {
+    spdlog::info("informer {}: initial list delivered", name);
+    if (++informers_synced_ == kInformers) reconciler_->MarkInformersSynced();
+  };
+  Informer inf;
+  inf.reflector = std::make_unique<kube::Reflector>(client_, std::make_shared<kube::Store>(), o, h,
+                                                    clock_, sleeper_);
+  inf.thread = std::jthread([r = inf.reflector.get()](std::stop_token stop) { r->Run(stop); });
+  informers_.push_back(std::move(inf));
+}
+
+// Leading: the distributor, then the reconciler loop.
+void ControllerApp::StartLeading() {
+  const Flags& f = f_;
+  auto rc = reconciler_.get();
+  DistributorOptions o;
+  o.listen_address = f.Get("listen-grpc");
+  o.insecure = f.GetBool("insecure");
+  // token: the certificate secures the channel, the token names the node.
+  o.trust_hello_node_name = f.Get("agent-identity") != "cert";
+  if (f.Get("agent-identity") == "token" && !o.insecure) {
+    TokenReviewOptions to;
+    to.audience = f.Get("agent-token-audience");
+    to.service_account_namespace = f.Get("agent-namespace");
+    to.service_account_name = f.Get("agent-service-account");
+    to.clock = clock_;
+    auto auth = TokenReviewAuthenticator::Create(client_, to);
+    if (!auth.ok()) {
+      spdlog::error("agent identity: {}", auth.status().ToString());
+      Lose();
+      return;
+    }
+    o.authenticator = *auth;
+  } else if (f.Get("agent-identity") == "shared-cert" && !o.insecure) {
+    spdlog::warn("--agent-identity shared-cert: INSECURE, any agent may act for any node");
+  }
+  o.tls = {f.Get("tls-client-ca"), f.Get("tls-cert"), f.Get("tls-key")};
+  o.stale_after = stale_after_;
+  o.observer = reconciler_;
+  // Agents may speak only for nodes that have a Node object (checked once nodes are known).
+  o.admit_node = [rc](const std::string& node) { return rc->NodeAdmissible(node); };
+  auto d = Distributor::Start(o);
+  if (!d.ok()) {
+    spdlog::error("cannot serve agents on {}: {}", o.listen_address, d.status().ToString());
+    Lose();
+    return;
+  }
+  distributor_ = std::move(d).value();
+  sink_->Attach(distributor_.get());
+  spdlog::info("leading: serving agents on port {}", distributor_->port());
+  loop_ = std::jthread([this](std::stop_token stop) { reconciler_->Run(stop); });
+  leading_ = true;
+}
+
+std::string ControllerApp::RenderMetrics() {
+  std::string out;
+  auto s = reconciler_->stats();
+  size_t connected = distributor_ ? distributor_->ConnectedCount() : 0;
+  out += RenderGauge("feedguard_controller_leader", "1 while this replica leads", leading_ ? 1 : 0);
+  out += RenderGauge("feedguard_suspended",
+                     "1 while the off switch withdraws every fence (--suspend or the "
+                     "feedguard.io/suspend annotation)",
+                     reconciler_->Suspended() ? 1 : 0);
+  out += RenderGauge("feedguard_agents_connected", "agents with an open stream",
+                     static_cast<double>(connected));
+  out += RenderGauge("feedguard_nodes_known", "nodes watched", static_cast<double>(s.nodes));
+  out += RenderGauge("feedguard_pods_known", "pods watched", static_cast<double>(s.pods));
+  out +=
+      RenderGauge("feedguard_policies", "FencePolicies watched", static_cast<double>(s.policies));
+  out += RenderGauge("feedguard_fences_sent_total", "NodeFence versions handed out",
+                     static_cast<double>(s.fences_sent), "counter");
+  out += RenderGauge("feedguard_status_writes_total", "FencePolicy status writes",
+                     static_cast<double>(s.status_writes), "counter");
+  if (distributor_) {
+    double enforced = 0, failed = 0, stale = 0;
+    std::map<std::string, double> overwrites_by_node;
+    for (const auto& a : distributor_->ListAgents()) {
+      if (a.stale || !a.connected)
+        stale++;
+      else if (a.last_nack && a.last_nack->version == a.desired_version)
+        failed++;
+      else if (a.acked_version >= a.desired_version)
+        enforced++;
+      if (a.last_report) {
+        overwrites_by_node[a.node] = static_cast<double>(a.last_report->overwrites_total());
+      }
+    }
+    out += RenderLabelled("feedguard_nodes", "nodes by enforcement state", "gauge",
+                          {{"enforced", enforced}, {"failed", failed}, {"stale", stale}}, "state");
+    out += RenderGauge("feedguard_overwrites_total",
+                       "cgroup values rewritten by others, summed over agents' reports",
+                       overwrites_sum_.Update(overwrites_by_node), "counter");
+  }
+  return out;
+}
+
+int ControllerApp::Wait() {
+  signals_.Wait();
+  if (!lost_) return 0;
+  spdlog::error("lost leadership (or could not serve): exiting so a fresh replica takes over");
+  return 1;
+}
+
+void ControllerApp::Stop() {
+  if (loop_.joinable()) {  // no more fences or API writes
+    loop_.request_stop();
+    loop_.join();
+  }
+  for (auto& i : informers_) i.thread.request_stop();
+  if (elector_thread_.joinable()) {  // hands the Lease back (release_on_stop)
+    elector_thread_.request_stop();
+    elector_thread_.join();
+  }
+  sink_->Attach(nullptr);
+  if (distributor_) distributor_->Shutdown();
+  for (auto& i : informers_) {
+    if (i.thread.joinable()) i.thread.join();
+  }
+  metrics_.reset();
 }
 
 }  // namespace
@@ -69,8 +348,9 @@ int RunController(int argc, char** argv) {
     return 0;
   }
   spdlog::set_level(spdlog::level::from_str(f.Get("log-level")));
-  if (f.Get("agent-identity") != "cert" && f.Get("agent-identity") != "shared-cert") {
-    std::cerr << "feedguard-controller: --agent-identity must be cert or shared-cert\n";
+  if (f.Get("agent-identity") != "token" && f.Get("agent-identity") != "cert" &&
+      f.Get("agent-identity") != "shared-cert") {
+    std::cerr << "feedguard-controller: --agent-identity must be token, cert or shared-cert\n";
     return 2;
   }
   if (!f.GetBool("insecure") &&
@@ -80,191 +360,18 @@ int RunController(int argc, char** argv) {
     return 2;
   }
 
-  auto config = f.Get("kubeconfig").empty() ? kube::LoadDefaultConfig()
-                                            : kube::LoadKubeconfig(f.Get("kubeconfig"));
-  if (!config.ok()) {
-    std::cerr << "feedguard-controller: " << config.status().message() << "\n";
+  auto app = ControllerApp::Create(f);
+  if (!app.ok()) {
+    std::cerr << "feedguard-controller: " << app.status().message() << "\n";
     return 2;
   }
-  auto clock = std::make_shared<RealTimeSource>();
-  auto sleeper = std::make_shared<kube::RealSleeper>();
-  auto transport = kube::CurlTransport::Create(*config, clock);
-  if (!transport.ok()) {
-    std::cerr << "feedguard-controller: " << transport.status().message() << "\n";
+  if (Status st = (*app)->Start(); !st.ok()) {
+    (*app)->Stop();
+    std::cerr << "feedguard-controller: " << st.message() << "\n";
     return 2;
   }
-  auto client = std::make_shared<kube::Client>(*transport);
-  const std::string identity =
-      f.Get("identity").empty() ? Hostname() + "-" + std::to_string(getpid()) : f.Get("identity");
-  auto events =
-      std::make_shared<kube::EventRecorder>(client, "feedguard-controller", identity, clock);
-
-  auto sink = std::make_shared<DistributorSink>();
-  auto writer = std::make_shared<KubePolicyWriter>(client, events);
-  ReconcilerOptions ro;
-  ro.rails.agent_namespace = f.Get("agent-namespace");
-  ro.status_interval = std::chrono::milliseconds(std::stoi(f.Get("status-interval-ms")));
-  auto reconciler = std::make_shared<Reconciler>(sink, writer, ro);
-
-  kube::StopSignal stop;
-  std::signal(SIGTERM, OnSignal);
-  std::signal(SIGINT, OnSignal);
-
-  // ---- informers ----
-  struct Informer {
-    std::unique_ptr<kube::Reflector> reflector;
-    std::thread thread;
-  };
-  std::vector<Informer> informers;
-  // Fences flow only once every informer delivered its initial list (Reconciler: never
-  // withdraw on start). Each reflector calls on_synced once, after its handlers saw the list.
-  constexpr int kInformers = 4;
-  std::atomic<int> informers_synced{0};
-  auto watch = [&](kube::Gvr gvr, std::function<void(const nlohmann::json&)> upsert,
-                   std::function<void(const nlohmann::json&)> remove, kube::TransformFunc tf) {
-    kube::ReflectorOptions o;
-    o.gvr = gvr;
-    o.transform = std::move(tf);
-    kube::ResourceEventHandlers h;
-    h.on_add = [upsert](const kube::ObjectPtr& obj) { upsert(*obj); };
-    h.on_update = [upsert](const kube::ObjectPtr&, const kube::ObjectPtr& obj) { upsert(*obj); };
-    h.on_delete = [remove](const kube::ObjectPtr& obj) { remove(*obj); };
-    h.on_synced = [&informers_synced, rc = reconciler.get(), name = gvr.resource] {
-      spdlog::info("informer {}: initial list delivered", name);
-      if (++informers_synced == kInformers) rc->MarkInformersSynced();
-    };
-    Informer inf;
-    inf.reflector = std::make_unique<kube::Reflector>(client, std::make_shared<kube::Store>(), o, h,
-                                                      clock, sleeper);
-    kube::Reflector* r = inf.reflector.get();
-    inf.thread = std::thread([r, &stop] { r->Run(stop); });
-    informers.push_back(std::move(inf));
-  };
-  auto rc = reconciler.get();
-  watch(
-      FencePolicyGvr(), [rc](const auto& o) { rc->UpsertPolicy(o); },
-      [rc](const auto& o) { rc->DeletePolicy(o); }, nullptr);
-  watch(
-      kube::PodsGvr(), [rc](const auto& o) { rc->UpsertPod(o); },
-      [rc](const auto& o) { rc->DeletePod(o); }, SlimPod);
-  watch(
-      kube::NodesGvr(), [rc](const auto& o) { rc->UpsertNode(o); },
-      [rc](const auto& o) { rc->DeleteNode(o); }, MetadataOnly);
-  watch(
-      {"", "v1", "namespaces"}, [rc](const auto& o) { rc->UpsertNamespace(o); },
-      [rc](const auto& o) { rc->DeleteNamespace(o); }, MetadataOnly);
-
-  // ---- leading: distributor + reconciler loop ----
-  std::atomic<bool> leading{false};
-  std::atomic<bool> lost{false};
-  std::unique_ptr<Distributor> distributor;
-  std::thread loop;
-  kube::StopSignal loop_stop;
-  auto start_leading = [&] {
-    DistributorOptions o;
-    o.listen_address = f.Get("listen-grpc");
-    o.insecure = f.GetBool("insecure");
-    o.trust_hello_node_name = f.Get("agent-identity") == "shared-cert";
-    o.tls = {f.Get("tls-client-ca"), f.Get("tls-cert"), f.Get("tls-key")};
-    o.stale_after = std::chrono::milliseconds(std::stoi(f.Get("stale-after-ms")));
-    o.observer = reconciler;
-    // Agents may speak only for nodes that have a Node object (checked once nodes are known).
-    o.admit_node = [rc](const std::string& node) { return rc->NodeAdmissible(node); };
-    auto d = Distributor::Start(o);
-    if (!d.ok()) {
-      spdlog::error("cannot serve agents on {}: {}", o.listen_address, d.status().ToString());
-      lost = true;
-      return;
-    }
-    distributor = std::move(d).value();
-    sink->Attach(distributor.get());
-    spdlog::info("leading: serving agents on port {}", distributor->port());
-    loop = std::thread([&] { reconciler->Run(loop_stop); });
-    leading = true;
-  };
-
-  CounterSum overwrites_sum;  // outlives `metrics`, whose collector uses it
-  auto metrics = MetricsServer::Start(
-      f.Get("metrics-addr"),
-      [&]() {
-        std::string out;
-        auto s = reconciler->stats();
-        size_t connected = distributor ? distributor->ConnectedCount() : 0;
-        out += RenderGauge("feedguard_controller_leader", "1 while this replica leads",
-                           leading ? 1 : 0);
-        out += RenderGauge("feedguard_agents_connected", "agents with an open stream",
-                           static_cast<double>(connected));
-        out += RenderGauge("feedguard_nodes_known", "nodes watched", static_cast<double>(s.nodes));
-        out += RenderGauge("feedguard_pods_known", "pods watched", static_cast<double>(s.pods));
-        out += RenderGauge("feedguard_policies", "FencePolicies watched",
-                           static_cast<double>(s.policies));
-        out += RenderGauge("feedguard_fences_sent_total", "NodeFence versions handed out",
-                           static_cast<double>(s.fences_sent), "counter");
-        out += RenderGauge("feedguard_status_writes_total", "FencePolicy status writes",
-                           static_cast<double>(s.status_writes), "counter");
-        if (distributor) {
-          double enforced = 0, failed = 0, stale = 0;
-          std::map<std::string, double> overwrites_by_node;
-          for (const auto& a : distributor->ListAgents()) {
-            if (a.stale || !a.connected)
-              stale++;
-            else if (a.last_nack && a.last_nack->version == a.desired_version)
-              failed++;
-            else if (a.acked_version >= a.desired_version)
-              enforced++;
-            if (a.last_report) {
-              overwrites_by_node[a.node] = static_cast<double>(a.last_report->overwrites_total());
-            }
-          }
-          out += RenderLabelled("feedguard_nodes", "nodes by enforcement state", "gauge",
-                                {{"enforced", enforced}, {"failed", failed}, {"stale", stale}},
-                                "state");
-          out += RenderGauge("feedguard_overwrites_total",
-                             "cgroup values rewritten by others, summed over agents' reports",
-                             overwrites_sum.Update(overwrites_by_node), "counter");
-        }
-        return out;
-      },
-      // Ready only once the first full resolution ran (never before the initial lists).
-      [&]() { return leading.load() && reconciler->Synced(); });
-  if (!metrics.ok()) {
-    std::cerr << "feedguard-controller: " << metrics.status().message() << "\n";
-    stop.Notify();
-    for (auto& i : informers) i.thread.join();
-    return 2;
-  }
-
-  std::unique_ptr<kube::LeaderElector> elector;
-  std::thread elector_thread;
-  if (f.GetBool("leader-elect")) {
-    kube::LeaderElectionConfig lc;
-    lc.lease_namespace = f.Get("lease-namespace");
-    lc.lease_name = f.Get("lease-name");
-    lc.identity = identity;
-    lc.on_started_leading = [&] { start_leading(); };
-    lc.on_stopped_leading = [&] {
-      if (leading) lost = true;
-    };
-    lc.on_new_leader = [](const std::string& who) { spdlog::info("leader is now {}", who); };
-    elector = std::make_unique<kube::LeaderElector>(client, lc, clock, sleeper);
-    elector_thread = std::thread([&] { elector->Run(stop); });
-  } else {
-    start_leading();
-  }
-
-  int code = 0;
-  while (!g_signalled && !lost) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  if (lost) {
-    spdlog::error("lost leadership (or could not serve): exiting so a fresh replica takes over");
-    code = 1;
-  }
-  loop_stop.Notify();
-  if (loop.joinable()) loop.join();
-  stop.Notify();
-  if (elector_thread.joinable()) elector_thread.join();
-  sink->Attach(nullptr);
-  if (distributor) distributor->Shutdown();
-  for (auto& i : informers) i.thread.join();
+  const int code = (*app)->Wait();
+  (*app)->Stop();
   return code;
 }
 

@@ -52,10 +52,12 @@ Status CheckReadable(const std::string& what, const std::string& path) {
 class Distributor::AgentStream final
     : public grpc::ServerBidiReactor<AgentMessage, ControllerMessage> {
  public:
-  AgentStream(Distributor* d, std::vector<std::string> identities, std::string peer)
+  AgentStream(Distributor* d, std::vector<std::string> identities, std::string peer,
+              std::string token)
       : d_(d),
         identities_(std::move(identities)),
         peer_(std::move(peer)),
+        token_(std::move(token)),
         opened_(d->options_.clock->MonotonicNow()) {
     std::lock_guard lock(d_->mu_);
     d_->live_.insert(this);
@@ -78,6 +80,7 @@ class Distributor::AgentStream final
 
   void OnReadDone(bool ok) override {
     Events events;
+    std::string auth_node;  // a hello whose token is to be judged
     {
       std::lock_guard lock(d_->mu_);
       if (!ok) {
@@ -85,7 +88,19 @@ class Distributor::AgentStream final
         FinishLocked(grpc::Status::OK);
         return;
       }
-      HandleLocked(events);
+      if (d_->options_.authenticator && node_.empty() && in_.msg_case() == AgentMessage::kHello &&
+          IsDnsSubdomain(in_.hello().node_name())) {
+        auth_node = in_.hello().node_name();
+      }
+    }
+    // The token of a hello is judged here, outside the lock (it may take an API round trip);
+    // in_ is not touched meanwhile (the next read starts below).
+    std::optional<Status> verdict;
+    if (!auth_node.empty()) verdict = d_->options_.authenticator->Authenticate(token_, auth_node);
+    {
+      std::lock_guard lock(d_->mu_);
+      if (finished_) return;  // ended meanwhile (shutdown, hello deadline, replaced)
+      HandleLocked(events, verdict);
     }
     Notify(events);
     std::lock_guard lock(d_->mu_);
@@ -152,10 +167,10 @@ class Distributor::AgentStream final
   }
 
   // requires d_->mu_
-  void HandleLocked(Events& events) {
+  void HandleLocked(Events& events, const std::optional<Status>& verdict) {
     const auto now = d_->options_.clock->MonotonicNow();
     if (node_.empty()) {
-      HandleHelloLocked(now, events);
+      HandleHelloLocked(now, events, verdict);
       return;
     }
     Node* n = RegisteredNodeLocked();
@@ -204,7 +219,8 @@ class Distributor::AgentStream final
   }
 
   // requires d_->mu_
-  void HandleHelloLocked(std::chrono::steady_clock::time_point now, Events& events) {
+  void HandleHelloLocked(std::chrono::steady_clock::time_point now, Events& events,
+                         const std::optional<Status>& verdict) {
     if (in_.msg_case() != AgentMessage::kHello) {
       FinishLocked(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "first message must be hello"));
       return;
@@ -228,6 +244,19 @@ class Distributor::AgentStream final
       FinishLocked(grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
                                 "client certificate does not name node " + name));
       return;
+    }
+    if (d_->options_.authenticator) {
+      const Status v = verdict.value_or(Internal("token not checked"));
+      if (!v.ok()) {
+        spdlog::warn("distributor: refused hello for node {} from {}: {}", name, peer_,
+                     v.ToString());
+        const auto code = v.code() == StatusCode::kUnavailable
+                              ? grpc::StatusCode::UNAVAILABLE
+                              : grpc::StatusCode::PERMISSION_DENIED;
+        FinishLocked(
+            grpc::Status(code, "agent token refused for node " + name + ": " + v.message()));
+        return;
+      }
     }
     if (d_->options_.admit_node && !d_->options_.admit_node(name)) {
       spdlog::debug("distributor: refused hello for node {} from {}: no such Node", name, peer_);
@@ -259,6 +288,7 @@ class Distributor::AgentStream final
   Distributor* const d_;
   const std::vector<std::string> identities_;
   const std::string peer_;
+  const std::string token_;  // bearer token of the call ("" when none); judged at hello
   const std::chrono::steady_clock::time_point opened_;
   // All below guarded by d_->mu_.
   std::string node_;  // set once the hello is accepted
@@ -275,7 +305,14 @@ class Distributor::Service final : public feedguard::v1::FenceDistribution::Call
       grpc::CallbackServerContext* ctx) override {
     std::vector<std::string> identities;
     if (auto auth = ctx->auth_context()) identities = NodeNamesFromAuthContext(*auth);
-    return new AgentStream(d_, std::move(identities), ctx->peer());
+    std::string token;
+    if (d_->options_.authenticator) {
+      const auto& md = ctx->client_metadata();
+      if (auto it = md.find("authorization"); it != md.end()) {
+        token = BearerToken(std::string_view(it->second.data(), it->second.size()));
+      }
+    }
+    return new AgentStream(d_, std::move(identities), ctx->peer(), std::move(token));
   }
 
  private:

@@ -1,7 +1,8 @@
 // distributor.h — the controller's gRPC server that streams one NodeFence per node to agents.
 //
 // docs/DESIGN.md §5. Agents dial in (FenceDistribution.Stream) and say hello first; the Distributor
-// checks the hello's node name against the agent's client certificate (peer_identity.h), then
+// checks the hello's node name against the agent's client certificate (peer_identity.h) and,
+// when an authenticator is set, against the agent's ServiceAccount token (controller/auth), then
 // keeps one "latest desired NodeFence" slot per node (fence_slot.h): SetDesired() replaces an
 // unsent fence, one update is in flight per stream, each send carries a fresh nonce, ACK marks
 // it applied, NACK records the error, and a newer fence goes out once the in-flight one is
@@ -38,6 +39,7 @@
 #include <thread>
 #include <vector>
 
+#include "controller/auth/authenticator.h"
 #include "controller/distributor/agent_observer.h"
 #include "controller/distributor/fence_slot.h"
 #include "feedguard/common/status.h"
@@ -65,6 +67,11 @@ struct DistributorOptions {
   // its hello names (for a chart-issued certificate shared by every agent). Default: the node
   // must be named by the certificate (CN "system:node:<name>" or a DNS SAN).
   bool trust_hello_node_name = false;
+  // Node-bound identity (controller/auth): every hello must come with call metadata
+  // `authorization: Bearer <token>` that this judges for the hello's node; a refusal ends the
+  // stream with PERMISSION_DENIED (UNAVAILABLE when the token cannot be judged now). Checked
+  // once per stream, after the certificate check, outside the Distributor's lock. Unset: none.
+  AgentAuthenticatorPtr authenticator;
   ServerTlsFiles tls;
   // How often grpc re-reads the TLS files (grpc's minimum is 1 s). Replace the key and the
   // certificate atomically (write + rename), or a mismatched pair is skipped until the next read.

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <map>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -279,6 +280,127 @@ TEST_F(DistributorBoundsTest, NackErrorIsMadeSafe) {
   EXPECT_EQ(a->last_nack->error.find('\n'), std::string::npos);
   EXPECT_LE(a->last_nack->error.size(), 1024u);
   ctx.TryCancel();
+}
+
+// Node-bound identity through the AgentAuthenticator seam (the real TokenReview path is tested
+// against a real API server in tests/integration/kube/agent_identity_apiserver_test.cc).
+class FakeAuthenticator final : public AgentAuthenticator {
+ public:
+  // token → node it is bound to
+  explicit FakeAuthenticator(std::map<std::string, std::string> tokens)
+      : tokens_(std::move(tokens)) {}
+  Status Authenticate(std::string_view token, const std::string& node) override {
+    std::lock_guard l(mu_);
+    ++calls_;
+    if (down_) return Unavailable("API server unreachable");
+    auto it = tokens_.find(std::string(token));
+    if (it == tokens_.end()) return PermissionDenied("token not authenticated");
+    if (it->second != node) return PermissionDenied("token is bound to node " + it->second);
+    return OkStatus();
+  }
+  int calls() {
+    std::lock_guard l(mu_);
+    return calls_;
+  }
+  void SetDown(bool down) {
+    std::lock_guard l(mu_);
+    down_ = down;
+  }
+
+ private:
+  std::mutex mu_;
+  std::map<std::string, std::string> tokens_;  // guarded by mu_
+  int calls_ = 0;                              // guarded by mu_
+  bool down_ = false;                          // guarded by mu_
+};
+
+class DistributorIdentityTest : public DistributorBoundsTest {
+ protected:
+  // A stream with `authorization` metadata (none when `header` is empty); returns the first
+  // fence received (or nullopt) and the final status.
+  std::pair<std::optional<v1::NodeFence>, grpc::Status> Dial(v1::FenceDistribution::Stub& stub,
+                                                             const std::string& header,
+                                                             const std::string& node,
+                                                             bool then_ack = false) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + 10s);
+    if (!header.empty()) ctx.AddMetadata("authorization", header);
+    auto rw = stub.Stream(&ctx);
+    rw->Write(Hello(node));
+    std::optional<v1::NodeFence> got;
+    v1::ControllerMessage in;
+    if (rw->Read(&in)) {
+      got = in.update().fence();
+      if (then_ack) {
+        v1::AgentMessage ack;
+        ack.mutable_ack()->set_version(in.update().fence().version());
+        ack.mutable_ack()->set_nonce(in.update().nonce());
+        rw->Write(ack);
+      }
+      rw->WritesDone();
+      ctx.TryCancel();
+    }
+    while (rw->Read(&in)) {
+    }
+    return {got, rw->Finish()};
+  }
+};
+
+TEST_F(DistributorIdentityTest, OnlyATokenBoundToTheHelloNodeGetsItsFence) {
+  AddNode("gpu-1");
+  AddNode("gpu-2");
+  auto auth = std::make_shared<FakeAuthenticator>(
+      std::map<std::string, std::string>{{"tok-1", "gpu-1"}, {"tok-2", "gpu-2"}});
+  auto o = Options();
+  o.authenticator = auth;
+  auto d = Start(o);
+  ASSERT_TRUE(d);
+  ASSERT_TRUE(d->SetDesired(Fence("gpu-1", 7)).ok());
+  auto stub = Stub(d->port());
+  // The impostor: a hello for gpu-1 with gpu-2's token, with no token, with a bad one, with a
+  // header of another scheme.
+  for (const std::string& header : {std::string("Bearer tok-2"), std::string(""),
+                                    std::string("Bearer forged"), std::string("Basic tok-1")}) {
+    auto [fence, st] = Dial(*stub, header, "gpu-1");
+    EXPECT_FALSE(fence.has_value()) << header;
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::PERMISSION_DENIED) << header;
+    EXPECT_NE(st.error_message().find("agent token refused for node gpu-1"), std::string::npos)
+        << st.error_message();
+  }
+  EXPECT_FALSE(d->GetAgent("gpu-1")->connected);
+  EXPECT_EQ(d->GetAgent("gpu-1")->streams, 0u);
+  // The real agent.
+  auto [fence, st] = Dial(*stub, "Bearer tok-1", "gpu-1", /*then_ack=*/true);
+  ASSERT_TRUE(fence.has_value()) << st.error_message();
+  EXPECT_EQ(fence->version(), 7u);
+  for (int i = 0; i < 100 && d->GetAgent("gpu-1")->acked_version != 7; ++i) {
+    std::this_thread::sleep_for(20ms);
+  }
+  EXPECT_EQ(d->GetAgent("gpu-1")->acked_version, 7u);
+}
+
+TEST_F(DistributorIdentityTest, UnjudgeableTokenIsUnavailableAndNodeChecksStillApply) {
+  AddNode("gpu-1");
+  auto auth = std::make_shared<FakeAuthenticator>(
+      std::map<std::string, std::string>{{"tok-1", "gpu-1"}, {"tok-x", "ghost"}});
+  auto o = Options();
+  o.authenticator = auth;
+  auto d = Start(o);
+  ASSERT_TRUE(d);
+  auto stub = Stub(d->port());
+  auth->SetDown(true);
+  EXPECT_EQ(Dial(*stub, "Bearer tok-1", "gpu-1").second.error_code(),
+            grpc::StatusCode::UNAVAILABLE);
+  auth->SetDown(false);
+  // A valid token for a node with no Node object: still refused as before.
+  EXPECT_EQ(Dial(*stub, "Bearer tok-x", "ghost").second.error_code(),
+            grpc::StatusCode::FAILED_PRECONDITION);
+  // An invalid node name is refused before the authenticator is asked.
+  const int calls = auth->calls();
+  EXPECT_EQ(Dial(*stub, "Bearer tok-1", "UPPER").second.error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(auth->calls(), calls);
+  EXPECT_EQ(d->NodeCount(), 0u);
 }
 
 }  // namespace

@@ -3,8 +3,8 @@
 // An agent may only receive and report for its own node. Its node name comes from the client
 // certificate: a subject CN of the form "system:node:<name>" (the kubelet convention) or a DNS
 // subjectAltName (which may also carry the "system:node:" prefix). A hello whose node name is
-// not one of these is refused. (Later goal: the agent's projected service-account token,
-// checked by a TokenReview, as a second source of the node name.)
+// not one of these is refused (--agent-identity=cert). The default, --agent-identity=token,
+// takes the node from the agent's projected ServiceAccount token instead (controller/auth).
 #pragma once
 
 #include <string>

@@ -202,8 +202,27 @@ Result<Json> Client::UpdateStatusWithRetry(const Gvr& gvr, const std::string& ns
                        " attempts");
 }
 
+Result<Json> Client::ReviewToken(const std::string& token,
+                                 const std::vector<std::string>& audiences) {
+  Json review = {{"apiVersion", "authentication.k8s.io/v1"},
+                 {"kind", "TokenReview"},
+                 {"spec", {{"token", token}}}};
+  if (!audiences.empty()) review["spec"]["audiences"] = audiences;
+  HttpRequest req;
+  req.method = "POST";
+  req.path = CollectionPath({"authentication.k8s.io", "v1", "tokenreviews"}, "");
+  req.body = review.dump();
+  req.content_type = "application/json";
+  req.timeout = std::chrono::seconds(10);
+  FG_ASSIGN_OR_RETURN(Json out, Call(req));
+  if (!out.is_object() || !out.contains("status") || !out["status"].is_object()) {
+    return Internal("TokenReview response has no status object");
+  }
+  return out["status"];
+}
+
 Status Client::Watch(const Gvr& gvr, const std::string& ns, const WatchOptions& opts,
-                     const std::function<bool(Json& event)>& on_event, const StopSignal* stop) {
+                     const std::function<bool(Json& event)>& on_event, std::stop_token stop) {
   HttpRequest req;
   req.path = CollectionPath(gvr, ns) +
              QueryString({{"watch", "1"},
@@ -239,7 +258,7 @@ Status Client::Watch(const Gvr& gvr, const std::string& ns, const WatchOptions& 
     }
     return *r;
   };
-  FG_ASSIGN_OR_RETURN(HttpResponse resp, transport_->Stream(req, on_chunk, stop));
+  FG_ASSIGN_OR_RETURN(HttpResponse resp, transport_->Stream(req, on_chunk, std::move(stop)));
   FG_RETURN_IF_ERROR(split_error);
   FG_RETURN_IF_ERROR(parse_error);
   FG_RETURN_IF_ERROR(StatusFromHttp(resp.status, resp.body).Annotate("watch " + req.path));

@@ -96,7 +96,13 @@ class Client {
   // ends the stream (returns OK), `on_event` returns false (OK), `stop` is set (kAborted), the
   // connection fails (kUnavailable…) or the server refuses it (mapped HTTP error, e.g. Expired).
   Status Watch(const Gvr& gvr, const std::string& ns, const WatchOptions& opts,
-               const std::function<bool(Json& event)>& on_event, const StopSignal* stop);
+               const std::function<bool(Json& event)>& on_event, std::stop_token stop);
+
+  // TokenReview (POST /apis/authentication.k8s.io/v1/tokenreviews): the API server's verdict on
+  // a bearer token for these audiences. Returns the review's `status` object (authenticated,
+  // user.username, user.extra, audiences, error); an HTTP error (e.g. 403: the caller may not
+  // create tokenreviews) is an error Status.
+  Result<Json> ReviewToken(const std::string& token, const std::vector<std::string>& audiences);
 
   const HttpTransportPtr& transport() const { return transport_; }
 

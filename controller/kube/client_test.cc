@@ -197,7 +197,7 @@ TEST(ClientTest, WatchDecodesEventsSplitAnywhere) {
           names.push_back(NameOf(ev["object"]));
           return true;
         },
-        nullptr);
+        std::stop_token{});
     ASSERT_TRUE(s.ok()) << s.ToString();
     ASSERT_EQ(names.size(), 50u) << "seed " << seed;
     EXPECT_EQ(names[49], "o49");
@@ -210,7 +210,7 @@ TEST(ClientTest, WatchRefusedWith410IsExpired) {
   });
   Client c(t);
   Status s = c.Watch(
-      ConfigMapsGvr(), "", {}, [](Json&) { return true; }, nullptr);
+      ConfigMapsGvr(), "", {}, [](Json&) { return true; }, std::stop_token{});
   EXPECT_TRUE(IsExpired(s)) << s.ToString();
 }
 

@@ -10,7 +10,7 @@ namespace {
 struct Transfer {
   CURL* curl = nullptr;
   const ChunkHandler* on_chunk = nullptr;
-  const StopSignal* stop = nullptr;
+  std::stop_token stop;
   std::string body;
   bool streaming = false;  // decided on the first body byte from the status code
   bool decided = false;
@@ -41,7 +41,7 @@ size_t WriteCallback(char* data, size_t size, size_t nmemb, void* user) {
 
 int ProgressCallback(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
   auto* t = static_cast<Transfer*>(user);
-  return t->stop != nullptr && t->stop->IsSet() ? 1 : 0;
+  return t->stop.stop_requested() ? 1 : 0;
 }
 
 struct HeaderList {
@@ -99,16 +99,16 @@ void CurlTransport::Release(void* handle) {
 }
 
 Result<HttpResponse> CurlTransport::Do(const HttpRequest& request) {
-  return Perform(request, nullptr, nullptr);
+  return Perform(request, nullptr, {});
 }
 
 Result<HttpResponse> CurlTransport::Stream(const HttpRequest& request, const ChunkHandler& on_chunk,
-                                           const StopSignal* stop) {
+                                           std::stop_token stop) {
   return Perform(request, &on_chunk, stop);
 }
 
 Result<HttpResponse> CurlTransport::Perform(const HttpRequest& request,
-                                            const ChunkHandler* on_chunk, const StopSignal* stop) {
+                                            const ChunkHandler* on_chunk, std::stop_token stop) {
   bool streamed = false;
   auto r = PerformOnce(request, on_chunk, stop, &streamed);
   // A rotated service-account token: re-read it and try once more.
@@ -120,15 +120,15 @@ Result<HttpResponse> CurlTransport::Perform(const HttpRequest& request,
 }
 
 Result<HttpResponse> CurlTransport::PerformOnce(const HttpRequest& request,
-                                                const ChunkHandler* on_chunk,
-                                                const StopSignal* stop, bool* streamed) {
+                                                const ChunkHandler* on_chunk, std::stop_token stop,
+                                                bool* streamed) {
   CURL* curl = static_cast<CURL*>(Acquire());
   if (curl == nullptr) return Internal("curl_easy_init failed");
   curl_easy_reset(curl);
   Transfer t;
   t.curl = curl;
   t.on_chunk = on_chunk;
-  t.stop = stop;
+  t.stop = std::move(stop);
 
   const std::string url = config_.server + request.path;
   curl_easy_setopt(curl, CURLOPT_URL, url.c_str());

@@ -28,16 +28,16 @@ class CurlTransport final : public HttpTransport {
 
   Result<HttpResponse> Do(const HttpRequest& request) override;
   Result<HttpResponse> Stream(const HttpRequest& request, const ChunkHandler& on_chunk,
-                              const StopSignal* stop) override;
+                              std::stop_token stop) override;
 
   const RestConfig& config() const { return config_; }
 
  private:
   CurlTransport(RestConfig config, TokenSourcePtr tokens, CurlTransportOptions options);
   Result<HttpResponse> Perform(const HttpRequest& request, const ChunkHandler* on_chunk,
-                               const StopSignal* stop);
+                               std::stop_token stop);
   Result<HttpResponse> PerformOnce(const HttpRequest& request, const ChunkHandler* on_chunk,
-                                   const StopSignal* stop, bool* streamed);
+                                   std::stop_token stop, bool* streamed);
   void* Acquire();
   void Release(void* handle);
 

@@ -27,7 +27,7 @@ class FakeTransport final : public HttpTransport {
   }
 
   Result<HttpResponse> Stream(const HttpRequest& request, const ChunkHandler& on_chunk,
-                              const StopSignal* stop) override {
+                              std::stop_token stop) override {
     Log(request);
     FakeReply reply = handler_(request);
     if (!reply.response.ok()) {
@@ -39,7 +39,7 @@ class FakeTransport final : public HttpTransport {
     }
     if (reply.response->status >= 200 && reply.response->status < 300) {
       for (const auto& c : reply.chunks) {
-        if (stop != nullptr && stop->IsSet()) return Aborted("request stopped");
+        if (stop.stop_requested()) return Aborted("request stopped");
         if (!on_chunk(c)) break;
       }
       reply.response->body.clear();

@@ -7,6 +7,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/strings.h"
+
 namespace feedguard::kube {
 namespace {
 
@@ -17,13 +19,6 @@ Result<std::string> ReadWholeFile(const std::string& path) {
   ss << in.rdbuf();
   if (in.bad()) return Internal("error reading " + path);
   return ss.str();
-}
-
-std::string Trim(std::string s) {
-  const char* ws = " \t\r\n";
-  s.erase(s.find_last_not_of(ws) + 1);
-  s.erase(0, s.find_first_not_of(ws) == std::string::npos ? s.size() : s.find_first_not_of(ws));
-  return s;
 }
 
 std::string Resolve(const std::string& base_dir, const std::string& p) {

@@ -146,12 +146,12 @@ Status LeaderElector::Release() {
   return r.status();
 }
 
-void LeaderElector::Run(const StopSignal& stop) {
-  while (!stop.IsSet()) {
+void LeaderElector::Run(std::stop_token stop) {
+  while (!stop.stop_requested()) {
     if (TryAcquireOrRenew()) break;
     if (!sleeper_->Sleep(config_.retry_period, stop)) return;
   }
-  if (stop.IsSet()) return;
+  if (stop.stop_requested()) return;
   {
     std::lock_guard<std::mutex> lock(mu_);
     leader_ = true;
@@ -175,7 +175,7 @@ void LeaderElector::Run(const StopSignal& stop) {
     std::lock_guard<std::mutex> lock(mu_);
     leader_ = false;
   }
-  if (stop.IsSet() && config_.release_on_stop) {
+  if (stop.stop_requested() && config_.release_on_stop) {
     Status s = Release();
     if (!s.ok()) spdlog::warn("leader election: release: {}", s.ToString());
   }

@@ -8,7 +8,7 @@
 #include <mutex>
 #include <string>
 
-#include "controller/kube/backoff.h"
+#include "common/backoff.h"
 #include "controller/kube/client.h"
 #include "feedguard/common/time_source.h"
 
@@ -39,7 +39,7 @@ class LeaderElector {
 
   // Campaigns until it holds the lease, leads until it cannot renew within the renew deadline
   // or `stop` is set, then returns (after on_stopped_leading if it led). Blocking.
-  void Run(const StopSignal& stop);
+  void Run(std::stop_token stop);
 
   // One attempt to take or renew the lease. True when we hold it afterwards.
   bool TryAcquireOrRenew();

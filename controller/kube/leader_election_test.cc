@@ -115,12 +115,12 @@ TEST(LeaderElectionTest, RunLosesLeadershipAfterRenewDeadline) {
     stopped_at = f.clock->MonotonicNow();
   };
   // The API server starts failing during the third sleep (after two renewals).
-  StopSignal stop;
+  std::stop_source stop;
   class FlipSleeper : public Sleeper {
    public:
     FlipSleeper(std::shared_ptr<FakeSleeper> inner, LeaseServer* s, int* n)
         : inner_(std::move(inner)), s_(s), n_(n) {}
-    bool Sleep(std::chrono::nanoseconds d, const StopSignal& stop) override {
+    bool Sleep(std::chrono::nanoseconds d, std::stop_token stop) override {
       if (++*n_ == 3) s_->fail = true;
       return inner_->Sleep(d, stop);
     }
@@ -130,7 +130,7 @@ TEST(LeaderElectionTest, RunLosesLeadershipAfterRenewDeadline) {
   };
   LeaderElector runner(f.client, cfg, f.clock,
                        std::make_shared<FlipSleeper>(sleeper, &f.server, &renewals));
-  runner.Run(stop);
+  runner.Run(stop.get_token());
   EXPECT_EQ(started, 1);
   EXPECT_EQ(stopped, 1);
   EXPECT_FALSE(runner.IsLeader());

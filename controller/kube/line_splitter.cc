@@ -23,6 +23,12 @@ Result<bool> LineSplitter::Feed(std::string_view chunk,
       buf_.append(chunk);
       return true;
     }
+    // The limit holds for a line completed in this chunk too, not only for a held-back tail:
+    // whether a runaway line is refused must not depend on where the chunks were cut.
+    if (buf_.size() + nl > max_line_) {
+      buf_.clear();
+      return Status(StatusCode::kResourceExhausted, "stream line exceeds the size limit");
+    }
     bool go_on;
     if (buf_.empty()) {
       go_on = Emit(chunk.substr(0, nl), on_line);

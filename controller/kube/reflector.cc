@@ -79,7 +79,7 @@ ObjectPtr Reflector::Prepare(Json raw) const {
   return std::make_shared<const Json>(std::move(t));
 }
 
-Status Reflector::ListAndReplace(const std::string& resource_version, const StopSignal& stop) {
+Status Reflector::ListAndReplace(const std::string& resource_version, std::stop_token stop) {
   ListOptions opts;
   opts.label_selector = options_.label_selector;
   opts.field_selector = options_.field_selector;
@@ -88,7 +88,7 @@ Status Reflector::ListAndReplace(const std::string& resource_version, const Stop
   std::vector<ObjectPtr> fresh;
   std::string list_rv;
   for (bool first = true;; first = false) {
-    if (stop.IsSet()) return Aborted("stopped");
+    if (stop.stop_requested()) return Aborted("stopped");
     FG_ASSIGN_OR_RETURN(ListPage page, client_->ListOnePage(options_.gvr, options_.ns, opts));
     if (first) list_rv = page.resource_version;
     for (auto& item : page.items) fresh.push_back(Prepare(std::move(item)));
@@ -121,14 +121,19 @@ Status Reflector::ListAndReplace(const std::string& resource_version, const Stop
     first_sync = !synced_;
     stats_.lists++;
   }
-  for (const auto& [before, after] : changes) {
+  // Plain references, not structured bindings: clang before 16 (the fuzz preset) cannot capture
+  // a structured binding in a lambda.
+  for (const auto& change : changes) {
+    const ObjectPtr& before = change.first;
+    const ObjectPtr& after = change.second;
     if (before == nullptr) {
       if (handlers_.on_add) Deliver(*after, [&] { handlers_.on_add(after); });
     } else if (handlers_.on_update) {
       Deliver(*after, [&] { handlers_.on_update(before, after); });
     }
   }
-  for (const auto& [key, gone] : old) {
+  for (const auto& entry : old) {
+    const ObjectPtr& gone = entry.second;
     if (handlers_.on_delete) Deliver(*gone, [&] { handlers_.on_delete(gone); });
   }
   if (first_sync) {
@@ -211,7 +216,7 @@ Status Reflector::HandleEvent(Json& event, int* events) {
   return OkStatus();
 }
 
-Status Reflector::WatchOnce(const StopSignal& stop, int* events) {
+Status Reflector::WatchOnce(std::stop_token stop, int* events) {
   std::mt19937_64 rng(seed_++);
   std::uniform_int_distribution<int> timeout(options_.min_watch_timeout_s,
                                              options_.max_watch_timeout_s);
@@ -232,12 +237,12 @@ Status Reflector::WatchOnce(const StopSignal& stop, int* events) {
         event_status = HandleEvent(ev, events);
         return event_status.ok();
       },
-      &stop);
+      stop);
   if (!event_status.ok()) return event_status;
   return s;
 }
 
-void Reflector::Run(const StopSignal& stop) {
+void Reflector::Run(std::stop_token stop) {
   Backoff backoff(options_.backoff, seed_++);
   // Where the next list reads from. After a watch 410: first the last resourceVersion; if the
   // watch that follows expires again without an event, from scratch (""); if even that version
@@ -248,7 +253,7 @@ void Reflector::Run(const StopSignal& stop) {
   ListFrom list_from = ListFrom::kScratch;
   int expired_streak = 0;  // consecutive watch 410s without an event in between
   bool need_list = true;
-  while (!stop.IsSet()) {
+  while (!stop.stop_requested()) {
     if (need_list) {
       const std::string rv = list_from == ListFrom::kLastRv  ? LastResourceVersion()
                              : list_from == ListFrom::kCache ? std::string("0")
@@ -261,7 +266,7 @@ void Reflector::Run(const StopSignal& stop) {
         continue;
       }
       if (!s.ok()) {
-        if (stop.IsSet()) break;
+        if (stop.stop_requested()) break;
         spdlog::warn("reflector {}: list failed: {}", options_.gvr.resource, s.ToString());
         if (!sleeper_->Sleep(backoff.Next(), stop)) break;
         continue;
@@ -272,7 +277,7 @@ void Reflector::Run(const StopSignal& stop) {
     const auto started = clock_->MonotonicNow();
     int events = 0;
     Status s = WatchOnce(stop, &events);
-    if (stop.IsSet()) break;
+    if (stop.stop_requested()) break;
     if (events > 0 || s.ok()) expired_streak = 0;
     if (IsExpired(s)) {
       ++expired_streak;

@@ -9,7 +9,7 @@
 #include <mutex>
 #include <string>
 
-#include "controller/kube/backoff.h"
+#include "common/backoff.h"
 #include "controller/kube/client.h"
 #include "controller/kube/store.h"
 
@@ -35,7 +35,9 @@ struct ReflectorOptions {
   int64_t page_size = 500;
   int min_watch_timeout_s = 300;
   int max_watch_timeout_s = 600;
-  BackoffOptions backoff;  // 800 ms ×2 up to 30 s, jittered
+  // 800 ms ×2 up to 30 s, each delay in [d, 2d) (client-go's re-watch backoff).
+  BackoffPolicy backoff{std::chrono::milliseconds(800), 2.0, std::chrono::milliseconds(30'000),
+                        /*jitter_below=*/0.0, /*jitter_above=*/1.0};
   TransformFunc transform;
   uint64_t seed = 0;  // 0: random
 };
@@ -56,16 +58,16 @@ class Reflector {
             ResourceEventHandlers handlers, TimeSourcePtr clock, SleeperPtr sleeper);
 
   // Lists and watches until `stop` is set. Blocking; call on a thread of its own.
-  void Run(const StopSignal& stop);
+  void Run(std::stop_token stop);
 
   bool HasSynced() const;
   std::string LastResourceVersion() const;
   ReflectorStats stats() const;
 
  private:
-  Status ListAndReplace(const std::string& resource_version, const StopSignal& stop);
+  Status ListAndReplace(const std::string& resource_version, std::stop_token stop);
   // One watch. OK: the server ended it normally (`*events` counts applied events).
-  Status WatchOnce(const StopSignal& stop, int* events);
+  Status WatchOnce(std::stop_token stop, int* events);
   Status HandleEvent(Json& event, int* events);
   ObjectPtr Prepare(Json raw) const;
   // Runs a handler; an exception it throws is logged as a skipped object, never propagated.

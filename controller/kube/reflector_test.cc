@@ -54,7 +54,7 @@ class ReflectorTest : public ::testing::Test {
     return std::make_shared<FakeTransport>([this](const HttpRequest& r) {
       paths_.push_back(r.path);
       if (steps_.empty()) {
-        stop_->Notify();
+        stop_->request_stop();
         return FakeReply{HttpResponse{200, ""}};
       }
       Step s = std::move(steps_.front());
@@ -74,7 +74,7 @@ class ReflectorTest : public ::testing::Test {
   }
   std::deque<Step> steps_;
   std::vector<std::string> paths_;
-  std::unique_ptr<StopSignal> stop_ = std::make_unique<StopSignal>();
+  std::unique_ptr<std::stop_source> stop_ = std::make_unique<std::stop_source>();
   Recorder rec_;
   StorePtr store_ = std::make_shared<Store>();
   std::shared_ptr<ManualTimeSource> clock_ = std::make_shared<ManualTimeSource>();
@@ -88,7 +88,7 @@ TEST_F(ReflectorTest, BookmarkRvThen410RelistEmitsOnlyTheDifference) {
     paths_.clear();
     rec_ = Recorder();
     store_ = std::make_shared<Store>();
-    stop_ = std::make_unique<StopSignal>();
+    stop_ = std::make_unique<std::stop_source>();
     const std::string watch1 = Ev("ADDED", Cm("c", 11)) + Ev("MODIFIED", Cm("a", 12, "x")) +
                                Ev("MODIFIED", Cm("a", 12, "x")) +  // duplicate: ignored
                                Ev("BOOKMARK", {{"metadata", {{"resourceVersion", "15"}}}});
@@ -104,7 +104,7 @@ TEST_F(ReflectorTest, BookmarkRvThen410RelistEmitsOnlyTheDifference) {
          {HttpResponse{200, ListBody(20, {Cm("a", 12, "x"), Cm("c", 16), Cm("d", 17)})}}});
     steps_.push_back({"resourceVersion=20", {HttpResponse{200, ""}, {Ev("DELETED", Cm("d", 21))}}});
     auto r = Make();
-    r->Run(*stop_);
+    r->Run(stop_->get_token());
 
     EXPECT_EQ(rec_.log, (std::vector<std::string>{"add a@5", "add b@6",          // first list
                                                   "add c@11", "update a 5->12",  // watch
@@ -138,7 +138,7 @@ TEST_F(ReflectorTest, DisconnectsBackOffAndRewatchFromLastRv) {
       {"resourceVersion=10", {Status(Unavailable("reset")), {Ev("ADDED", Cm("b", 11))}}});
   steps_.push_back({"resourceVersion=11", {Status(Unavailable("reset"))}});
   auto r = Make();
-  r->Run(*stop_);
+  r->Run(stop_->get_token());
   auto sleeps = sleeper_->sleeps();
   ASSERT_EQ(sleeps.size(), 6u);
   const int64_t bases[] = {800, 1600, 3200, 6400, 800, 1600};  // reset after an event
@@ -155,7 +155,7 @@ TEST_F(ReflectorTest, BackoffCapsAtThirtySeconds) {
   steps_.push_back({"limit=500", {HttpResponse{200, ListBody(1, {})}}});
   for (int i = 0; i < 10; ++i) steps_.push_back({"watch=1", {HttpResponse{500, "{}"}}});
   auto r = Make();
-  r->Run(*stop_);
+  r->Run(stop_->get_token());
   auto sleeps = sleeper_->sleeps();
   ASSERT_EQ(sleeps.size(), 10u);
   for (size_t i = 6; i < sleeps.size(); ++i) {
@@ -176,7 +176,7 @@ TEST_F(ReflectorTest, PaginatedListAndTransformKeepsIdentity) {
   o.page_size = 2;
   o.transform = [](Json) { return Json{{"kept", true}}; };
   auto r = Make(o);
-  r->Run(*stop_);
+  r->Run(stop_->get_token());
   ASSERT_EQ(store_->size(), 3u);
   auto c = store_->Get("ns/c");
   ASSERT_NE(c, nullptr);
@@ -197,7 +197,7 @@ TEST_F(ReflectorTest, ExpiredAgainAfterRelistAtOldRvListsFromScratch) {
   steps_.push_back({"resourceVersion=0", {HttpResponse{200, ListBody(45, {Cm("a", 33)})}}});
   steps_.push_back({"resourceVersion=45", {HttpResponse{200, ""}, {Ev("ADDED", Cm("b", 46))}}});
   auto r = Make();
-  r->Run(*stop_);
+  r->Run(stop_->get_token());
   ASSERT_GE(paths_.size(), 6u);
   EXPECT_EQ(paths_[2].find("watch=1"), std::string::npos);
   EXPECT_EQ(paths_[4].find("resourceVersion="), std::string::npos) << paths_[4];
@@ -222,7 +222,7 @@ TEST_F(ReflectorTest, SyncedOnlyAfterHandlersSawTheWholeInitialList) {
   o.seed = 99;
   Reflector r(std::make_shared<Client>(Server()), store_, o, h, clock_, sleeper_);
   self = &r;
-  r.Run(*stop_);
+  r.Run(stop_->get_token());
   EXPECT_EQ(synced_during_adds, (std::vector<bool>{false, false}));
   EXPECT_TRUE(synced_in_callback);
   EXPECT_TRUE(r.HasSynced());
@@ -265,7 +265,7 @@ TEST_F(ReflectorTest, MalformedEventsAndThrowingHandlersNeverEscape) {
     return j;
   };
   Reflector r(std::make_shared<Client>(Server()), store_, o, h, clock_, sleeper_);
-  EXPECT_NO_THROW(r.Run(*stop_));
+  EXPECT_NO_THROW(r.Run(stop_->get_token()));
   EXPECT_EQ(added, (std::vector<std::string>{"a", "c"}));  // "bad" skipped, the rest goes on
   ASSERT_NE(store_->Get("ns/bad"), nullptr);               // kept by its identity only
   EXPECT_FALSE(store_->Get("ns/bad")->contains("data"));

@@ -6,10 +6,10 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <stop_token>
 #include <string>
 #include <string_view>
 
-#include "controller/kube/backoff.h"
 #include "feedguard/common/status.h"
 
 namespace feedguard::kube {
@@ -40,9 +40,10 @@ class HttpTransport {
   virtual Result<HttpResponse> Do(const HttpRequest& request) = 0;
   // A streaming request: a 2xx body goes to `on_chunk` piece by piece (response.body stays
   // empty); a non-2xx body is collected into response.body. Aborts, returning OK with the
-  // status seen, when `on_chunk` returns false; returns kAborted when `stop` is set.
+  // status seen, when `on_chunk` returns false; returns kAborted once `stop` is requested (a
+  // default token never is).
   virtual Result<HttpResponse> Stream(const HttpRequest& request, const ChunkHandler& on_chunk,
-                                      const StopSignal* stop) = 0;
+                                      std::stop_token stop) = 0;
 };
 using HttpTransportPtr = std::shared_ptr<HttpTransport>;
 

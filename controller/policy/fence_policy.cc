@@ -84,6 +84,18 @@ void ReadInt(const nlohmann::json& j, const char* key, const std::string& field,
   *out = static_cast<int32_t>(x);
 }
 
+// Reads an optional boolean; absent → keeps the default.
+void ReadBool(const nlohmann::json& j, const char* key, const std::string& field, bool* out,
+              std::vector<FieldError>* errors) {
+  const auto& v = Child(j, key);
+  if (v.is_null()) return;
+  if (!v.is_boolean()) {
+    errors->push_back({field, "expected boolean"});
+    return;
+  }
+  *out = v.get<bool>();
+}
+
 void ReadSelector(const nlohmann::json& j, const char* key, const std::string& field,
                   LabelSelector* out, std::vector<FieldError>* errors) {
   auto s = LabelSelector::FromJson(Child(j, key), field);
@@ -226,6 +238,7 @@ ParsedPolicy ParseFencePolicy(const nlohmann::json& object) {
   } else {
     ReadSelector(tr, "namespaceSelector", "spec.trainers.namespaceSelector",
                  &p.trainers.namespace_selector, &errors);
+    ReadBool(tr, "requireGPU", "spec.trainers.requireGPU", &p.trainers.require_gpu, &errors);
     if (Child(tr, "podSelector").is_null()) {
       errors.push_back({"spec.trainers.podSelector", "required"});
     } else {
@@ -306,12 +319,28 @@ std::vector<FieldError> ValidateFencePolicy(const FencePolicy& p) {
                  "needs a positive condition (a matchLabels entry, or a matchExpressions entry "
                  "with In or Exists): NotIn and DoesNotExist alone match every pod without the "
                  "label"});
-  } else if (p.trainers.namespace_selector.empty() &&
-             p.neighbours.pod_selector.Equivalent(p.trainers.pod_selector)) {
+  } else if (std::string why = p.trainers.pod_selector.WhyUnsatisfiable(); !why.empty()) {
+    e.push_back({"spec.trainers.podSelector", "can never match a pod: " + why});
+  } else if (p.trainers.namespace_selector.empty() && !p.trainers.require_gpu &&
+             p.neighbours.pod_selector.Implies(p.trainers.pod_selector)) {
     // Every pod the neighbour selector matches is a trainer first: nothing is ever fenced.
+    // (With a namespace selector or requireGPU, pods outside them stay neighbours.)
     e.push_back({"spec.neighbours.podSelector",
-                 "selects the same pods as spec.trainers.podSelector: every such pod is a "
-                 "trainer, so no neighbour would ever be fenced"});
+                 p.trainers.pod_selector.Implies(p.neighbours.pod_selector)
+                     ? "selects the same pods as spec.trainers.podSelector: every such pod is a "
+                       "trainer, so no neighbour would ever be fenced"
+                     : "selects only pods that spec.trainers.podSelector selects too: every such "
+                       "pod is a trainer, so no neighbour would ever be fenced"});
+  }
+  if (std::string why = p.trainers.namespace_selector.WhyUnsatisfiable(); !why.empty()) {
+    e.push_back({"spec.trainers.namespaceSelector", "can never match a namespace: " + why});
+  }
+  if (std::string why = p.neighbours.pod_selector.WhyUnsatisfiable(); !why.empty()) {
+    e.push_back({"spec.neighbours.podSelector",
+                 "can never match a pod, so no neighbour would ever be fenced: " + why});
+  }
+  if (std::string why = p.node_selector.WhyUnsatisfiable(); !why.empty()) {
+    e.push_back({"spec.nodeSelector", "can never match a node: " + why});
   }
   if (p.trainers.numa == NumaMode::kRequireGpuLocal && p.trainers.cores == 0 &&
       p.trainers.cores_per_gpu == 0) {

@@ -22,6 +22,8 @@ inline constexpr char kFencePolicyKind[] = "FencePolicy";
 inline constexpr char kFencePolicyFinalizer[] = "feedguard.io/revert-fences";
 // spec.neighbours.maxCPU of a Quota fence when the policy does not set it.
 inline constexpr int32_t kDefaultQuotaMaxCpuPercent = 75;
+// spec.trainers.requireGPU when the policy does not set it.
+inline constexpr bool kDefaultTrainersRequireGpu = false;
 
 enum class PolicyMode { kEnforce, kDryRun };
 enum class CpuPlacement { kWholeCores, kThreads };
@@ -36,6 +38,10 @@ struct TrainerSpec {
   CpuPlacement placement = CpuPlacement::kWholeCores;
   NumaMode numa = NumaMode::kPreferGpuLocal;
   int32_t weight = 0;  // cgroup v2 cpu.weight scale 1..10000; 0 = unset (kubelet's weight kept)
+  // spec.trainers.requireGPU: only pods that request a GPU (nvidia.com/gpu or a MIG profile in
+  // their limits) can be trainers, so a tenant who copies the trainer label onto an ordinary pod
+  // gains nothing. See docs/DESIGN.md "Who can become a trainer".
+  bool require_gpu = kDefaultTrainersRequireGpu;
 };
 
 struct NeighbourSpec {

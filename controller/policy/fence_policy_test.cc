@@ -145,6 +145,7 @@ nlohmann::json EveryField() {
       "nodeSelector": {"matchLabels": {"nvidia.com/gpu.present": "true"},
                        "matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]},
       "trainers": {
+        "requireGPU": true,
         "namespaceSelector": {"matchLabels": {"team": "ml"},
                               "matchExpressions": [{"key": "tier", "operator": "Exists"}]},
         "podSelector": {"matchLabels": {"feedguard.io/role": "trainer"},
@@ -339,6 +340,7 @@ TEST(PolicySemanticsTest, TrainerSelectorNeedsAPositiveCondition) {
 TEST(PolicySemanticsTest, IdenticalTrainerAndNeighbourSelectorsAreReported) {
   auto j = EveryField();
   j["spec"]["trainers"].erase("namespaceSelector");
+  j["spec"]["trainers"].erase("requireGPU");
   j["spec"]["neighbours"]["podSelector"] = nlohmann::json::parse(
       R"({"matchExpressions":[{"key":"gpu","operator":"In","values":["a100","a100"]}],
           "matchLabels":{"feedguard.io/role":"trainer"}})");
@@ -353,6 +355,156 @@ TEST(PolicySemanticsTest, IdenticalTrainerAndNeighbourSelectorsAreReported) {
   // are neighbours): allowed.
   j["spec"]["trainers"]["namespaceSelector"] = {{"matchLabels", {{"team", "ml"}}}};
   EXPECT_TRUE(ValidateFencePolicy(ParseFencePolicy(j).policy).empty());
+}
+
+LabelSelector Sel(const char* json) {
+  auto s = LabelSelector::FromJson(nlohmann::json::parse(json), "sel");
+  EXPECT_TRUE(s.ok()) << json;
+  return s.ok() ? *s : LabelSelector();
+}
+
+TEST(LabelSelectorTest, UnsatisfiableSelectorsSayWhy) {
+  for (
+      const char* never : {
+          R"({"matchExpressions":[{"key":"a","operator":"In","values":["x"]},
+                                  {"key":"a","operator":"NotIn","values":["x"]}]})",
+          R"({"matchExpressions":[{"key":"a","operator":"Exists"},
+                                  {"key":"a","operator":"DoesNotExist"}]})",
+          R"({"matchLabels":{"a":"x"},"matchExpressions":[{"key":"a","operator":"DoesNotExist"}]})",
+          R"({"matchLabels":{"a":"x"},"matchExpressions":[{"key":"a","operator":"In","values":["y","z"]}]})",
+          R"({"matchExpressions":[{"key":"a","operator":"In","values":["x","y"]},
+                                  {"key":"a","operator":"NotIn","values":["y","x"]}]})"}) {
+    EXPECT_NE(Sel(never).WhyUnsatisfiable(), "") << never;
+  }
+  for (const char* can : {R"({})", R"({"matchLabels":{"a":"x","b":"y"}})",
+                          R"({"matchExpressions":[{"key":"a","operator":"In","values":["x","y"]},
+                                  {"key":"a","operator":"NotIn","values":["x"]}]})",
+                          R"({"matchExpressions":[{"key":"a","operator":"Exists"},
+                                  {"key":"a","operator":"NotIn","values":["x"]}]})",
+                          R"({"matchExpressions":[{"key":"a","operator":"NotIn","values":["x"]},
+                                  {"key":"a","operator":"DoesNotExist"}]})"}) {
+    EXPECT_EQ(Sel(can).WhyUnsatisfiable(), "") << can;
+  }
+  EXPECT_NE(Sel(R"({"matchExpressions":[{"key":"a","operator":"Exists"},
+                                        {"key":"a","operator":"DoesNotExist"}]})")
+                .WhyUnsatisfiable()
+                .find("\"a\""),
+            std::string::npos);
+}
+
+TEST(LabelSelectorTest, ImpliesIsSoundKeyByKey) {
+  struct Case {
+    const char* a;
+    const char* b;
+    bool a_implies_b;
+  };
+  const Case cases[] = {
+      {R"({"matchLabels":{"role":"trainer","team":"x"}})", R"({"matchLabels":{"role":"trainer"}})",
+       true},
+      {R"({"matchLabels":{"role":"trainer"}})", R"({"matchLabels":{"role":"trainer","team":"x"}})",
+       false},
+      {R"({"matchLabels":{"role":"trainer"}})",
+       R"({"matchExpressions":[{"key":"role","operator":"In","values":["trainer","t2"]}]})", true},
+      {R"({"matchExpressions":[{"key":"role","operator":"In","values":["trainer","t2"]}]})",
+       R"({"matchLabels":{"role":"trainer"}})", false},
+      {R"({"matchLabels":{"role":"trainer"}})",
+       R"({"matchExpressions":[{"key":"role","operator":"Exists"}]})", true},
+      {R"({"matchLabels":{"role":"trainer"}})",
+       R"({"matchExpressions":[{"key":"role","operator":"NotIn","values":["etl"]}]})", true},
+      {R"({"matchExpressions":[{"key":"role","operator":"Exists"}]})",
+       R"({"matchExpressions":[{"key":"role","operator":"NotIn","values":["etl"]}]})", false},
+      {R"({"matchExpressions":[{"key":"role","operator":"NotIn","values":["etl","db"]}]})",
+       R"({"matchExpressions":[{"key":"role","operator":"NotIn","values":["etl"]}]})", true},
+      {R"({"matchExpressions":[{"key":"role","operator":"DoesNotExist"}]})",
+       R"({"matchExpressions":[{"key":"role","operator":"NotIn","values":["etl"]}]})", true},
+      {R"({"matchExpressions":[{"key":"role","operator":"DoesNotExist"}]})",
+       R"({"matchExpressions":[{"key":"role","operator":"Exists"}]})", false},
+      {R"({})", R"({"matchLabels":{"role":"trainer"}})", false},
+      {R"({"matchLabels":{"role":"trainer"}})", R"({})", true},
+  };
+  for (const auto& c : cases) {
+    EXPECT_EQ(Sel(c.a).Implies(Sel(c.b)), c.a_implies_b) << c.a << " => " << c.b;
+  }
+}
+
+TEST(PolicySemanticsTest, SelectorsThatCanNeverMatchAreReported) {
+  struct Case {
+    const char* where;
+    const char* selector;
+    const char* field;
+  };
+  const Case cases[] = {
+      {"trainers",
+       R"({"matchLabels":{"feedguard.io/role":"trainer"},"matchExpressions":[
+           {"key":"feedguard.io/role","operator":"NotIn","values":["trainer"]}]})",
+       "spec.trainers.podSelector: can never match a pod"},
+      {"trainers",
+       R"({"matchExpressions":[{"key":"gpu","operator":"Exists"},
+                               {"key":"gpu","operator":"DoesNotExist"}]})",
+       "spec.trainers.podSelector: can never match a pod"},
+      {"neighbours",
+       R"({"matchExpressions":[{"key":"tier","operator":"In","values":["batch"]},
+                               {"key":"tier","operator":"NotIn","values":["batch"]}]})",
+       "spec.neighbours.podSelector: can never match a pod"},
+      {"nodes", R"({"matchExpressions":[{"key":"gpu","operator":"Exists"},
+                                         {"key":"gpu","operator":"DoesNotExist"}]})",
+       "spec.nodeSelector: can never match a node"},
+  };
+  for (const auto& c : cases) {
+    auto j = EveryField();
+    const auto sel = nlohmann::json::parse(c.selector);
+    if (std::string(c.where) == "trainers") j["spec"]["trainers"]["podSelector"] = sel;
+    if (std::string(c.where) == "neighbours") j["spec"]["neighbours"]["podSelector"] = sel;
+    if (std::string(c.where) == "nodes") j["spec"]["nodeSelector"] = sel;
+    auto parsed = ParseFencePolicy(j);
+    ASSERT_TRUE(parsed.errors.empty()) << JoinFieldErrors(parsed.errors);
+    std::string all = JoinFieldErrors(ValidateFencePolicy(parsed.policy));
+    EXPECT_NE(all.find(c.field), std::string::npos) << c.selector << ": " << all;
+  }
+}
+
+TEST(PolicySemanticsTest, NeighbourSelectorInsideTheTrainerSelectorIsReported) {
+  auto j = EveryField();
+  j["spec"]["trainers"].erase("namespaceSelector");
+  j["spec"]["trainers"]["requireGPU"] = false;
+  j["spec"]["trainers"]["podSelector"] = {{"matchLabels", {{"feedguard.io/role", "trainer"}}}};
+  // Narrower than the trainers: every pod it selects is a trainer first.
+  j["spec"]["neighbours"]["podSelector"] = {
+      {"matchLabels", {{"feedguard.io/role", "trainer"}, {"team", "vision"}}}};
+  std::string all = JoinFieldErrors(ValidateFencePolicy(ParseFencePolicy(j).policy));
+  EXPECT_NE(all.find("spec.neighbours.podSelector: selects only pods that "
+                     "spec.trainers.podSelector selects too"),
+            std::string::npos)
+      << all;
+  // The same set written differently (matchLabels vs In): "the same pods".
+  j["spec"]["neighbours"]["podSelector"] = {
+      {"matchExpressions",
+       {{{"key", "feedguard.io/role"}, {"operator", "In"}, {"values", {"trainer"}}}}}};
+  all = JoinFieldErrors(ValidateFencePolicy(ParseFencePolicy(j).policy));
+  EXPECT_NE(all.find("spec.neighbours.podSelector: selects the same pods as "
+                     "spec.trainers.podSelector"),
+            std::string::npos)
+      << all;
+  // Wider than the trainers (the usual case): fine.
+  j["spec"]["neighbours"]["podSelector"] = {
+      {"matchExpressions", {{{"key", "feedguard.io/role"}, {"operator", "Exists"}}}}};
+  EXPECT_TRUE(ValidateFencePolicy(ParseFencePolicy(j).policy).empty());
+  // With requireGPU, trainer-labelled pods without a GPU stay neighbours: the sets differ.
+  j["spec"]["neighbours"]["podSelector"] = {
+      {"matchLabels", {{"feedguard.io/role", "trainer"}, {"team", "vision"}}}};
+  j["spec"]["trainers"]["requireGPU"] = true;
+  EXPECT_TRUE(ValidateFencePolicy(ParseFencePolicy(j).policy).empty());
+}
+
+TEST(PolicySemanticsTest, RequireGpuIsABooleanDefaultingToTheConstant) {
+  auto j = EveryField();
+  j["spec"]["trainers"].erase("requireGPU");
+  EXPECT_EQ(ParseFencePolicy(j).policy.trainers.require_gpu, kDefaultTrainersRequireGpu);
+  j["spec"]["trainers"]["requireGPU"] = true;
+  EXPECT_TRUE(ParseFencePolicy(j).policy.trainers.require_gpu);
+  j["spec"]["trainers"]["requireGPU"] = "true";
+  EXPECT_EQ(JoinFieldErrors(ParseFencePolicy(j).errors),
+            "spec.trainers.requireGPU: expected boolean");
 }
 
 TEST(PolicySemanticsTest, MaxCpuOnlyWithQuotaAndQuotaDefaultIsExplicit) {
@@ -427,6 +579,30 @@ TEST(CrdSamplesTest, ValidSamplesAreValidForTheController) {
     auto errors = AllErrors(FromYaml(YAML::LoadFile(f.path().string())));
     EXPECT_TRUE(errors.empty()) << f.path() << ": " << JoinFieldErrors(errors);
     ++n;
+  }
+  EXPECT_GE(n, 5);
+}
+
+TEST(CrdSamplesTest, ExamplesAreValidAndRestrictWhoCanBeATrainer) {
+  // examples/ are what users copy: valid for the controller too, and safe by default (trainers
+  // restricted by namespace and to pods with a GPU).
+  int n = 0;
+  for (const auto& f : std::filesystem::directory_iterator(FG_EXAMPLES_DIR)) {
+    if (f.path().extension() != ".yaml") continue;
+    for (const auto& doc : YAML::LoadAllFromFile(f.path().string())) {
+      if (!doc.IsMap() || !doc["kind"] || doc["kind"].as<std::string>() != "FencePolicy") continue;
+      const auto j = FromYaml(doc);
+      auto errors = AllErrors(j);
+      EXPECT_TRUE(errors.empty()) << f.path() << ": " << JoinFieldErrors(errors);
+      const FencePolicy p = ParseFencePolicy(j).policy;
+      const std::string name = f.path().filename().string();
+      if (name.rfind("01-", 0) == 0 || name.rfind("02-", 0) == 0 || name.rfind("03-", 0) == 0 ||
+          name.rfind("05-", 0) == 0) {
+        EXPECT_TRUE(p.trainers.require_gpu) << name;
+        EXPECT_FALSE(p.trainers.namespace_selector.empty()) << name;
+      }
+      ++n;
+    }
   }
   EXPECT_GE(n, 5);
 }

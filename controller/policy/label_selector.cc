@@ -1,6 +1,7 @@
 #include "controller/policy/label_selector.h"
 
 #include <algorithm>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -32,6 +33,86 @@ const char* OpName(LabelSelector::Op op) {
       return "DoesNotExist";
   }
   return "";
+}
+
+// What one selector allows for one label key, all its requirements on that key combined.
+struct KeyDomain {
+  bool present = false;  // the label must be present (matchLabels, In, Exists)
+  bool absent = false;   // the label must be absent (DoesNotExist)
+  bool finite = false;   // `allowed` bounds the values (matchLabels, In)
+  std::set<std::string> allowed;
+  std::set<std::string> excluded;  // NotIn
+
+  // The values the label may have (meaningful when finite).
+  std::set<std::string> Values() const {
+    std::set<std::string> out;
+    for (const auto& v : allowed)
+      if (!excluded.count(v)) out.insert(v);
+    return out;
+  }
+  // Every label state this domain allows (absent, or one of its values) satisfies the
+  // requirement `op values` on the same key.
+  bool Satisfies(LabelSelector::Op op, const std::vector<std::string>& values) const {
+    const std::set<std::string> b(values.begin(), values.end());
+    const std::set<std::string> mine = Values();
+    const bool no_values = absent || (finite && mine.empty());
+    switch (op) {
+      case LabelSelector::Op::kIn:
+        if (!present || no_values || !finite) return false;
+        return std::includes(b.begin(), b.end(), mine.begin(), mine.end());
+      case LabelSelector::Op::kNotIn:
+        if (no_values) return true;
+        if (finite) {
+          for (const auto& v : mine)
+            if (b.count(v)) return false;
+          return true;
+        }
+        return std::includes(excluded.begin(), excluded.end(), b.begin(), b.end());
+      case LabelSelector::Op::kExists:
+        return present;
+      case LabelSelector::Op::kDoesNotExist:
+        return no_values;
+    }
+    return false;
+  }
+};
+
+// Every key `s` constrains, with what it allows there.
+std::map<std::string, KeyDomain> Domains(const LabelSelector& s) {
+  using Op = LabelSelector::Op;
+  std::map<std::string, KeyDomain> out;
+  auto narrow = [&](const std::string& key, const std::vector<std::string>& values) {
+    auto& d = out[key];
+    const std::set<std::string> in(values.begin(), values.end());
+    if (!d.finite) {
+      d.allowed = in;
+      d.finite = true;
+    } else {
+      std::set<std::string> both;
+      for (const auto& v : d.allowed)
+        if (in.count(v)) both.insert(v);
+      d.allowed = std::move(both);
+    }
+    d.present = true;
+  };
+  for (const auto& [k, v] : s.match_labels()) narrow(k, {v});
+  for (const auto& r : s.expressions()) {
+    switch (r.op) {
+      case Op::kIn:
+        narrow(r.key, r.values);
+        break;
+      case Op::kNotIn:
+        out[r.key].excluded.insert(r.values.begin(), r.values.end());
+        break;
+      case Op::kExists:
+        out[r.key].present = true;
+        break;
+      case Op::kDoesNotExist:
+        out[r.key].absent = true;
+        break;
+    }
+  }
+  return out;
 }
 
 }  // namespace
@@ -191,6 +272,34 @@ bool LabelSelector::Equivalent(const LabelSelector& other) const {
     return out;
   };
   return canonical(*this) == canonical(other);
+}
+
+std::string LabelSelector::WhyUnsatisfiable() const {
+  for (const auto& [key, d] : Domains(*this)) {
+    if (d.present && d.absent) {
+      return "label \"" + key + "\" is required both to exist and not to exist";
+    }
+    if (d.finite && d.Values().empty()) {
+      return "no value of label \"" + key + "\" satisfies every requirement on it";
+    }
+  }
+  return "";
+}
+
+bool LabelSelector::Implies(const LabelSelector& other) const {
+  const auto mine = Domains(*this);
+  static const KeyDomain kUnconstrained;
+  auto domain = [&](const std::string& key) -> const KeyDomain& {
+    auto it = mine.find(key);
+    return it == mine.end() ? kUnconstrained : it->second;
+  };
+  for (const auto& [k, v] : other.match_labels_) {
+    if (!domain(k).Satisfies(Op::kIn, {v})) return false;
+  }
+  for (const auto& r : other.expressions_) {
+    if (!domain(r.key).Satisfies(r.op, r.values)) return false;
+  }
+  return true;
 }
 
 Labels LabelsFromJson(const nlohmann::json& j) {

@@ -37,6 +37,17 @@ class LabelSelector {
   bool HasPositiveRequirement() const;
   // Same requirements (order of matchExpressions and of their values ignored).
   bool Equivalent(const LabelSelector& other) const;
+  // Whether some label set matches: "" when one does, else why none can (contradictory
+  // requirements on one key: `In [a]` with `NotIn [a]`, `Exists` with `DoesNotExist`, two
+  // matchLabels/In sets without a common value). Exact for every selector.
+  std::string WhyUnsatisfiable() const;
+  // Whether every label set this selector matches is matched by `other` too (this ⊆ other).
+  // Sound, not complete: true only when it follows key by key from the requirements (e.g.
+  // {a: x, b: y} implies {a: x}; `In [x]` implies `Exists` and `NotIn [z]`).
+  bool Implies(const LabelSelector& other) const;
+
+  const Labels& match_labels() const { return match_labels_; }
+  const std::vector<Requirement>& expressions() const { return expressions_; }
 
  private:
   Labels match_labels_;

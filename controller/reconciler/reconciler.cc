@@ -1,5 +1,7 @@
 #include "controller/reconciler/reconciler.h"
 
+#include <algorithm>
+#include <cmath>
 #include <functional>
 #include <thread>
 
@@ -18,6 +20,73 @@ std::string NameOf(const nlohmann::json& obj) {
   return n != m->end() && n->is_string() ? n->get<std::string>() : "";
 }
 
+constexpr char kSuspendedWhy[] =
+    "fencing suspended by the off switch (annotation feedguard.io/suspend=true on the agent "
+    "namespace, or --suspend): every fence withdrawn";
+
+// Whether a Namespace object carries kSuspendAnnotation = "true" (type-checked).
+bool SuspendAnnotation(const nlohmann::json& ns) {
+  if (!ns.is_object()) return false;
+  auto m = ns.find("metadata");
+  if (m == ns.end() || !m->is_object()) return false;
+  auto a = m->find("annotations");
+  if (a == m->end() || !a->is_object()) return false;
+  auto v = a->find(kSuspendAnnotation);
+  return v != a->end() && v->is_string() && *v == "true";
+}
+
+// The message of condition `type` in a status ("" if none).
+std::string StatusMessage(const nlohmann::json& st, const std::string& type) {
+  if (!st.is_object() || !st.contains("conditions") || !st["conditions"].is_array()) return "";
+  for (const auto& c : st["conditions"]) {
+    if (c.is_object() && c.value("type", nlohmann::json()) == type) {
+      auto m = c.find("message");
+      return m != c.end() && m->is_string() ? m->get<std::string>() : "";
+    }
+  }
+  return "";
+}
+
+// A status computed as usual, turned into the off switch's: Ready=False (reason Suspended) and a
+// Suspended=True condition saying how many nodes still hold the policy's fence.
+void MarkSuspended(nlohmann::json& st, const nlohmann::json& prev, size_t held, int64_t generation,
+                   std::chrono::system_clock::time_point now) {
+  const std::string msg =
+      std::string(kSuspendedWhy) +
+      (held == 0 ? "; every node reverted"
+                 : "; " + std::to_string(held) + " nodes still hold this policy's fence");
+  const std::string ts = Rfc3339(now);
+  auto since = [&](const std::string& type, const std::string& status) {
+    if (prev.is_object() && prev.contains("conditions") && prev["conditions"].is_array()) {
+      for (const auto& c : prev["conditions"]) {
+        if (c.is_object() && c.value("type", nlohmann::json()) == type &&
+            c.value("status", nlohmann::json()) == status) {
+          auto t = c.find("lastTransitionTime");
+          if (t != c.end() && t->is_string()) return t->get<std::string>();
+        }
+      }
+    }
+    return ts;
+  };
+  if (!st.contains("conditions") || !st["conditions"].is_array()) {
+    st["conditions"] = nlohmann::json::array();
+  }
+  for (auto& c : st["conditions"]) {
+    if (c.is_object() && c.value("type", nlohmann::json()) == "Ready") {
+      c["status"] = "False";
+      c["reason"] = "Suspended";
+      c["message"] = msg;
+      c["lastTransitionTime"] = since("Ready", "False");
+    }
+  }
+  st["conditions"].push_back({{"type", "Suspended"},
+                              {"status", "True"},
+                              {"reason", "OffSwitch"},
+                              {"message", msg},
+                              {"lastTransitionTime", since("Suspended", "True")},
+                              {"observedGeneration", generation}});
+}
+
 std::set<std::string> PoliciesIn(const feedguard::v1::NodeFence& f) {
   std::set<std::string> out;
   for (const auto& p : f.policies()) out.insert(p.name());
@@ -30,7 +99,8 @@ Reconciler::Reconciler(FenceSinkPtr sink, PolicyWriterPtr writer, ReconcilerOpti
     : sink_(std::move(sink)),
       writer_(std::move(writer)),
       options_(std::move(options)),
-      clock_(options_.clock ? options_.clock : std::make_shared<RealTimeSource>()) {
+      clock_(options_.clock ? options_.clock : std::make_shared<RealTimeSource>()),
+      retry_(options_.retry, /*seed=*/1) {
   // Versions must grow across controller restarts and leader changes: start from the wall
   // clock in microseconds (an agent only compares versions for equality and freshness).
   version_counter_ = static_cast<uint64_t>(
@@ -39,6 +109,34 @@ Reconciler::Reconciler(FenceSinkPtr sink, PolicyWriterPtr writer, ReconcilerOpti
 }
 
 uint64_t Reconciler::NextVersionLocked() { return ++version_counter_; }
+
+bool Reconciler::SuspendedLocked() const { return options_.suspended || suspend_annotation_; }
+
+bool Reconciler::Suspended() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return SuspendedLocked();
+}
+
+void Reconciler::SetSuspendAnnotationLocked(bool on) {
+  if (on == suspend_annotation_) return;
+  const bool before = SuspendedLocked();
+  suspend_annotation_ = on;
+  if (SuspendedLocked() == before) return;  // --suspend holds it either way
+  spdlog::warn("reconciler: off switch {} ({} on namespace {}): {}", on ? "ON" : "off",
+               kSuspendAnnotation, options_.rails.agent_namespace,
+               on ? "withdrawing every fence from every node" : "re-applying fences");
+  MarkAllNodesDirtyLocked();
+  for (auto& [name, e] : policies_) e.status_dirty = true;
+}
+
+size_t Reconciler::NodesHoldingLocked(const std::string& policy) const {
+  size_t held = 0;
+  for (const auto& [node, n] : nodes_) {
+    if (!n.exists) continue;
+    held += n.acked_policies.count(policy);  // its agent's last acknowledged fence holds it
+  }
+  return held;
+}
 
 void Reconciler::MarkAllNodesDirtyLocked() {
   for (const auto& [name, n] : nodes_) dirty_nodes_.insert(name);
@@ -81,11 +179,13 @@ void Reconciler::DeletePolicy(const nlohmann::json& obj) {
   std::lock_guard<std::mutex> l(mu_);
   policies_.erase(NameOf(obj));
   per_policy_.erase(NameOf(obj));
+  retry_.Forget("finalizer-add/" + NameOf(obj));
+  retry_.Forget("finalizer-remove/" + NameOf(obj));
   MarkAllNodesDirtyLocked();
 }
 
 void Reconciler::UpsertPod(const nlohmann::json& obj) {
-  PodInfo pod = PodFromJson(obj);
+  PodInfo pod = PodFromJson(obj, options_.gpu_resource_names);
   if (pod.uid.empty()) {
     spdlog::warn("reconciler: skipping pod {}/{} without metadata.uid", pod.ns, pod.name);
     return;
@@ -144,6 +244,8 @@ void Reconciler::DeleteNode(const nlohmann::json& obj) {
     std::lock_guard<std::mutex> l(mu_);
     nodes_.erase(name);
     dirty_nodes_.erase(name);
+    fence_retries_.erase(name);
+    retry_.Forget("fence/" + name);
     for (auto& [p, per_node] : per_policy_) per_node.erase(name);
     for (auto& [p, e] : policies_) e.status_dirty = true;
   }
@@ -154,6 +256,7 @@ void Reconciler::UpsertNamespace(const nlohmann::json& obj) {
   NamespaceInfo ns = NamespaceFromJson(obj);
   if (ns.name.empty()) return;
   std::lock_guard<std::mutex> l(mu_);
+  if (ns.name == options_.rails.agent_namespace) SetSuspendAnnotationLocked(SuspendAnnotation(obj));
   auto& labels = namespaces_[ns.name];
   if (labels != ns.labels) {
     labels = ns.labels;
@@ -164,6 +267,7 @@ void Reconciler::UpsertNamespace(const nlohmann::json& obj) {
 
 void Reconciler::DeleteNamespace(const nlohmann::json& obj) {
   std::lock_guard<std::mutex> l(mu_);
+  if (NameOf(obj) == options_.rails.agent_namespace) SetSuspendAnnotationLocked(false);
   namespaces_.erase(NameOf(obj));
 }
 
@@ -172,10 +276,14 @@ void Reconciler::DeleteNamespace(const nlohmann::json& obj) {
 void Reconciler::OnConnected(const std::string& node, const feedguard::v1::AgentHello&) {
   std::lock_guard<std::mutex> l(mu_);
   for (auto& [name, e] : policies_) e.status_dirty = true;
-  (void)node;
+  disconnected_.erase(node);
 }
 
-void Reconciler::OnDisconnected(const std::string& node) { OnConnected(node, {}); }
+void Reconciler::OnDisconnected(const std::string& node) {
+  std::lock_guard<std::mutex> l(mu_);
+  for (auto& [name, e] : policies_) e.status_dirty = true;
+  disconnected_.insert(node);
+}
 
 void Reconciler::OnAck(const std::string& node, uint64_t version) {
   std::lock_guard<std::mutex> l(mu_);
@@ -207,7 +315,11 @@ void Reconciler::OnReport(const std::string& node, const feedguard::v1::NodeRepo
     d += p.planned() ? '1' : '0';
     d += static_cast<char>('0' + static_cast<int>(p.role()));
     d += p.enforced() ? '1' : '0';
-    d += p.cpu_pressure_some_avg10() > kStarvedPressurePercent ? '1' : '0';
+    d += TrainerStarved(p) ? '1' : '0';
+    // The GPU busy aggregate in the status moves in steps of 5 %.
+    if (p.gpus_sampled() > 0 && std::isfinite(p.gpu_busy_percent())) {
+      d += std::to_string(static_cast<int>(std::clamp(p.gpu_busy_percent(), 0.0, 100.0) / 5));
+    }
     if (!p.enforced()) {
       d += p.reason();
       d += '\x1f';
@@ -249,7 +361,8 @@ void Reconciler::RecomputeNodeLocked(const std::string& node,
   }
   std::vector<const FencePolicy*> active;
   for (const auto& [name, e] : policies_) {
-    if (e.invalid.empty() && !e.policy.deleting) active.push_back(&e.policy);
+    // Suspended: no policy is active, every node gets a fence without policies (reverted).
+    if (e.invalid.empty() && !e.policy.deleting && !SuspendedLocked()) active.push_back(&e.policy);
   }
   NodeResolution r = ResolveNode(n.info, pods, active, namespaces_, options_.rails);
   stats_.node_recomputes++;
@@ -292,6 +405,16 @@ bool Reconciler::StepFences() {
       MarkAllNodesDirtyLocked();
       first_resolution = true;
     }
+    // Nodes whose SetDesired failed come back once their backoff has passed.
+    const auto now = clock_->MonotonicNow();
+    for (auto it = fence_retries_.begin(); it != fence_retries_.end();) {
+      if (!retry_.Due("fence/" + *it, now)) {
+        ++it;
+        continue;
+      }
+      dirty_nodes_.insert(*it);
+      it = fence_retries_.erase(it);
+    }
     std::set<std::string> dirty;
     dirty.swap(dirty_nodes_);
     for (const auto& node : dirty) {
@@ -299,9 +422,22 @@ bool Reconciler::StepFences() {
     }
     stats_.fences_sent += to_send.size();
   }
-  for (auto& f : to_send) {
-    Status st = sink_->SetDesired(f);
-    if (!st.ok()) spdlog::warn("SetDesired({}): {}", f.node_name(), st.ToString());
+  std::vector<std::pair<std::string, Status>> results;
+  for (auto& f : to_send) results.emplace_back(f.node_name(), sink_->SetDesired(f));
+  if (!results.empty()) {
+    std::lock_guard<std::mutex> l(mu_);
+    const auto now = clock_->MonotonicNow();
+    for (const auto& [node, st] : results) {
+      if (st.ok()) {
+        retry_.Forget("fence/" + node);
+        continue;
+      }
+      // Not handed over: send a fresh version of this node's fence once the backoff passed.
+      const auto delay = retry_.Failed("fence/" + node, now);
+      if (auto it = nodes_.find(node); it != nodes_.end()) it->second.sent = false;
+      fence_retries_.insert(node);
+      spdlog::warn("SetDesired({}): {} (retry in {} ms)", node, st.ToString(), delay.count());
+    }
   }
   if (first_resolution) {
     {
@@ -337,15 +473,34 @@ bool Reconciler::NodeAdmissible(const std::string& node) const {
 bool Reconciler::StepApiWrites() {
   std::vector<std::string> finalizers_to_add, finalizers_to_remove;
   std::vector<std::string> status_due;
+  // A disconnected agent turns stale only when its grace period ends, with no event of its own:
+  // look at the (few) disconnected nodes and recompute every status once one of them turned.
+  std::vector<std::string> waiting;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    waiting.assign(disconnected_.begin(), disconnected_.end());
+  }
+  std::vector<std::string> turned;
+  for (const auto& node : waiting) {
+    auto agent = sink_->GetAgent(node);
+    if (!agent || agent->stale || agent->connected) turned.push_back(node);
+  }
   const auto now = clock_->MonotonicNow();
   {
     std::lock_guard<std::mutex> l(mu_);
     // Status and finalizers judged from a partial view would be wrong (a deleting policy's
     // finalizer removed before its nodes are even known): wait for the first full resolution.
     if (!resolved_) return false;
+    for (const auto& node : turned) {
+      if (disconnected_.erase(node) == 0) continue;  // reconnected meanwhile: already dirty
+      for (auto& [name, e] : policies_) e.status_dirty = true;
+    }
     for (auto& [name, e] : policies_) {
-      if (e.finalizer_pending) finalizers_to_add.push_back(name);
-      if (e.policy.deleting && e.policy.HasFinalizer()) {
+      if (e.finalizer_pending && retry_.Due("finalizer-add/" + name, now)) {
+        finalizers_to_add.push_back(name);
+      }
+      if (e.policy.deleting && e.policy.HasFinalizer() &&
+          retry_.Due("finalizer-remove/" + name, now)) {
         bool still_fenced = false;
         for (const auto& [node, n] : nodes_) {
           if (!n.exists) continue;
@@ -363,10 +518,15 @@ bool Reconciler::StepApiWrites() {
   for (const auto& name : finalizers_to_add) {
     Status st = writer_->AddFinalizer(name);
     std::lock_guard<std::mutex> l(mu_);
-    if (auto it = policies_.find(name); it != policies_.end() && st.ok()) {
+    if (!st.ok()) {
+      const auto delay = retry_.Failed("finalizer-add/" + name, clock_->MonotonicNow());
+      spdlog::warn("adding finalizer to {}: {} (retry in {} ms)", name, st.ToString(),
+                   delay.count());
+      continue;
+    }
+    retry_.Forget("finalizer-add/" + name);
+    if (auto it = policies_.find(name); it != policies_.end()) {
       it->second.finalizer_pending = false;
-    } else if (!st.ok()) {
-      spdlog::warn("adding finalizer to {}: {}", name, st.ToString());
     }
   }
   for (const auto& name : finalizers_to_remove) {
@@ -374,23 +534,33 @@ bool Reconciler::StepApiWrites() {
     if (st.ok()) {
       writer_->Event(name, "Normal", "Reverted", "every node reverted this policy's fences");
       std::lock_guard<std::mutex> l(mu_);
+      retry_.Forget("finalizer-remove/" + name);
       if (auto it = policies_.find(name); it != policies_.end()) {
         auto& f = it->second.policy.finalizers;
         f.erase(std::remove(f.begin(), f.end(), kFencePolicyFinalizer), f.end());
       }
-    } else if (st.code() != StatusCode::kNotFound) {
-      spdlog::warn("removing finalizer from {}: {}", name, st.ToString());
+    } else {
+      std::lock_guard<std::mutex> l(mu_);
+      const auto delay = retry_.Failed("finalizer-remove/" + name, clock_->MonotonicNow());
+      if (st.code() != StatusCode::kNotFound) {  // NotFound: gone already, its DELETE event is due
+        spdlog::warn("removing finalizer from {}: {} (retry in {} ms)", name, st.ToString(),
+                     delay.count());
+      }
     }
   }
   for (const auto& name : status_due) {
     PolicyStatusInput in;
     FencePolicy policy_copy;
     std::vector<std::string> nodes;
+    bool suspended = false;
+    size_t held = 0;  // suspended: nodes whose agent has not yet acknowledged the withdrawal
     {
       std::lock_guard<std::mutex> l(mu_);
       auto it = policies_.find(name);
       if (it == policies_.end()) continue;
       policy_copy = it->second.policy;
+      suspended = SuspendedLocked();
+      held = suspended ? NodesHoldingLocked(name) : 0;
       in.invalid = it->second.invalid;
       in.per_node = per_policy_[name];
       in.previous_status = it->second.last_status;
@@ -417,6 +587,7 @@ bool Reconciler::StepApiWrites() {
     }
     for (auto& [node, r] : reports) in.agents[node].report = &r;
     nlohmann::json st = ComputePolicyStatus(in);
+    if (suspended) MarkSuspended(st, in.previous_status, held, policy_copy.generation, in.now);
     {
       std::lock_guard<std::mutex> l(mu_);
       stats_.status_computes++;
@@ -458,6 +629,16 @@ bool Reconciler::StepApiWrites() {
       if (cond(st, "Conflicting") == "True" && cond(prev, "Conflicting") != "True") {
         writer_->Event(name, "Warning", "Conflicting", "pods claimed by a higher-ranked policy");
       }
+      if (cond(st, "Suspended") == "True" && cond(prev, "Suspended") != "True") {
+        writer_->Event(name, "Warning", "Suspended", kSuspendedWhy);
+      }
+      if (cond(st, "Suspended") == "True" && held == 0 && cond(prev, "Suspended") == "True" &&
+          StatusMessage(prev, "Suspended") != StatusMessage(st, "Suspended")) {
+        writer_->Event(name, "Normal", "Withdrawn", "every node reverted this policy's fences");
+      }
+      if (cond(st, "Suspended") != "True" && cond(prev, "Suspended") == "True") {
+        writer_->Event(name, "Normal", "Resumed", "off switch cleared: fences are applied again");
+      }
     } else {
       it->second.status_dirty = true;  // retry next interval
       spdlog::warn("writing status of {}: {}", name, ws.ToString());
@@ -466,7 +647,7 @@ bool Reconciler::StepApiWrites() {
   return !status_due.empty() || !finalizers_to_add.empty() || !finalizers_to_remove.empty();
 }
 
-void Reconciler::Run(const kube::StopSignal& stop) {
+void Reconciler::Run(std::stop_token stop) {
   // Last line of defence: every input is type-checked where it is read, but an exception that
   // still escaped a pass must not end the thread (std::terminate): log it and go on.
   auto guarded = [](const char* what, const std::function<void()>& step) {
@@ -479,14 +660,14 @@ void Reconciler::Run(const kube::StopSignal& stop) {
   // API writes (status, finalizers, Events) take round trips to the API server; they run on
   // their own thread so a slow write never delays the next NodeFence.
   std::thread writes([&] {
-    while (!stop.IsSet()) {
+    while (!stop.stop_requested()) {
       guarded("status", [&] { StepApiWrites(); });
-      stop.WaitFor(options_.tick);
+      SleepFor(options_.tick, stop);
     }
   });
-  while (!stop.IsSet()) {
+  while (!stop.stop_requested()) {
     guarded("fence", [&] { StepFences(); });
-    stop.WaitFor(options_.tick);
+    SleepFor(options_.tick, stop);
   }
   writes.join();
 }

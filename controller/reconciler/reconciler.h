@@ -25,8 +25,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/backoff.h"
 #include "controller/distributor/agent_observer.h"
-#include "controller/kube/backoff.h"
 #include "controller/policy/fence_policy.h"
 #include "controller/resolver/resolver.h"
 #include "feedguard/common/status.h"
@@ -71,11 +71,28 @@ class PolicyWriter {
 };
 using PolicyWriterPtr = std::shared_ptr<PolicyWriter>;
 
+// The emergency off switch at runtime (docs/DESIGN.md "Emergency off switch"): this annotation,
+// "true" on the agent namespace (Rails::agent_namespace, the release namespace), withdraws every
+// fence from every node (each gets a NodeFence without policies: agents revert to the
+// checkpointed originals), keeps policies, finalizers and the install, and says so in every
+// policy's status (condition Suspended=True, Ready=False reason Suspended) and Events. Removing
+// it (or any other value) re-applies.
+inline constexpr char kSuspendAnnotation[] = "feedguard.io/suspend";
+
 struct ReconcilerOptions {
   Rails rails;
   std::chrono::milliseconds status_interval{1000};
   std::chrono::milliseconds tick{10};
+  // Emergency off switch from the command line (--suspend): as if the agent namespace carried
+  // kSuspendAnnotation=true. Either source suspends.
+  bool suspended = false;
+  // Pacing of a failed write, per key (a policy's finalizer edit, a node's SetDesired), as
+  // controller-runtime's per-item rate limiter: 10 ms doubling up to 30 s, forgotten on success.
+  BackoffPolicy retry{std::chrono::milliseconds(10), 2.0, std::chrono::milliseconds(30'000),
+                      /*jitter_below=*/0.0, /*jitter_above=*/0.0};
   TimeSourcePtr clock;  // default: real
+  // Extended resources that count as GPUs in a pod's limits (--gpu-resource-names).
+  GpuResourceNames gpu_resource_names = GpuResourceNames::Defaults();
 };
 
 struct ReconcilerStats {
@@ -123,9 +140,11 @@ class Reconciler final : public AgentObserver {
   bool StepFences();
   bool StepApiWrites();
   // Until `stop`: StepFences on this thread, StepApiWrites on a second one.
-  void Run(const kube::StopSignal& stop);
+  void Run(std::stop_token stop);
 
   ReconcilerStats stats() const;
+  // Whether the off switch is on (flag or annotation): no policy is enforced anywhere.
+  bool Suspended() const;
   // The current desired fence of a node (tests, debugging).
   std::optional<feedguard::v1::NodeFence> DesiredFence(const std::string& node) const;
 
@@ -153,6 +172,11 @@ class Reconciler final : public AgentObserver {
   };
 
   void MarkAllNodesDirtyLocked();
+  bool SuspendedLocked() const;
+  void SetSuspendAnnotationLocked(bool on);
+  // Nodes whose agent's last acknowledged fence still holds `policy` (the withdrawal not yet
+  // acknowledged).
+  size_t NodesHoldingLocked(const std::string& policy) const;
   void MarkPolicyDirtyLocked(const std::string& name);
   void RecomputeNodeLocked(const std::string& node, std::vector<feedguard::v1::NodeFence>* to_send);
   uint64_t NextVersionLocked();
@@ -169,12 +193,20 @@ class Reconciler final : public AgentObserver {
   std::map<std::string, std::string> pod_node_;                 // guarded by mu_; uid → node
   std::map<std::string, Labels> namespaces_;                    // guarded by mu_
   std::set<std::string> dirty_nodes_;                           // guarded by mu_
+  bool suspend_annotation_ = false;  // guarded by mu_; kSuspendAnnotation on the agent namespace
+  // Nodes whose agent disconnected and is not yet stale: StepApiWrites recomputes the status
+  // once the distributor's grace period (stale_after) has passed for one of them.
+  std::set<std::string> disconnected_;  // guarded by mu_
   // policy → node → what the policy got there (for status).
   std::map<std::string, std::map<std::string, PolicyOnNode>> per_policy_;  // guarded by mu_
   uint64_t version_counter_ = 0;                                           // guarded by mu_
-  ReconcilerStats stats_;                                                  // guarded by mu_
-  bool informers_synced_ = false;                                          // guarded by mu_
-  bool resolved_ = false;                                                  // guarded by mu_
+  // Failed writes wait here before their next try: keys "fence/<node>" (SetDesired),
+  // "finalizer-add/<policy>", "finalizer-remove/<policy>".
+  KeyedBackoff retry_;                   // guarded by mu_
+  std::set<std::string> fence_retries_;  // guarded by mu_; nodes whose SetDesired failed
+  ReconcilerStats stats_;                // guarded by mu_
+  bool informers_synced_ = false;        // guarded by mu_
+  bool resolved_ = false;                // guarded by mu_
   // Node names for NodeAdmissible, under a lock of their own: the distributor asks on every
   // hello under its lock, which must never wait for a long recompute under mu_.
   mutable std::mutex admission_mu_;

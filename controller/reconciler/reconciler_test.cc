@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 namespace feedguard::controller {
 namespace {
 
@@ -14,15 +16,17 @@ class FakeSink : public FenceSink {
     agents[fence.node_name()].desired_version = fence.version();
     return OkStatus();
   }
+  // As DistributorSink: an agent that never said hello is absent.
   std::optional<Agent> GetAgent(const std::string& node) const override {
     auto it = agents.find(node);
-    if (it == agents.end()) return std::nullopt;
+    if (it == agents.end() || hello.count(node) == 0) return std::nullopt;
     return it->second;
   }
   void Forget(const std::string& node) override { forgotten.push_back(node); }
   void OnNodesKnown() override { ++nodes_known; }
   std::vector<feedguard::v1::NodeFence> sent;
   std::map<std::string, Agent> agents;
+  std::set<std::string> hello;  // nodes whose agent connected at least once
   std::vector<std::string> forgotten;
   int nodes_known = 0;
 };
@@ -84,6 +88,7 @@ class ReconcilerTest : public ::testing::Test {
   void Ack(const std::string& node) {
     auto& a = sink_->agents[node];
     a.connected = true;
+    sink_->hello.insert(node);
     a.acked_version = a.desired_version;
     r_->OnAck(node, a.desired_version);
   }
@@ -140,6 +145,42 @@ TEST_F(ReconcilerTest, AddsFinalizerAndWritesCoalescedStatus) {
   clock_->Advance(std::chrono::milliseconds(1500));
   r_->Step();  // unchanged → no write
   EXPECT_EQ(writer_->statuses["vision"].size(), 2u);
+}
+
+// An agent that disconnects keeps its last answer through the grace period; when the
+// distributor reports it stale (no event of its own), the next pass rewrites the status.
+TEST_F(ReconcilerTest, DisconnectedNodeTurnsStaleAfterTheGracePeriod) {
+  r_->UpsertPolicy(PolicyJson(true));
+  r_->UpsertPod(PodJson("train", "gpu-1", {{"role", "trainer"}}));
+  r_->Step();
+  Ack("gpu-1");
+  Ack("gpu-2");
+  clock_->Advance(std::chrono::milliseconds(1500));
+  r_->Step();
+  EXPECT_EQ(writer_->statuses["vision"].back()["nodes"]["enforced"], 2);
+  const size_t writes = writer_->statuses["vision"].size();
+
+  sink_->agents["gpu-1"].connected = false;
+  r_->OnDisconnected("gpu-1");
+  clock_->Advance(std::chrono::milliseconds(1500));
+  r_->Step();  // within the grace period: still enforced, nothing new to write
+  EXPECT_EQ(writer_->statuses["vision"].size(), writes);
+  EXPECT_EQ(writer_->statuses["vision"].back()["nodes"]["stale"], 0);
+
+  sink_->agents["gpu-1"].stale = true;  // the grace period ended
+  clock_->Advance(std::chrono::milliseconds(1500));
+  r_->Step();
+  ASSERT_EQ(writer_->statuses["vision"].size(), writes + 1);
+  EXPECT_EQ(writer_->statuses["vision"].back()["nodes"]["stale"], 1);
+  EXPECT_EQ(writer_->statuses["vision"].back()["nodes"]["enforced"], 1);
+
+  sink_->agents["gpu-1"].stale = false;
+  Ack("gpu-1");
+  r_->OnConnected("gpu-1", {});
+  clock_->Advance(std::chrono::milliseconds(1500));
+  r_->Step();
+  EXPECT_EQ(writer_->statuses["vision"].back()["nodes"]["stale"], 0);
+  EXPECT_EQ(writer_->statuses["vision"].back()["nodes"]["enforced"], 2);
 }
 
 TEST_F(ReconcilerTest, InvalidPolicyIsNotEnforcedAndSaysWhy) {
@@ -399,6 +440,166 @@ TEST_F(ReconcilerTest, HostileReportLeavesStatusWritable) {
   EXPECT_EQ(reason, "AgentReported");
   EXPECT_LE(f["message"].get<std::string>().size(), 1024u);
   EXPECT_EQ(st["nodes"]["failed"], 1);
+}
+
+// Failed writes are retried per key with a growing delay (10 ms, 20 ms, 40 ms, ...), not on
+// every 10 ms pass; a success resets the key and other keys are never held up.
+class FlakyWriter : public FakeWriter {
+ public:
+  Status AddFinalizer(const std::string& name) override {
+    FakeWriter::AddFinalizer(name).IgnoreError();  // records the attempt
+    return fail_add-- > 0 ? Unavailable("apiserver down") : OkStatus();
+  }
+  int fail_add = 0;
+};
+
+class FlakySink : public FakeSink {
+ public:
+  Status SetDesired(feedguard::v1::NodeFence fence) override {
+    attempts.push_back(fence.node_name());
+    if (fence.node_name() == fail_node && fail-- > 0) return Unavailable("no slot");
+    return FakeSink::SetDesired(std::move(fence));
+  }
+  std::string fail_node;
+  int fail = 0;
+  std::vector<std::string> attempts;
+};
+
+TEST(ReconcilerRetryTest, FailedWritesBackOffPerKey) {
+  auto clock = std::make_shared<ManualTimeSource>();
+  auto sink = std::make_shared<FlakySink>();
+  auto writer = std::make_shared<FlakyWriter>();
+  sink->fail_node = "gpu-1";
+  sink->fail = 3;
+  writer->fail_add = 3;
+  ReconcilerOptions o;
+  o.clock = clock;
+  auto r = std::make_shared<Reconciler>(sink, writer, o);
+  r->UpsertNode({{"metadata", {{"name", "gpu-1"}}}});
+  r->UpsertNode({{"metadata", {{"name", "gpu-2"}}}});
+  r->MarkInformersSynced();
+  r->UpsertPolicy(PolicyJson(false));
+  r->UpsertPod(PodJson("train", "gpu-1", {{"role", "trainer"}}));
+
+  // Passes every 5 ms for 200 ms: failures at 0, 10, 30 ms; the 4th try (at 70 ms) succeeds.
+  std::vector<int64_t> add_at, fence_at;
+  for (int64_t t = 0; t <= 200; t += 5) {
+    const size_t adds = writer->added.size();
+    const size_t sets = sink->attempts.size();
+    r->Step();
+    if (writer->added.size() > adds) add_at.push_back(t);
+    for (size_t i = sets; i < sink->attempts.size(); ++i) {
+      if (sink->attempts[i] == "gpu-1") fence_at.push_back(t);
+    }
+    clock->Advance(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(add_at, (std::vector<int64_t>{0, 10, 30, 70}));
+  EXPECT_EQ(fence_at, (std::vector<int64_t>{0, 10, 30, 70}));
+  // gpu-2 got its fence on the first pass, once: not held up by gpu-1's failures.
+  EXPECT_EQ(std::count(sink->attempts.begin(), sink->attempts.end(), "gpu-2"), 1);
+  ASSERT_TRUE(r->DesiredFence("gpu-1").has_value());
+  EXPECT_EQ(sink->sent.back().node_name(), "gpu-1");
+  EXPECT_EQ(r->DesiredFence("gpu-1")->trainers_size(), 1);
+}
+
+// The emergency off switch (issue 13, item 9): the annotation on the agent namespace withdraws
+// every fence, says so in status and Events, and clearing it re-applies.
+json Cond(const json& st, const std::string& type) {
+  for (const auto& c : st["conditions"]) {
+    if (c["type"] == type) return c;
+  }
+  return json();
+}
+
+TEST_F(ReconcilerTest, OffSwitchWithdrawsEveryFenceSaysSoAndReapplies) {
+  const std::string ns = ReconcilerOptions().rails.agent_namespace;
+  ASSERT_FALSE(ns.empty());
+  r_->UpsertPolicy(PolicyJson(true));
+  r_->UpsertPod(PodJson("train", "gpu-1", {{"role", "trainer"}}));
+  r_->UpsertPod(PodJson("spin", "gpu-1"));
+  r_->Step();
+  Ack("gpu-1");
+  Ack("gpu-2");
+  clock_->Advance(std::chrono::seconds(2));
+  r_->Step();
+  ASSERT_EQ(r_->DesiredFence("gpu-1")->policies_size(), 1);
+  EXPECT_EQ(Cond(writer_->statuses["vision"].back(), "Ready")["status"], "True");
+  EXPECT_FALSE(r_->Suspended());
+
+  // Another namespace's annotation, or another value, is no switch.
+  r_->UpsertNamespace(
+      {{"metadata", {{"name", "ml"}, {"annotations", {{kSuspendAnnotation, "true"}}}}}});
+  r_->UpsertNamespace(
+      {{"metadata", {{"name", ns}, {"annotations", {{kSuspendAnnotation, "yes"}}}}}});
+  r_->Step();
+  EXPECT_FALSE(r_->Suspended());
+  EXPECT_EQ(r_->DesiredFence("gpu-1")->policies_size(), 1);
+
+  // On: every node gets a fence without policies.
+  r_->UpsertNamespace(
+      {{"metadata", {{"name", ns}, {"annotations", {{kSuspendAnnotation, "true"}}}}}});
+  EXPECT_TRUE(r_->Suspended());
+  clock_->Advance(std::chrono::seconds(2));
+  r_->Step();
+  for (const std::string node : {"gpu-1", "gpu-2"}) {
+    auto f = r_->DesiredFence(node);
+    ASSERT_TRUE(f);
+    EXPECT_EQ(f->policies_size(), 0) << node;
+    EXPECT_EQ(f->trainers_size() + f->neighbours_size(), 0) << node;
+  }
+  json st = writer_->statuses["vision"].back();
+  EXPECT_EQ(Cond(st, "Suspended")["status"], "True");
+  EXPECT_EQ(Cond(st, "Ready")["status"], "False");
+  EXPECT_EQ(Cond(st, "Ready")["reason"], "Suspended");
+  EXPECT_NE(Cond(st, "Suspended")["message"].get<std::string>().find("1 nodes still hold"),
+            std::string::npos)
+      << st.dump();
+  EXPECT_NE(std::find(writer_->events.begin(), writer_->events.end(), "vision/Warning/Suspended"),
+            writer_->events.end());
+  EXPECT_TRUE(writer_->removed.empty());  // the policy and its finalizer stay
+
+  // The agent acknowledges the withdrawal: status says every node reverted.
+  Ack("gpu-1");
+  clock_->Advance(std::chrono::seconds(2));
+  r_->Step();
+  st = writer_->statuses["vision"].back();
+  EXPECT_NE(Cond(st, "Suspended")["message"].get<std::string>().find("every node reverted"),
+            std::string::npos)
+      << st.dump();
+  EXPECT_NE(std::find(writer_->events.begin(), writer_->events.end(), "vision/Normal/Withdrawn"),
+            writer_->events.end());
+
+  // Off again: the policy comes back on gpu-1, the Suspended condition goes.
+  r_->UpsertNamespace({{"metadata", {{"name", ns}, {"annotations", json::object()}}}});
+  EXPECT_FALSE(r_->Suspended());
+  clock_->Advance(std::chrono::seconds(2));
+  r_->Step();
+  EXPECT_EQ(r_->DesiredFence("gpu-1")->policies_size(), 1);
+  EXPECT_EQ(r_->DesiredFence("gpu-1")->neighbours_size(), 1);
+  Ack("gpu-1");
+  clock_->Advance(std::chrono::seconds(2));
+  r_->Step();
+  st = writer_->statuses["vision"].back();
+  EXPECT_TRUE(Cond(st, "Suspended").is_null()) << st.dump();
+  EXPECT_EQ(Cond(st, "Ready")["status"], "True");
+  EXPECT_NE(std::find(writer_->events.begin(), writer_->events.end(), "vision/Normal/Resumed"),
+            writer_->events.end());
+}
+
+TEST_F(ReconcilerTest, SuspendFlagHoldsRegardlessOfTheAnnotation) {
+  ReconcilerOptions o;
+  o.clock = clock_;
+  o.suspended = true;
+  auto r = std::make_shared<Reconciler>(sink_, writer_, o);
+  r->UpsertNode({{"metadata", {{"name", "gpu-1"}}}});
+  r->UpsertPolicy(PolicyJson(true));
+  r->UpsertPod(PodJson("train", "gpu-1", {{"role", "trainer"}}));
+  r->UpsertPod(PodJson("spin", "gpu-1"));
+  r->MarkInformersSynced();
+  r->UpsertNamespace({{"metadata", {{"name", o.rails.agent_namespace}}}});
+  r->Step();
+  EXPECT_TRUE(r->Suspended());
+  EXPECT_EQ(r->DesiredFence("gpu-1")->policies_size(), 0);
 }
 
 }  // namespace

@@ -7,6 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "controller/sanitize/sanitize.h"
+
 namespace feedguard::controller {
 namespace {
 
@@ -32,35 +34,99 @@ int64_t SaturatingAdd(int64_t a, int64_t b) {
   return __builtin_add_overflow(a, b, &r) ? INT64_MAX : r;
 }
 
-bool IsGpuResource(const std::string& name) {
-  return name == "nvidia.com/gpu" || name.rfind("nvidia.com/mig-", 0) == 0;
-}
-
 }  // namespace
 
 Result<int64_t> ParseCpuMilli(const std::string& q) {
-  if (q.empty()) return InvalidArgument("empty CPU quantity");
-  if (q.back() == 'm') {
-    int64_t v = 0;
-    auto [p, ec] = std::from_chars(q.data(), q.data() + q.size() - 1, v);
-    if (ec != std::errc() || p != q.data() + q.size() - 1 || v < 0 || v > kMaxCpuCores * 1000) {
-      return InvalidArgument("bad CPU quantity \"" + q + "\"");
+  // A resource.Quantity (<sign><digits>[.<digits>]<suffix>, suffix a decimal SI prefix n u m k M
+  // G T P E, a binary one Ki…Ei, or an exponent e<int>/E<int>) read exactly as decimal digits,
+  // never through floating point, and rounded up to whole millicores as Kubernetes does.
+  // The API server stores a quantity in canonical form (at most 9 fractional digits): a few
+  // dozen bytes at most, "1000000000" cores is 10.
+  constexpr size_t kMaxQuantityLength = 64;
+  auto bad = [&q] { return InvalidArgument("bad CPU quantity \"" + SafeText(q, 64) + "\""); };
+  if (q.empty() || q.size() > kMaxQuantityLength) return bad();
+  size_t i = 0;
+  bool negative = false;
+  if (q[i] == '+' || q[i] == '-') negative = q[i++] == '-';
+  std::string digits;  // the number without its point
+  int64_t exp10 = 3;   // value in millicores = digits × 10^exp10 × 2^exp2
+  int exp2 = 0;
+  size_t int_digits = 0, frac_digits = 0;
+  for (; i < q.size() && q[i] >= '0' && q[i] <= '9'; ++i, ++int_digits) digits += q[i];
+  if (i < q.size() && q[i] == '.') {
+    for (++i; i < q.size() && q[i] >= '0' && q[i] <= '9'; ++i, ++frac_digits) digits += q[i];
+  }
+  if (int_digits + frac_digits == 0) return bad();
+  exp10 -= static_cast<int64_t>(frac_digits);
+  const std::string suffix = q.substr(i);
+  static constexpr std::pair<const char*, int> kDecimal[] = {
+      {"", 0},  {"n", -9}, {"u", -6}, {"m", -3}, {"k", 3},
+      {"M", 6}, {"G", 9},  {"T", 12}, {"P", 15}, {"E", 18}};
+  static constexpr std::pair<const char*, int> kBinary[] = {{"Ki", 10}, {"Mi", 20}, {"Gi", 30},
+                                                            {"Ti", 40}, {"Pi", 50}, {"Ei", 60}};
+  bool known = false;
+  for (const auto& [s, e] : kDecimal) {
+    if (suffix == s) exp10 += e, known = true;
+  }
+  for (const auto& [s, e] : kBinary) {
+    if (suffix == s) exp2 = e, known = true;
+  }
+  if (!known && suffix.size() >= 2 && (suffix[0] == 'e' || suffix[0] == 'E')) {
+    int64_t e = 0;
+    size_t k = 1;
+    const bool neg_e = suffix[k] == '-';
+    if (suffix[k] == '+' || suffix[k] == '-') ++k;
+    if (k == suffix.size()) return bad();
+    for (; k < suffix.size(); ++k) {
+      if (suffix[k] < '0' || suffix[k] > '9') return bad();
+      if (e < 1'000'000) e = e * 10 + (suffix[k] - '0');  // saturates: no overflow
     }
-    return v;
+    exp10 += neg_e ? -e : e;
+    known = true;
   }
-  double v = 0;
-  auto [p, ec] = std::from_chars(q.data(), q.data() + q.size(), v);
-  // from_chars also reads "inf" and "nan"; and a huge value would overflow int64 millicores
-  // (undefined behaviour): no node has a billion cores.
-  if (ec != std::errc() || p != q.data() + q.size() || !std::isfinite(v) || v < 0 ||
-      v > kMaxCpuCores) {
-    return InvalidArgument("bad CPU quantity \"" + q + "\"");
+  if (!known) return bad();
+  digits.erase(0, std::min(digits.find_first_not_of('0'), digits.size()));
+  if (digits.empty()) return int64_t{0};  // zero, whatever its sign and suffix
+  if (negative) return bad();
+  // × 2^exp2, on the decimal digits.
+  for (int b = 0; b < exp2; ++b) {
+    int carry = 0;
+    for (size_t k = digits.size(); k-- > 0;) {
+      const int d = (digits[k] - '0') * 2 + carry;
+      digits[k] = static_cast<char>('0' + d % 10);
+      carry = d / 10;
+    }
+    if (carry) digits.insert(digits.begin(), static_cast<char>('0' + carry));
   }
-  // Kubernetes rounds fractional millicores up.
-  return static_cast<int64_t>(std::ceil(v * 1000.0 - 1e-9));
+  // × 10^exp10, rounding a fraction of a millicore up.
+  constexpr size_t kMaxDigits = 13;  // 10^12 millicores = kMaxCpuCores
+  std::string whole;
+  bool round_up = false;
+  if (exp10 >= 0) {
+    if (static_cast<int64_t>(digits.size()) + exp10 > static_cast<int64_t>(kMaxDigits))
+      return bad();
+    whole = digits + std::string(static_cast<size_t>(exp10), '0');
+  } else if (static_cast<uint64_t>(-exp10) >= digits.size()) {
+    round_up = true;  // 0.<digits>: below one millicore, not zero
+  } else {
+    const size_t cut = digits.size() - static_cast<size_t>(-exp10);
+    whole = digits.substr(0, cut);
+    round_up = digits.find_first_not_of('0', cut) != std::string::npos;
+  }
+  if (whole.size() > kMaxDigits) return bad();
+  int64_t milli = 0;
+  for (char c : whole) milli = milli * 10 + (c - '0');
+  if (round_up) ++milli;
+  if (milli > kMaxCpuCores * 1000) return bad();
+  return milli;
 }
 
 PodInfo PodFromJson(const nlohmann::json& pod) {
+  static const GpuResourceNames kDefaults = GpuResourceNames::Defaults();
+  return PodFromJson(pod, kDefaults);
+}
+
+PodInfo PodFromJson(const nlohmann::json& pod, const GpuResourceNames& gpu_names) {
   PodInfo p;
   const auto& meta = Obj(pod, "metadata");
   const auto& spec = Obj(pod, "spec");
@@ -100,7 +166,7 @@ PodInfo PodFromJson(const nlohmann::json& pod) {
       if (lm_m == 0 || rq_m != lm_m || lmem.empty() || rm != lmem) guaranteed = false;
       if (lim.is_object()) {
         for (auto& [name, v] : lim.items()) {
-          if (!IsGpuResource(name)) continue;
+          if (!gpu_names.Matches(name)) continue;
           int64_t n = 0;
           if (v.is_string()) {
             const std::string t = v.get<std::string>();

@@ -11,6 +11,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "controller/policy/label_selector.h"
+#include "feedguard/common/gpu_resource_names.h"
 #include "feedguard/common/status.h"
 
 namespace feedguard::controller {
@@ -34,7 +35,9 @@ struct PodInfo {
   std::vector<PodContainer> containers;
   int64_t cpu_request_milli = 0;
   int64_t cpu_limit_milli = 0;  // 0 when any container has no limit
-  int32_t gpus = 0;             // nvidia.com/gpu (and nvidia.com/mig-*) limits
+  // Limits of the GPU resources (GpuResourceNames: nvidia.com/gpu, nvidia.com/gpu.shared,
+  // nvidia.com/mig-*, amd.com/gpu, gpu.intel.com/{i915,xe} by default), summed over containers.
+  int32_t gpus = 0;
   bool terminating = false;
 
   std::string Key() const { return ns + "/" + name; }
@@ -53,7 +56,10 @@ struct NamespaceInfo {
 // Kubernetes CPU quantity ("250m", "2", "1.5", "0.1") → millicores.
 Result<int64_t> ParseCpuMilli(const std::string& quantity);
 
+// `gpu_names`: which extended resources count as GPUs (PodInfo::gpus); default
+// GpuResourceNames::Defaults().
 PodInfo PodFromJson(const nlohmann::json& pod);
+PodInfo PodFromJson(const nlohmann::json& pod, const GpuResourceNames& gpu_names);
 NodeInfo NodeFromJson(const nlohmann::json& node);
 NamespaceInfo NamespaceFromJson(const nlohmann::json& ns);
 

@@ -85,6 +85,34 @@ void FillOptions(const FencePolicy& p, v1::PolicyOptions* o) {
   o->set_neighbour_max_cpu_percent(p.neighbours.max_cpu_percent);
 }
 
+const char* QosName(PodQos q) {
+  switch (q) {
+    case PodQos::kGuaranteed:
+      return "Guaranteed";
+    case PodQos::kBurstable:
+      return "Burstable";
+    case PodQos::kBestEffort:
+      return "BestEffort";
+  }
+  return "Unknown";
+}
+
+// Idle and Weight act on the neighbour's pod cgroup, inside its QoS tier's cgroup (kubepods/
+// burstable, kubepods/besteffort); a Guaranteed pod's cgroup sits beside those tiers under
+// kubepods, so its fence reaches every tier. A Burstable/BestEffort neighbour's fence reaches a
+// trainer only in the same tier. Cpuset and Quota bound the neighbour whatever the tier.
+const PodInfo* TrainerInOtherTier(const PodInfo& neighbour, const FencePolicy& p,
+                                  const std::vector<const PodInfo*>& trainers) {
+  if (p.neighbours.fence != NeighbourFenceMode::kIdle &&
+      p.neighbours.fence != NeighbourFenceMode::kWeight) {
+    return nullptr;
+  }
+  if (neighbour.qos == PodQos::kGuaranteed) return nullptr;
+  for (const PodInfo* t : trainers)
+    if (t->qos != neighbour.qos) return t;
+  return nullptr;
+}
+
 bool Protected(const PodInfo& pod, const Rails& rails) {
   if (Contains(rails.protected_priority_classes, pod.priority_class)) return true;
   if (pod.ns == rails.agent_namespace && rails.agent_selector.Matches(pod.labels)) return true;
@@ -125,12 +153,15 @@ NodeResolution ResolveNode(const NodeInfo& node, const std::vector<const PodInfo
   // Pass 1: trainers. The highest-ranked policy whose trainer selectors match takes the pod.
   std::map<std::string, const FencePolicy*> trainer_of;  // pod uid → policy
   std::map<std::string, int> trainers_per_policy;
+  std::map<std::string, std::vector<const PodInfo*>> trainer_pods;  // policy → its trainers
   for (const PodInfo* pod : sorted) {
     if (!Live(*pod) || Protected(*pod, rails)) continue;
     const FencePolicy* winner = nullptr;
     for (const FencePolicy* p : ranked) {
       if (!p->trainers.namespace_selector.Matches(ns_labels(pod->ns))) continue;
       if (!p->trainers.pod_selector.Matches(pod->labels)) continue;
+      // requireGPU: a pod without a GPU never becomes a trainer (it stays a neighbour).
+      if (p->trainers.require_gpu && pod->gpus <= 0) continue;
       if (!winner) {
         winner = p;
       } else {
@@ -140,6 +171,7 @@ NodeResolution ResolveNode(const NodeInfo& node, const std::vector<const PodInfo
     if (!winner) continue;
     trainer_of[pod->uid] = winner;
     trainers_per_policy[winner->name]++;
+    trainer_pods[winner->name].push_back(pod);
     auto* t = out.fence.add_trainers();
     FillPodRef(*pod, t->mutable_pod());
     t->set_policy(winner->name);
@@ -163,7 +195,14 @@ NodeResolution ResolveNode(const NodeInfo& node, const std::vector<const PodInfo
       }
     }
     if (!winner) continue;
-    out.policies[winner->name].neighbours++;
+    PolicyOnNode& on = out.policies[winner->name];
+    on.neighbours++;
+    if (const PodInfo* t = TrainerInOtherTier(*pod, *winner, trainer_pods[winner->name])) {
+      if (on.cross_tier_neighbours++ == 0) {
+        on.cross_tier_example = pod->Key() + " (" + QosName(pod->qos) + ") vs trainer " + t->Key() +
+                                " (" + QosName(t->qos) + ")";
+      }
+    }
     auto* n = out.fence.add_neighbours();
     FillPodRef(*pod, n->mutable_pod());
     n->set_policy(winner->name);

@@ -37,6 +37,11 @@ struct PolicyOnNode {
   int trainers = 0;
   int neighbours = 0;
   std::vector<Conflict> lost;  // pods this policy wanted but a higher one took
+  // Neighbours an Idle/Weight fence cannot rank below this policy's trainers on the node: a
+  // Burstable or BestEffort pod beside a trainer of another QoS tier. cpu.idle / cpu.weight
+  // order a pod among its own tier's siblings only; between tiers kubelet's tier weights decide.
+  int cross_tier_neighbours = 0;
+  std::string cross_tier_example;  // "ns/neighbour (Burstable) vs trainer ns/name (Guaranteed)"
 };
 
 struct NodeResolution {

@@ -148,6 +148,33 @@ TEST_F(ResolverTest, DeterministicRegardlessOfInputOrder) {
   EXPECT_FALSE(SameFence(r1.fence, r3));
 }
 
+// A Guaranteed trainer beside Burstable/BestEffort neighbours: an Idle fence cannot rank them
+// below it (other tiers); a Guaranteed neighbour's fence reaches every tier; Cpuset/Quota
+// fences bound neighbours whatever the tier.
+TEST_F(ResolverTest, CrossTierNeighboursAreCountedForIdleAndWeightOnly) {
+  policies_ = {Policy("vision", 10, "trainer")};
+  pods_ = {Pod("ml", "train-0", {{"role", "trainer"}}), Pod("batch", "spin-b"),
+           Pod("batch", "spin-be"), Pod("batch", "spin-g")};
+  pods_[0].qos = PodQos::kGuaranteed;
+  pods_[2].qos = PodQos::kBestEffort;
+  pods_[3].qos = PodQos::kGuaranteed;
+  auto r = Resolve();
+  EXPECT_EQ(r.policies["vision"].neighbours, 3);
+  EXPECT_EQ(r.policies["vision"].cross_tier_neighbours, 2);
+  EXPECT_EQ(r.policies["vision"].cross_tier_example,
+            "batch/spin-b (Burstable) vs trainer ml/train-0 (Guaranteed)");
+
+  pods_[0].qos = PodQos::kBurstable;  // same tier as spin-b: only the BestEffort one is out
+  r = Resolve();
+  EXPECT_EQ(r.policies["vision"].cross_tier_neighbours, 1);
+  EXPECT_EQ(r.policies["vision"].cross_tier_example,
+            "batch/spin-be (BestEffort) vs trainer ml/train-0 (Burstable)");
+
+  pods_[0].qos = PodQos::kGuaranteed;
+  policies_[0].neighbours.fence = NeighbourFenceMode::kCpuset;
+  EXPECT_EQ(Resolve().policies["vision"].cross_tier_neighbours, 0);
+}
+
 TEST(ClusterObjectsTest, PodProjection) {
   auto pod = PodFromJson(nlohmann::json::parse(R"({
     "metadata": {"uid": "u-1", "namespace": "ml", "name": "t", "labels": {"role": "trainer"}},
@@ -169,6 +196,48 @@ TEST(ClusterObjectsTest, PodProjection) {
   EXPECT_EQ(pod.node_name, "gpu-1");
 }
 
+// Every way a device plugin spells a GPU counts by default: time-slicing/MPS replicas renamed
+// by renameByDefault (nvidia.com/gpu.shared), MIG slices, AMD and Intel GPUs.
+TEST(ClusterObjectsTest, GpuResourceNamesDefaultAndConfigured) {
+  auto pod_with = [](const std::string& resource, int n) {
+    return nlohmann::json{
+        {"metadata", {{"uid", "u"}}},
+        {"spec",
+         {{"containers",
+           {{{"name", "a"}, {"resources", {{"limits", {{resource, std::to_string(n)}}}}}}}}}}};
+  };
+  for (const char* name :
+       {"nvidia.com/gpu", "nvidia.com/gpu.shared", "nvidia.com/mig-1g.5gb",
+        "nvidia.com/mig-3g.20gb", "amd.com/gpu", "gpu.intel.com/i915", "gpu.intel.com/xe"}) {
+    EXPECT_EQ(PodFromJson(pod_with(name, 2)).gpus, 2) << name;
+  }
+  for (const char* name :
+       {"nvidia.com/gpux", "nvidia.com/gpu-ts", "example.com/gpu", "gpu.intel.com/millicores"}) {
+    EXPECT_EQ(PodFromJson(pod_with(name, 2)).gpus, 0) << name;
+  }
+
+  GpuResourceNames custom;
+  std::string error;
+  ASSERT_TRUE(
+      GpuResourceNames::Parse(" nvidia.com/gpu-ts , example.com/accel-* ,", &custom, &error))
+      << error;
+  EXPECT_EQ(custom.exact, std::vector<std::string>{"nvidia.com/gpu-ts"});
+  EXPECT_EQ(custom.prefixes, std::vector<std::string>{"example.com/accel-"});
+  EXPECT_EQ(PodFromJson(pod_with("nvidia.com/gpu-ts", 3), custom).gpus, 3);
+  EXPECT_EQ(PodFromJson(pod_with("example.com/accel-x1", 1), custom).gpus, 1);
+  EXPECT_EQ(PodFromJson(pod_with("nvidia.com/gpu", 1), custom).gpus, 0);  // not listed
+
+  GpuResourceNames defaults;
+  ASSERT_TRUE(GpuResourceNames::Parse(kDefaultGpuResourceNames, &defaults, &error));
+  EXPECT_EQ(defaults.prefixes, std::vector<std::string>{"nvidia.com/mig-"});
+  EXPECT_EQ(defaults.exact.size(), 5u);
+  for (const char* bad : {"gpu", "nvidia.com/", "/gpu", "nvidia.com/g pu"}) {
+    GpuResourceNames ignored;
+    EXPECT_FALSE(GpuResourceNames::Parse(bad, &ignored, &error)) << bad;
+    EXPECT_NE(error.find("not <domain>/<name>"), std::string::npos) << error;
+  }
+}
+
 TEST(ClusterObjectsTest, QosDerivedWhenStatusLacksIt) {
   auto g = PodFromJson(nlohmann::json::parse(R"({"metadata":{"uid":"1"},"spec":{"containers":[
     {"name":"a","resources":{"limits":{"cpu":"2","memory":"1Gi"}}}]}})"));
@@ -188,6 +257,30 @@ TEST(ClusterObjectsTest, CpuQuantities) {
   EXPECT_FALSE(ParseCpuMilli("two").ok());
   EXPECT_FALSE(ParseCpuMilli("").ok());
   EXPECT_FALSE(ParseCpuMilli("-1").ok());
+}
+
+TEST(ClusterObjectsTest, CpuQuantitiesAreExactAndTakeEverySuffix) {
+  // Found by fuzz_cpu_quantity: read through a double, 200.101000000001 cores lost its last
+  // fraction of a millicore (200101, not 200102 as Kubernetes rounds up).
+  EXPECT_EQ(*ParseCpuMilli("200.1010000000010"), 200102);
+  EXPECT_EQ(*ParseCpuMilli("2.0000000000001"), 2001);
+  EXPECT_EQ(*ParseCpuMilli("0.0001"), 1);
+  EXPECT_EQ(*ParseCpuMilli(".5"), 500);
+  EXPECT_EQ(*ParseCpuMilli("+1"), 1000);
+  EXPECT_EQ(*ParseCpuMilli("0"), 0);
+  EXPECT_EQ(*ParseCpuMilli("-0"), 0);
+  // Quantities the API server stores in canonical form: "1k" CPUs, "100u" (rounded up to 1m).
+  EXPECT_EQ(*ParseCpuMilli("1k"), 1'000'000);
+  EXPECT_EQ(*ParseCpuMilli("100u"), 1);
+  EXPECT_EQ(*ParseCpuMilli("500000n"), 1);
+  EXPECT_EQ(*ParseCpuMilli("2E3"), 2'000'000);
+  EXPECT_EQ(*ParseCpuMilli("15e-1"), 1500);
+  EXPECT_EQ(*ParseCpuMilli("1Ki"), 1'024'000);
+  EXPECT_EQ(*ParseCpuMilli("1.5Ki"), 1'536'000);
+  for (const char* q : {"1e", "1e+", "1x", "1.2.3", ".", "m", "1mm", "1 ", " 1", "1ki",
+                        "1e99999999999999999999999", "1Ei"}) {
+    EXPECT_FALSE(ParseCpuMilli(q).ok()) << q;
+  }
 }
 
 TEST(ClusterObjectsTest, QuantitiesThatWouldOverflowAreRejected) {

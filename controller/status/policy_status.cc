@@ -5,6 +5,7 @@
 #include "controller/sanitize/sanitize.h"
 
 #include <algorithm>
+#include <cmath>
 #include <ctime>
 #include <map>
 #include <tuple>
@@ -133,6 +134,11 @@ std::string Rfc3339(std::chrono::system_clock::time_point t) {
   return buf;
 }
 
+bool TrainerStarved(const v1::PodReport& pod) {
+  if (pod.cpu_pressure_some_avg10() <= kStarvedPressurePercent) return false;
+  return pod.gpus_sampled() == 0 || pod.gpu_busy_percent() < kUnderBusyGpuPercent;
+}
+
 nlohmann::json ComputePolicyStatus(const PolicyStatusInput& in) {
   const FencePolicy& p = *in.policy;
   const std::string now = Rfc3339(in.now);
@@ -141,9 +147,12 @@ nlohmann::json ComputePolicyStatus(const PolicyStatusInput& in) {
   st["observedGeneration"] = p.generation;
 
   int matched = 0, enforced = 0, failed = 0, stale = 0;
-  int protected_trainers = 0, starved = 0, fenced = 0, conflicts = 0;
+  int protected_trainers = 0, starved = 0, fenced = 0, conflicts = 0, cross_tier = 0;
+  // GPU busy % of protected trainers whose agent reads NVML (aggregate: count, mean, minimum).
+  int gpu_sampled = 0;
+  double gpu_busy_sum = 0, gpu_busy_min = 100;
   std::vector<Failure> failures;
-  std::string first_conflict;
+  std::string first_conflict, first_cross_tier;
 
   if (in.invalid.empty()) {
     for (const auto& [node, on] : in.per_node) {
@@ -154,8 +163,13 @@ nlohmann::json ComputePolicyStatus(const PolicyStatusInput& in) {
       }
       if (!on.node_matched) continue;
       ++matched;
+      if (on.cross_tier_neighbours > 0 && first_cross_tier.empty())
+        first_cross_tier = on.cross_tier_example;
+      cross_tier += on.cross_tier_neighbours;
       auto it = in.agents.find(node);
-      if (it == in.agents.end() || !it->second.connected || it->second.stale) {
+      // Stale only after the grace period: an agent that just lost its stream (a rollout, a
+      // controller failover) still holds its fences, so its last answer counts until then.
+      if (it == in.agents.end() || it->second.stale) {
         ++stale;
         if (on.trainers > 0) {
           failures.push_back(
@@ -182,7 +196,14 @@ nlohmann::json ComputePolicyStatus(const PolicyStatusInput& in) {
           if (pod.role() == v1::PodReport::TRAINER) {
             if (pod.enforced()) {
               ++protected_trainers;
-              if (pod.cpu_pressure_some_avg10() > kStarvedPressurePercent) ++starved;
+              if (TrainerStarved(pod)) ++starved;
+              // An agent's number, checked: NaN or infinity counts as not sampled.
+              if (pod.gpus_sampled() > 0 && std::isfinite(pod.gpu_busy_percent())) {
+                const double busy = std::clamp(pod.gpu_busy_percent(), 0.0, 100.0);
+                ++gpu_sampled;
+                gpu_busy_sum += busy;
+                gpu_busy_min = std::min(gpu_busy_min, busy);
+              }
             }
           } else if (pod.enforced()) {
             ++fenced;
@@ -203,6 +224,14 @@ nlohmann::json ComputePolicyStatus(const PolicyStatusInput& in) {
   st["nodes"] = {
       {"matched", matched}, {"enforced", enforced}, {"failed", failed}, {"stale", stale}};
   st["trainers"] = {{"protected", protected_trainers}, {"starved", starved}};
+  if (gpu_sampled > 0) {
+    // Whole percents, rounded down to a multiple of 5: the status changes when the picture does,
+    // not with every sample.
+    auto bucket = [](double v) { return static_cast<int>(v / 5) * 5; };
+    st["trainers"]["gpuBusy"] = {{"sampled", gpu_sampled},
+                                 {"avgPercent", bucket(gpu_busy_sum / gpu_sampled)},
+                                 {"minPercent", bucket(gpu_busy_min)}};
+  }
   st["neighbours"] = {{"fenced", fenced}};
 
   // One entry per node (the list is a map keyed by node: the API server rejects a status with
@@ -245,6 +274,19 @@ nlohmann::json ComputePolicyStatus(const PolicyStatusInput& in) {
   conds.push_back(Condition(
       prev, "Conflicting", conflicts > 0, conflicts > 0 ? "PodsClaimedElsewhere" : "NoConflicts",
       conflicts > 0 ? std::to_string(conflicts) + " pods: " + first_conflict : "", gen, now));
+  // Where a fence cannot reach: said, not failed (the fence still does what it can in-tier).
+  conds.push_back(Condition(
+      prev, "CrossTier", cross_tier > 0,
+      cross_tier > 0 ? reason::kNeighboursInOtherQoSTier : reason::kSameQoSTier,
+      cross_tier > 0
+          ? std::to_string(cross_tier) +
+                " neighbours sit in another QoS tier than their node's trainers (e.g. " +
+                first_cross_tier +
+                "): an Idle or Weight fence ranks a pod only among its own tier's siblings, so "
+                "against the trainer they keep their tier's CPU share (kubelet sets the tier "
+                "weights); a Cpuset or Quota fence bounds them across tiers"
+          : "",
+      gen, now));
   st["conditions"] = conds;
   return st;
 }

@@ -21,6 +21,14 @@ namespace feedguard::controller {
 inline constexpr size_t kMaxFailures = 20;
 // A trainer whose cgroup's PSI "some avg10" stays above this while fenced is reported starved.
 inline constexpr double kStarvedPressurePercent = 20.0;
+// ... unless its agent reads its GPUs' utilisation (NVML) and they are at least this busy: a busy
+// GPU is fed, whatever the CPU pressure.
+inline constexpr double kUnderBusyGpuPercent = 60.0;
+
+// Starved: the trainer's feeders wait for CPU (PSI some avg10 > kStarvedPressurePercent) and,
+// where its GPU busy % is known (PodReport.gpus_sampled > 0), its GPUs are under-busy
+// (< kUnderBusyGpuPercent). Without NVML on the node: CPU pressure alone.
+bool TrainerStarved(const feedguard::v1::PodReport& pod);
 
 // What the controller knows of one node's agent.
 struct AgentView {

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cctype>
+#include <cmath>
 
 namespace feedguard::controller {
 namespace {
@@ -73,10 +74,42 @@ TEST_F(PolicyStatusTest, AllEnforcedIsReady) {
   EXPECT_TRUE(st["failures"].empty());
 }
 
+// With NVML on the node, "starved" is the GPU under-busy while its feeders wait for CPU; the
+// status carries a bounded GPU busy aggregate (count, mean, minimum).
+TEST_F(PolicyStatusTest, GpuBusyAggregateAndStarvedUsesIt) {
+  Node("a", 3, true, 3, 3);
+  auto* r = Report("a");
+  auto gpu = [&](const std::string& name, double psi, double busy) {
+    AddPod(r, name, v1::PodReport::TRAINER, true, "", psi);
+    r->mutable_pods(r->pods_size() - 1)->set_gpus_sampled(1);
+    r->mutable_pods(r->pods_size() - 1)->set_gpu_busy_percent(busy);
+  };
+  gpu("waits-and-gpu-idle", 55.0, 23.0);  // starved
+  gpu("waits-but-gpu-busy", 55.0, 97.0);  // fed: not starved (was starved by PSI alone)
+  gpu("no-wait-gpu-idle", 2.0, 41.0);     // under-busy for another reason: not starved
+  AddPod(r, "no-nvml", v1::PodReport::TRAINER, true, "", 35.0);  // PSI alone decides
+  auto st = ComputePolicyStatus(in_);
+  EXPECT_EQ(st["trainers"]["protected"], 4);
+  EXPECT_EQ(st["trainers"]["starved"], 2);
+  EXPECT_EQ(st["trainers"]["gpuBusy"]["sampled"], 3);
+  EXPECT_EQ(st["trainers"]["gpuBusy"]["avgPercent"], 50);  // (23+97+41)/3 = 53.7 → 50
+  EXPECT_EQ(st["trainers"]["gpuBusy"]["minPercent"], 20);
+  // An agent's nonsense is not sampled.
+  r->mutable_pods(0)->set_gpu_busy_percent(std::nan(""));
+  st = ComputePolicyStatus(in_);
+  EXPECT_EQ(st["trainers"]["gpuBusy"]["sampled"], 2);
+  // No trainer sampled: no aggregate at all.
+  for (auto& p : *r->mutable_pods()) p.set_gpus_sampled(0);
+  st = ComputePolicyStatus(in_);
+  EXPECT_FALSE(st["trainers"].contains("gpuBusy"));
+  EXPECT_EQ(st["trainers"]["starved"], 3);  // PSI alone again
+}
+
 TEST_F(PolicyStatusTest, FailuresStaleAndStarved) {
   Node("a", 1, true, 3, 3);
   AddPod(Report("a"), "t", v1::PodReport::TRAINER, true, "", 55.0);
   Node("b", 1, false, 2, 1);
+  in_.agents["b"].stale = true;  // disconnected past the grace period
   Node("c", 1, true, 5, 5);
   AddPod(Report("c"), "t2", v1::PodReport::TRAINER, false, "CgroupNotFound");
   Node("d", 1, true, 6, 6);
@@ -95,6 +128,46 @@ TEST_F(PolicyStatusTest, FailuresStaleAndStarved) {
   EXPECT_EQ(st["failures"][0]["reason"], "AgentNotConnected");
   EXPECT_EQ(st["failures"][1]["reason"], "CgroupNotFound");
   EXPECT_EQ(st["failures"][2]["reason"], "FenceRejected");
+}
+
+// An agent that lost its stream but is still within the grace period (a rollout, a failover)
+// counts by its last answer: neither stale nor Degraded; once stale, it is.
+TEST_F(PolicyStatusTest, DisconnectedIsStaleOnlyAfterGrace) {
+  Node("a", 1, false, 3, 3);
+  AddPod(Report("a"), "t", v1::PodReport::TRAINER, true);
+  auto st = ComputePolicyStatus(in_);
+  EXPECT_EQ(st["nodes"]["enforced"], 1);
+  EXPECT_EQ(st["nodes"]["stale"], 0);
+  EXPECT_EQ((*FindCondition(st, "Ready"))["status"], "True");
+  EXPECT_EQ((*FindCondition(st, "Degraded"))["status"], "False");
+  in_.agents["a"].stale = true;
+  st = ComputePolicyStatus(in_);
+  EXPECT_EQ(st["nodes"]["enforced"], 0);
+  EXPECT_EQ(st["nodes"]["stale"], 1);
+  EXPECT_EQ((*FindCondition(st, "Ready"))["status"], "False");
+  EXPECT_EQ((*FindCondition(st, "Degraded"))["status"], "True");
+  ASSERT_EQ(st["failures"].size(), 1u);
+  EXPECT_EQ(st["failures"][0]["reason"], "AgentNotConnected");
+}
+
+// Neighbours the resolver found in another QoS tier than their trainers: the CrossTier
+// condition says so (with an example) without touching Ready or Degraded.
+TEST_F(PolicyStatusTest, CrossTierNeighboursAreSaid) {
+  Node("a", 1, true, 3, 3);
+  AddPod(Report("a"), "t", v1::PodReport::TRAINER, true);
+  auto st = ComputePolicyStatus(in_);
+  EXPECT_EQ((*FindCondition(st, "CrossTier"))["status"], "False");
+  EXPECT_EQ((*FindCondition(st, "CrossTier"))["reason"], "SameQoSTier");
+  in_.per_node["a"].cross_tier_neighbours = 2;
+  in_.per_node["a"].cross_tier_example = "b/n (Burstable) vs trainer ml/t (Guaranteed)";
+  st = ComputePolicyStatus(in_);
+  const auto& c = *FindCondition(st, "CrossTier");
+  EXPECT_EQ(c["status"], "True");
+  EXPECT_EQ(c["reason"], "NeighboursInOtherQoSTier");
+  EXPECT_NE(c["message"].get<std::string>().find("2 neighbours"), std::string::npos);
+  EXPECT_NE(c["message"].get<std::string>().find("(Guaranteed)"), std::string::npos);
+  EXPECT_EQ((*FindCondition(st, "Ready"))["status"], "True");
+  EXPECT_EQ((*FindCondition(st, "Degraded"))["status"], "False");
 }
 
 // A DryRun policy's pods come back planned (reason DryRun, not enforced): counted as what
@@ -161,7 +234,10 @@ TEST_F(PolicyStatusTest, LongFailureMessageIsCutOnACharacterBoundary) {
 }
 
 TEST_F(PolicyStatusTest, FailureListIsBoundedAndSinceIsKept) {
-  for (int i = 0; i < 100; ++i) Node("n" + std::to_string(1000 + i), 1, false, 1, 0);
+  for (int i = 0; i < 100; ++i) {
+    Node("n" + std::to_string(1000 + i), 1, false, 1, 0);
+    in_.agents["n" + std::to_string(1000 + i)].stale = true;
+  }
   auto st = ComputePolicyStatus(in_);
   EXPECT_EQ(st["failures"].size(), kMaxFailures);
   EXPECT_EQ(st["failuresOmitted"], 80);

@@ -2,7 +2,7 @@
 # e2e_test.sh — the end-to-end tier: real kube-apiserver + etcd (private test bed), real cgroup v1
 # (kubelet stand-in), feedguard-controller and feedguard-agent processes, kubectl.
 #
-#   e2e_test.sh WORKDIR [PHASES]     PHASES: comma list of core,resilience,leader (default all)
+#   e2e_test.sh WORKDIR [PHASES]     PHASES: comma list of core,suspend,resilience,leader (default all)
 #   env: FG_CONTROLLER FG_AGENT FG_STANDIN (binaries), FG_E2E_KEEP=1 keeps WORKDIR's logs
 #
 # Exit codes: 0 all checks passed, 1 a check or a prerequisite failed (named in the output),
@@ -10,8 +10,8 @@
 # shellcheck disable=SC2015,SC2016  # `ok … || bad …` is intended; the sampler script is literal
 set -uo pipefail
 
-WORK="${1:?usage: e2e_test.sh WORKDIR [core,resilience,leader]}"
-PHASES=",${2:-core,resilience,leader},"
+WORK="${1:?usage: e2e_test.sh WORKDIR [core,suspend,resilience,leader]}"
+PHASES=",${2:-core,suspend,resilience,leader},"
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=tests/e2e/lib.sh
 source "$HERE/lib.sh"
@@ -120,7 +120,8 @@ fg_controller_wait_leading ctl 30 || fatal "controller never served agents"
 fg_agent_start agent "$NODE" "127.0.0.1:${FG_GRPC_PORT[ctl]}"
 check "agent connected (feedguard_agents_connected 1)" 30 fg_metric_is ctl feedguard_agents_connected 1
 
-if [[ "$PHASES" == *,core,* || "$PHASES" == *,resilience,* || "$PHASES" == *,leader,* ]]; then
+if [[ "$PHASES" == *,core,* || "$PHASES" == *,resilience,* || "$PHASES" == *,leader,* ||
+      "$PHASES" == *,suspend,* ]]; then
   apply_policy Idle && ok "FencePolicy applied (fence: Idle)" || fatal "kubectl apply FencePolicy failed"
   for p in spin-1 spin-2 spin-3; do
     check "neighbour batch/$p cpu.idle = 1" 30 fg_file_is "$(idle_of batch $p)" 1
@@ -128,6 +129,40 @@ if [[ "$PHASES" == *,core,* || "$PHASES" == *,resilience,* || "$PHASES" == *,lea
   check "trainer ml/trainer-1 untouched" 5 fg_check_snapshot ml trainer-1
   check "status: enforced=1 protected=1 fenced=3 Ready=True, observedGeneration current" 30 status_is 1 1 3
   check "finalizer on the policy" 10 fg_policy_matches "$POLICY" '.metadata.finalizers | length > 0'
+fi
+
+# ---- s) the emergency off switch: annotation on the agent namespace ---------------------------
+# has_event REASON — an Event with this reason on the policy.
+has_event() {
+  [[ -n "$(fg_kubectl get events -A --field-selector "involvedObject.name=$POLICY,reason=$1" -o name)" ]] ||
+    { echo "no Event $1 on $POLICY"; return 1; }
+}
+if [[ "$PHASES" == *,suspend,* ]]; then
+  echo "# s) emergency off switch (feedguard.io/suspend=true on namespace feedguard-system)"
+  t0="$(fg_now_ms)"
+  fg_kubectl annotate namespace feedguard-system feedguard.io/suspend=true >/dev/null &&
+    ok "off switch on (kubectl annotate)" || bad "kubectl annotate failed"
+  for p in batch/spin-1 batch/spin-2 batch/spin-3 ml/trainer-1; do
+    check "suspended: $p holds its original bytes" 10 fg_check_snapshot "${p%/*}" "${p#*/}"
+  done
+  echo "# every cgroup file back to its original bytes $(($(fg_now_ms) - t0)) ms after the annotation"
+  check "suspended: status Suspended=True (every node reverted), Ready=False reason Suspended" 15 \
+    fg_policy_matches "$POLICY" '([.status.conditions[]? | select(.type == "Suspended" and .status == "True" and
+        (.message | test("every node reverted")))] | length) == 1 and
+      ([.status.conditions[]? | select(.type == "Ready" and .status == "False" and .reason == "Suspended")] | length) == 1'
+  check "suspended: Event Suspended on the policy" 15 has_event Suspended
+  check "suspended: feedguard_suspended 1" 10 fg_metric_is ctl feedguard_suspended 1
+  check "suspended: the policy keeps its finalizer" 5 fg_policy_matches "$POLICY" '.metadata.finalizers | length > 0'
+  fg_kubectl annotate namespace feedguard-system feedguard.io/suspend- >/dev/null &&
+    ok "off switch cleared" || bad "kubectl annotate (remove) failed"
+  for p in spin-1 spin-2 spin-3; do
+    check "resumed: neighbour batch/$p cpu.idle = 1 again" 15 fg_file_is "$(idle_of batch $p)" 1
+  done
+  check "resumed: no Suspended condition in status" 30 \
+    fg_policy_matches "$POLICY" '([.status.conditions[]? | select(.type == "Suspended")] | length) == 0'
+  check "resumed: status enforced=1 protected=1 fenced=3, Ready=True" 30 status_is 1 1 3
+  check "resumed: Event Resumed on the policy" 15 has_event Resumed
+  check "resumed: feedguard_suspended 0" 10 fg_metric_is ctl feedguard_suspended 0
 fi
 
 # ---- d) changes: new trainer, new neighbour, policy edit, delete -----------------------------

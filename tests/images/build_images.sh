@@ -6,7 +6,8 @@
 #   sudo tests/images/build_images.sh [--only controller|agent] [--tag TAG] [--local-base]
 #                                     [--cpu-shares N]
 #
-# The Dockerfiles start FROM debian:bookworm (build stage) and debian:bookworm-slim (runtime).
+# The Dockerfiles' build stage starts FROM debian:bookworm; the runtime stage is FROM scratch plus
+# the binary and its ldd-resolved libraries.
 # Where Docker Hub cannot be reached (this project's build machines resolve no registry but
 # Debian's), --local-base (or an unreachable registry, detected) makes both base images locally:
 # `debootstrap --variant=minbase bookworm` from the machine's apt mirror into a rootfs cached under
@@ -51,6 +52,10 @@ done
 [[ -z "$ONLY" || "$ONLY" == controller || "$ONLY" == agent ]] || die "--only takes controller or agent"
 ((EUID == 0)) || die "run as root (buildah's storage, debootstrap)"
 command -v buildah >/dev/null || die "buildah is not installed (apt-get install buildah)"
+# RUN steps without an OCI runtime: buildah picks crun when it is installed (tests/install_deps.sh
+# installs it for the node tier), and crun refuses this project's hybrid cgroup hosts ("did not get
+# container create message from subprocess: EOF"). Override with BUILDAH_ISOLATION=oci.
+export BUILDAH_ISOLATION="${BUILDAH_ISOLATION:-chroot}"
 
 base_present() { buildah inspect --type image "docker.io/library/debian:$SUITE" >/dev/null 2>&1; }
 

@@ -11,6 +11,8 @@
 #   cluster.sh env DIR       prints DIR/env (shell KEY=VALUE)
 #   cluster.sh exec DIR CMD  runs CMD in the node's network and mount namespaces (ctr, cat ...)
 #   cluster.sh kubectl DIR ARGS   kubectl against the cluster (also: DIR/bin/kubectl ARGS)
+#   cluster.sh restart-kubelet DIR     stops kubelet (SIGTERM) and starts it again; waits Ready
+#   cluster.sh restart-containerd DIR  the same for containerd (containers survive in their shims)
 #
 # Isolation: everything runs in a network namespace `up` creates (`fgnode-<id>`): no pod, Service
 # or node address exists outside it. kubelet and containerd run in a private mount namespace (held
@@ -469,6 +471,33 @@ containerd_up() {
     in_node ctr --address /run/containerd/containerd.sock version >/dev/null 2>&1
 }
 
+start_containerd() {
+  launch containerd nsenter -t "$holder_PID" -m -n -- containerd --config "$DIR/containerd/config.toml" --log-level info
+}
+start_kubelet() {
+  state_set KUBELET_V "${FEEDGUARD_NODE_KUBELET_V:-${KUBELET_V:-2}}"
+  launch kubelet nsenter -t "$holder_PID" -m -n -- "$KUBELET" --config="$DIR/kubelet/config.yaml" \
+    --kubeconfig="$DIR/kubelet/kubeconfig" --hostname-override="$NODE_NAME" --node-ip="$NODE_IP" \
+    --root-dir=/var/lib/kubelet --pod-infra-container-image="$PAUSE_IMAGE" --v="$KUBELET_V"
+}
+
+# ---- restart: one daemon stopped (SIGTERM) and started again as `up` started it ------------
+# kubelet: pods and their cgroups stay (kubelet adopts them); the node must be Ready again.
+# containerd: containers keep running under their shims; the CRI socket must answer again and
+# kubelet's PLEG must see the runtime healthy (node Ready).
+cmd_restart() {
+  state_load || die "no node in $DIR"
+  local what="$1" t0=$SECONDS
+  daemon_alive "$what" || die "$what is not running"
+  stop "$what"
+  case "$what" in
+    kubelet) start_kubelet ;;
+    containerd) start_containerd; wait_for "containerd ready" 60 containerd_up ;;
+  esac
+  wait_for "node $NODE_NAME Ready after the $what restart" "$READY_TIMEOUT_S" node_ready
+  log "$what restarted in $((SECONDS - t0)) s (pid $(eval "echo \${${what}_PID}"))"
+}
+
 # ---- up ------------------------------------------------------------------------------------
 cmd_up() {
   ((EUID == 0)) || die "must run as root (network/mount namespaces, cgroups, containerd)"
@@ -561,7 +590,7 @@ ${FEEDGUARD_APISERVER_FLAGS:-}" \
   write_cni_config
   write_containerd_config
   log "starting containerd $(containerd --version | awk '{print $3}') (runc $(runc --version | awk 'NR==1{print $3}')$(command -v crun >/dev/null && crun --version | awk 'NR==1{print ", crun " $3}'))"
-  launch containerd nsenter -t "$holder_PID" -m -n -- containerd --config "$DIR/containerd/config.toml" --log-level info
+  start_containerd
   wait_for "containerd ready" 60 containerd_up
   mkdir -p "$DIR/images"
   "$HERE/images.sh" base "$DIR/images" >"$DIR/images/list" 2>>"$DIR/logs/images.log" ||
@@ -576,9 +605,7 @@ ${FEEDGUARD_APISERVER_FLAGS:-}" \
   # kubelet, kube-scheduler, kube-controller-manager.
   write_kubelet_config
   log "starting kubelet $("$KUBELET" --version | awk '{print $2}') (node $NODE_NAME, cgroup root /$CGROUP_NAME)"
-  launch kubelet nsenter -t "$holder_PID" -m -n -- "$KUBELET" --config="$DIR/kubelet/config.yaml" \
-    --kubeconfig="$DIR/kubelet/kubeconfig" --hostname-override="$NODE_NAME" --node-ip="$NODE_IP" \
-    --root-dir=/var/lib/kubelet --pod-infra-container-image="$PAUSE_IMAGE" --v="${FEEDGUARD_NODE_KUBELET_V:-2}"
+  start_kubelet
   local admin="$DIR/apiserver/kubeconfig"
   launch kube-scheduler nsenter --net="/run/netns/$NETNS" -- "$KUBE_SCHEDULER" --kubeconfig="$admin" \
     --authentication-kubeconfig="$admin" --authorization-kubeconfig="$admin" \
@@ -714,7 +741,7 @@ cmd_down() {
   return "$rc"
 }
 
-usage() { sed -n '2,12p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '2,14p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 
 [[ $# -ge 2 ]] || usage
 cmd="$1"
@@ -731,5 +758,7 @@ case "$cmd" in
   env) cat "$DIR/env" ;;
   exec) state_load || die "no node in $DIR"; in_node "$@" ;;
   kubectl) state_load || die "no node in $DIR"; kc "$@" ;;
+  restart-kubelet) cmd_restart kubelet ;;
+  restart-containerd) cmd_restart containerd ;;
   *) usage ;;
 esac

@@ -10,12 +10,13 @@
 #                             agent.tar       ghcr.io/feedguard/feedguard-agent:TAG
 #       from the binaries CI already built (DIR default build/release), TAG default the chart's
 #       appVersion, so that the chart's default image names resolve to them (pullPolicy
-#       IfNotPresent never pulls). Each image holds the binary (debug info stripped, as in the
-#       Dockerfiles), exactly the shared libraries `ldd` resolves for it (and the loader), the CA
-#       bundle, /etc/passwd + /etc/group (root, nonroot 65532) and /tmp. The controller runs as
-#       65532:65532 (as controller/Dockerfile), the agent as root (as agent/Dockerfile). Checked
-#       before writing: the binary's --help runs in the image's root (chroot) as the image's user.
-#       The Dockerfiles stay the release path.
+#       IfNotPresent never pulls). MIRRORS controller/Dockerfile and agent/Dockerfile (the release
+#       path, `FROM scratch`): the same file list and user. Each image holds the binary (debug
+#       info stripped), exactly the shared libraries `ldd` resolves for it (and the loader), the
+#       CA bundle, /etc/passwd + /etc/group (root, nonroot 65532) and /tmp (1777). The controller
+#       runs as 65532:65532, the agent as 0:0 (unprivileged, no capabilities: see the chart).
+#       Checked before writing: the binary's --help runs in the image's root (chroot) as the
+#       image's user. Change the Dockerfiles and this script together.
 #
 # Prints one line per image: FILE NAME. Needs gcc (static libc) and busybox-static (base),
 # binutils' strip and ldd (feedguard).

@@ -47,10 +47,25 @@ inline constexpr char kNoCpusForNeighbours[] = "NoCpusForNeighbours";
 inline constexpr char kCpuManagerOwnsPod[] = "CpuManagerOwnsPod";
 inline constexpr char kTrainerAndNeighbour[] = "TrainerAndNeighbour";
 inline constexpr char kPolicyNotFound[] = "PolicyNotFound";
+// Trainers sharing one GPU (MPS, time-slicing, a shared ResourceClaim) whose sizes do not all fit
+// on the GPU's NUMA node(s): its free local cores are split between them, fewer than asked.
+inline constexpr char kGPUSharedSplit[] = "GPUSharedSplit";
+// ... and too few free local cores for this one to get even one of them.
+inline constexpr char kGPUSharedNoLocalCore[] = "GPUSharedNoLocalCore";
+// An incumbent on its GPUs' node(s) holds fewer cores than its policy asks (kept, not moved); it
+// grows in place when room appears.
+inline constexpr char kFewerCoresThanAsked[] = "FewerCoresThanAsked";
 
 // ---- controller: a node as a whole ---------------------------------------------------------
 inline constexpr char kAgentNotConnected[] = "AgentNotConnected";
 inline constexpr char kFenceRejected[] = "FenceRejected";  // the agent NACKed the fence
 inline constexpr char kAgentReported[] = "AgentReported";  // an agent's reason outside the pattern
+
+// ---- controller: the CrossTier condition of a policy ---------------------------------------
+// Idle/Weight-fenced Burstable or BestEffort neighbours beside a trainer of another QoS tier:
+// the fence ranks them only among their own tier's siblings (kubelet's tier weights decide
+// between tiers). Cpuset or Quota bound them across tiers.
+inline constexpr char kNeighboursInOtherQoSTier[] = "NeighboursInOtherQoSTier";
+inline constexpr char kSameQoSTier[] = "SameQoSTier";
 
 }  // namespace feedguard::reason

@@ -114,7 +114,8 @@ jqt "controller: 2 replicas" "$DEP" '.spec.replicas == 2'
 jqt "controller: leader election, gRPC :9443, metrics :8080, lease namespace from the downward API" "$DEP" \
   "$C.args as \$a | ([\"--leader-elect\", \"--listen-grpc=0.0.0.0:9443\", \"--metrics-addr=:8080\",
     \"--lease-namespace=\$(POD_NAMESPACE)\", \"--agent-namespace=\$(POD_NAMESPACE)\",
-    \"--agent-identity=shared-cert\"] - \$a) == [] and ($C.env[] | select(.name == \"POD_NAMESPACE\")
+    \"--agent-identity=token\", \"--agent-token-audience=feedguard\",
+    \"--agent-service-account=$FULL-agent\"] - \$a) == [] and ($C.env[] | select(.name == \"POD_NAMESPACE\")
     | .valueFrom.fieldRef.fieldPath == \"metadata.namespace\")"
 jqt "controller: TLS files --tls-cert/--tls-key/--tls-client-ca from the controller Secret" "$DEP" \
   "([\"--tls-cert=/etc/feedguard/tls/tls.crt\", \"--tls-key=/etc/feedguard/tls/tls.key\",
@@ -140,8 +141,11 @@ jqt "agent: run --controller <svc>.<ns>.svc:9443 --node-name/--self-pod-uid from
      \"--tls-ca=/etc/feedguard/tls/ca.crt\", \"--tls-cert=/etc/feedguard/tls/tls.crt\",
      \"--tls-key=/etc/feedguard/tls/tls.key\"] - \$c.args) == [] and
    ([\$c.env[] | {(.name): .valueFrom.fieldRef.fieldPath}] | add) == {\"NODE_NAME\": \"spec.nodeName\", \"POD_UID\": \"metadata.uid\"}"
-jqt "agent: privileged, system-node-critical, tolerates nvidia.com/gpu taints" "$DS" \
-  "$A.containers[0].securityContext.privileged == true and $A.priorityClassName == \"system-node-critical\"
+jqt "agent: unprivileged uid 0, no capabilities, RuntimeDefault seccomp, system-node-critical, tolerates nvidia.com/gpu taints" "$DS" \
+  "$A.containers[0].securityContext as \$s | \$s.privileged == false and \$s.runAsUser == 0
+   and \$s.capabilities.drop == [\"ALL\"] and \$s.allowPrivilegeEscalation == false
+   and \$s.seccompProfile.type == \"RuntimeDefault\" and \$s.readOnlyRootFilesystem == true
+   and $A.priorityClassName == \"system-node-critical\"
    and ([$A.tolerations[] | select(.key == \"nvidia.com/gpu\" and .operator == \"Exists\" and (.effect // \"\") == \"\")] | length) == 1"
 jqt "agent: hostPaths cgroupfs, pod-resources (ro), cpu_manager_state (ro, File), /proc/driver (ro), state dir" "$DS" \
   "([$A.volumes[] | select(.hostPath) | {(.name): (.hostPath.path + \" \" + .hostPath.type)}] | add) ==
@@ -150,7 +154,12 @@ jqt "agent: hostPaths cgroupfs, pod-resources (ro), cpu_manager_state (ro, File)
       \"cpu-manager-state\": \"/var/lib/kubelet/cpu_manager_state File\",
       \"proc-driver\": \"/proc/driver Directory\"} and
    ([$A.containers[0].volumeMounts[] | select(.readOnly == true) | .name] | sort) ==
-     [\"cpu-manager-state\", \"pod-resources\", \"proc-driver\", \"tls\"]"
+     [\"agent-token\", \"cpu-manager-state\", \"pod-resources\", \"proc-driver\", \"tls\"]"
+jqt "agent: node-bound identity token (audience feedguard, 1 h, owner-only) passed by --token-file" "$DS" \
+  "($A.volumes[] | select(.name == \"agent-token\") | .projected) as \$p |
+   \$p.sources == [{\"serviceAccountToken\": {\"audience\": \"feedguard\", \"expirationSeconds\": 3600,
+     \"path\": \"token\"}}] and \$p.defaultMode == 256 and
+   ($A.containers[0].args | index(\"--token-file=/var/run/secrets/feedguard/token\")) != null"
 jqt "agent: no API token mounted" "$DS" "$A.automountServiceAccountToken == false"
 jqt "agent: liveness /healthz and readiness /readyz on the metrics port" "$DS" \
   "$C.livenessProbe.httpGet == {\"path\": \"/healthz\", \"port\": \"metrics\", \"scheme\": \"HTTP\"} and
@@ -269,7 +278,7 @@ for v in create patch; do
   can "$CTRL_SA" yes "$v" events -n default
 done
 for v in get create update; do can "$CTRL_SA" yes "$v" leases.coordination.k8s.io -n "$NS"; done
-can "$CTRL_SA" no create tokenreviews.authentication.k8s.io
+can "$CTRL_SA" yes create tokenreviews.authentication.k8s.io  # node-bound agent identity
 # ... and nothing else.
 can "$CTRL_SA" no delete pods -n default
 can "$CTRL_SA" no get pods -n default

@@ -133,23 +133,22 @@ class RecordingObserver final : public controller::AgentObserver {
 };
 
 // Sleeps for real (the delays are short in tests) and records every delay asked for.
-class RecordingSleeper final : public agent::Sleeper {
+class RecordingSleeper final : public Sleeper {
  public:
-  bool SleepFor(std::chrono::nanoseconds d) override {
+  bool Sleep(std::chrono::nanoseconds d, std::stop_token stop) override {
     {
       std::lock_guard lock(mu_);
       delays_.push_back(std::chrono::duration_cast<milliseconds>(d));
     }
-    return real_.SleepFor(d);
+    return real_.Sleep(d, stop);
   }
-  void Interrupt() override { real_.Interrupt(); }
   std::vector<milliseconds> delays() const {
     std::lock_guard lock(mu_);
     return delays_;
   }
 
  private:
-  agent::RealSleeper real_;
+  RealSleeper real_;
   mutable std::mutex mu_;
   std::vector<milliseconds> delays_;  // guarded by mu_
 };
@@ -672,6 +671,63 @@ TEST_F(GrpcStreamTest, InsecureModeIsExplicit) {
   auto client = StartClient(co);
   ASSERT_TRUE(server->SetDesired(Fence("demo-node", 1)).ok());
   ASSERT_TRUE(WaitUntil([&] { return server->GetAgent("demo-node")->acked_version == 1; }));
+}
+
+// Node-bound identity (issue 13): the agent sends its token file's current content on every
+// stream, so a token the kubelet rotated is what the next reconnect presents.
+class RecordingAuthenticator final : public controller::AgentAuthenticator {
+ public:
+  Status Authenticate(std::string_view token, const std::string& node) override {
+    std::lock_guard l(mu_);
+    seen_.emplace_back(token);
+    if (node == "gpu-1" && (token == "tok-1" || token == "tok-2")) return OkStatus();
+    return PermissionDenied("token not for " + node);
+  }
+  std::vector<std::string> seen() {
+    std::lock_guard l(mu_);
+    return seen_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<std::string> seen_;  // guarded by mu_
+};
+
+TEST_F(GrpcStreamTest, AgentPresentsItsTokenFileAndRereadsItOnReconnect) {
+  ASSERT_TRUE(pki_->MakeLeaf("ca", "shared", "feedguard-agent", {}, false).ok());
+  auto auth = std::make_shared<RecordingAuthenticator>();
+  auto opts = ServerOptions();
+  opts.trust_hello_node_name = true;  // shared certificate: the token names the node
+  opts.authenticator = auth;
+  auto server = StartServer(opts);
+  ASSERT_TRUE(server);
+  const std::string token_file = pki_->Path("token");
+  { std::ofstream(token_file) << "tok-1\n"; }
+  auto co = ClientOptions("gpu-1", server->port(), "shared");
+  co.token_file = token_file;
+  auto client = StartClient(co);
+  ASSERT_TRUE(client);
+  ASSERT_TRUE(WaitUntil([&] { return server->ConnectedCount() == 1; }));
+  EXPECT_EQ(auth->seen(), std::vector<std::string>{"tok-1"});
+  // The kubelet rotates the token; the next stream presents the new one.
+  { std::ofstream(token_file) << "tok-2"; }
+  ASSERT_TRUE(server->Disconnect("gpu-1").ok());
+  ASSERT_TRUE(WaitUntil([&] { return auth->seen().size() >= 2 && server->ConnectedCount() == 1; }));
+  EXPECT_EQ(auth->seen().back(), "tok-2");
+  // A token for nobody: refused with PERMISSION_DENIED, the agent keeps retrying.
+  { std::ofstream(token_file) << "stolen"; }
+  ASSERT_TRUE(server->Disconnect("gpu-1").ok());
+  ASSERT_TRUE(WaitUntil([&] {
+    return client->stats().last_error.find("agent token refused for node gpu-1") !=
+           std::string::npos;
+  })) << client->stats().last_error;
+  EXPECT_EQ(server->ConnectedCount(), 0u);
+  // An unreadable token file fails the attempt before dialing.
+  std::remove(token_file.c_str());
+  ASSERT_TRUE(WaitUntil([&] {
+    return client->stats().last_error.find("cannot read the ServiceAccount token file") !=
+           std::string::npos;
+  })) << client->stats().last_error;
 }
 
 }  // namespace

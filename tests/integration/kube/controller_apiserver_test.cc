@@ -7,6 +7,7 @@
 //   gets already holds the policy.
 // - No object can crash it (issue 13): under a CRD that validates nothing, malformed
 //   FencePolicies become Invalid conditions naming the field; the process stays up.
+// - Policies that can never fence (issue 13 item 4) are Invalid with an Event; requireGPU holds.
 //
 // These FAIL, never skip, when the test bed cannot start: they run only under `apiserver`.
 #include <grpcpp/grpcpp.h>
@@ -22,6 +23,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -381,6 +384,149 @@ TEST_F(ControllerApiserverTest, MalformedPoliciesUnderALooseCrdNeverCrashTheCont
   EXPECT_EQ(Shell("curl -fsS -m 2 http://127.0.0.1:" + std::to_string(metrics_port_) +
                   "/healthz >/dev/null"),
             0);
+}
+
+// Policy semantics (issue 13 item 4) under the real CRD: a policy whose trainer and neighbour
+// sets can never differ, or whose selector can never match, passes the schema but is reported
+// Invalid (condition, Ready=False/InvalidSpec shown in the printer columns, an InvalidSpec
+// Event), never Ready; requireGPU keeps a trainer-labelled pod without a GPU a neighbour.
+TEST_F(ControllerApiserverTest, PoliciesThatCanNeverFenceAreReportedAndRequireGpuHolds) {
+  InstallCrd(FG_CRD_FILE);
+  ASSERT_TRUE(client_->Create(kNamespaces, "", {{"metadata", {{"name", "ml"}}}}).ok());
+  ASSERT_TRUE(client_->Create(NodesGvr(), "", Node("fg-n1")).ok());
+  auto policy = [](const std::string& name, const Json& spec) {
+    return Json{{"apiVersion", "feedguard.io/v1alpha1"},
+                {"kind", "FencePolicy"},
+                {"metadata", {{"name", name}}},
+                {"spec", spec}};
+  };
+  struct Case {
+    std::string name;
+    Json spec;
+    std::string message;  // in the Invalid condition and the Event
+  };
+  const std::string trainers = R"("trainers": {"podSelector": {"matchLabels":
+      {"feedguard.io/role": "trainer"}}})";
+  const std::vector<Case> never = {
+      {"same-sets",
+       Json::parse("{" + trainers + R"(, "neighbours": {"podSelector": {"matchExpressions": [
+           {"key": "feedguard.io/role", "operator": "In", "values": ["trainer"]}]}}})"),
+       "spec.neighbours.podSelector: selects the same pods as spec.trainers.podSelector"},
+      {"never-matches", Json::parse(R"({"trainers": {"podSelector": {
+           "matchLabels": {"feedguard.io/role": "trainer"},
+           "matchExpressions": [{"key": "feedguard.io/role", "operator": "NotIn",
+                                 "values": ["trainer"]}]}}})"),
+       "spec.trainers.podSelector: can never match a pod"},
+      {"neighbours-exist-and-not",
+       Json::parse("{" + trainers + R"(, "neighbours": {"podSelector": {"matchExpressions": [
+           {"key": "tier", "operator": "Exists"}, {"key": "tier", "operator": "DoesNotExist"}]}}})"),
+       "spec.neighbours.podSelector: can never match a pod"},
+  };
+  for (const auto& c : never) {
+    auto r = client_->Create(kFencePolicies, "", policy(c.name, c.spec));
+    ASSERT_TRUE(r.ok()) << c.name << " rejected by the CRD: " << r.status().ToString();
+  }
+  // The working policy: requireGPU, one trainer-labelled pod with a GPU, one without.
+  ASSERT_TRUE(client_
+                  ->Create(kFencePolicies, "",
+                           policy("gpu-trainers", Json::parse(R"({"trainers": {"requireGPU": true,
+                               "podSelector": {"matchLabels": {"feedguard.io/role": "trainer"}}}})")))
+                  .ok());
+  Json with_gpu = Pod("ml", "with-gpu", "fg-n1", "trainer");
+  with_gpu["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = "1";
+  ASSERT_TRUE(client_->Create(PodsGvr(), "ml", with_gpu).ok());
+  ASSERT_TRUE(
+      client_->Create(PodsGvr(), "ml", Pod("ml", "labelled-no-gpu", "fg-n1", "trainer")).ok());
+  StartController();
+
+  auto condition = [&](const std::string& name, const std::string& type) -> Json {
+    auto got = client_->Get(kFencePolicies, "", name);
+    if (!got.ok() || !got->contains("status") || !(*got)["status"].is_object()) return nullptr;
+    for (const auto& c : (*got)["status"].value("conditions", Json::array())) {
+      if (c.value("type", "") == type) return c;
+    }
+    return nullptr;
+  };
+  for (const auto& c : never) {
+    Json invalid;
+    for (int i = 0; i < 300; ++i) {
+      ASSERT_TRUE(controller_->Alive()) << "controller died on " << c.name;
+      invalid = condition(c.name, "Invalid");
+      if (invalid.is_object() && invalid.value("status", "") == "True") break;
+      std::this_thread::sleep_for(100ms);
+    }
+    ASSERT_TRUE(invalid.is_object()) << c.name << ": no Invalid condition";
+    EXPECT_EQ(invalid.value("status", ""), "True") << c.name;
+    EXPECT_NE(invalid.value("message", "").find(c.message), std::string::npos)
+        << c.name << ": " << invalid.value("message", "");
+    const Json ready = condition(c.name, "Ready");
+    ASSERT_TRUE(ready.is_object()) << c.name;
+    EXPECT_EQ(ready.value("status", ""), "False") << c.name;
+    EXPECT_EQ(ready.value("reason", ""), "InvalidSpec") << c.name;
+    // The Event (recorded for the cluster-scoped object, any namespace).
+    bool event = false;
+    for (int i = 0; i < 100 && !event; ++i) {
+      auto evs = client_->List({"", "v1", "events"}, "", {});
+      ASSERT_TRUE(evs.ok()) << evs.status().ToString();
+      for (const auto& e : evs->items) {
+        if (e.contains("involvedObject") && e["involvedObject"].value("name", "") == c.name &&
+            e.value("reason", "") == "InvalidSpec" &&
+            e.value("message", "").find(c.message) != std::string::npos) {
+          event = true;
+        }
+      }
+      if (!event) std::this_thread::sleep_for(100ms);
+    }
+    EXPECT_TRUE(event) << c.name << ": no InvalidSpec Event naming " << c.message;
+  }
+  // The printer columns say why (kubectl get: Ready False, Reason InvalidSpec; -o wide: the
+  // message).
+  const std::string out = dir_ + "/get-wide.txt";
+  ASSERT_EQ(Shell("kubectl --kubeconfig " + kubeconfig_ +
+                  " get fencepolicy never-matches -o wide > " + out + " 2>&1"),
+            0);
+  {
+    std::ifstream in(out);
+    const std::string table((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_NE(table.find("InvalidSpec"), std::string::npos) << table;
+    EXPECT_NE(table.find("can never match a pod"), std::string::npos) << table;
+  }
+  fs::remove(out);
+
+  // requireGPU: the agent of fg-n1 gets a fence whose only trainer is the pod with a GPU; the
+  // labelled pod without one is a neighbour. No invalid policy appears in it.
+  auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(grpc_port_),
+                                     grpc::InsecureChannelCredentials());
+  auto stub = v1::FenceDistribution::NewStub(channel);
+  grpc::ClientContext ctx;
+  ctx.set_wait_for_ready(true);
+  ctx.set_deadline(std::chrono::system_clock::now() + 60s);
+  auto rw = stub->Stream(&ctx);
+  v1::AgentMessage hello;
+  hello.mutable_hello()->set_node_name("fg-n1");
+  ASSERT_TRUE(rw->Write(hello));
+  v1::ControllerMessage in;
+  std::optional<v1::NodeFence> fence;
+  while (rw->Read(&in)) {
+    const auto& f = in.update().fence();
+    v1::AgentMessage ack;
+    ack.mutable_ack()->set_version(f.version());
+    ack.mutable_ack()->set_nonce(in.update().nonce());
+    rw->Write(ack);
+    if (f.trainers_size() > 0) {
+      fence = f;
+      break;
+    }
+  }
+  ctx.TryCancel();
+  ASSERT_TRUE(fence.has_value()) << "no fence with a trainer";
+  ASSERT_EQ(fence->trainers_size(), 1) << fence->ShortDebugString();
+  EXPECT_EQ(fence->trainers(0).pod().name(), "with-gpu");
+  ASSERT_EQ(fence->neighbours_size(), 1) << fence->ShortDebugString();
+  EXPECT_EQ(fence->neighbours(0).pod().name(), "labelled-no-gpu");
+  ASSERT_EQ(fence->policies_size(), 1);
+  EXPECT_EQ(fence->policies(0).name(), "gpu-trainers");
+  EXPECT_TRUE(controller_->Alive());
 }
 
 }  // namespace

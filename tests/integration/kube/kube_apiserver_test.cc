@@ -270,11 +270,11 @@ int64_t Write(const ClientPtr& c, const std::function<Result<Json>()>& op) {
 
 struct Run {
   std::shared_ptr<Store> store = std::make_shared<Store>();
-  StopSignal stop;
+  std::stop_source stop;
   std::unique_ptr<Reflector> reflector;
   std::thread thread;
   ~Run() {
-    stop.Notify();
+    stop.request_stop();
     if (thread.joinable()) thread.join();
   }
 };
@@ -291,8 +291,7 @@ std::unique_ptr<Run> StartReflector(const ClientPtr& c, const std::string& label
                                                std::make_shared<RealTimeSource>(),
                                                std::make_shared<RealSleeper>());
   Reflector* r = run->reflector.get();
-  StopSignal* stop = &run->stop;
-  run->thread = std::thread([r, stop] { r->Run(*stop); });
+  run->thread = std::thread([r, stop = run->stop.get_token()] { r->Run(stop); });
   for (int i = 0; i < 300 && !r->HasSynced(); ++i) std::this_thread::sleep_for(100ms);
   EXPECT_TRUE(r->HasSynced());
   return run;
@@ -401,7 +400,7 @@ TEST_F(PrivateServerTest, CompactionForces410RelistWithoutLosingEvents) {
 
   Status s = client_->Watch(
       ConfigMapsGvr(), "default", WatchOptions{"", "", before->resource_version, 5, true},
-      [](Json& ev) { return ev.value("type", "") != "ERROR" ? true : false; }, nullptr);
+      [](Json& ev) { return ev.value("type", "") != "ERROR" ? true : false; }, std::stop_token{});
   std::string raw_error;
   client_
       ->Watch(
@@ -410,7 +409,7 @@ TEST_F(PrivateServerTest, CompactionForces410RelistWithoutLosingEvents) {
             if (ev.value("type", "") == "ERROR") raw_error = ev["object"].dump();
             return false;
           },
-          nullptr)
+          std::stop_token{})
       .IgnoreError();
   EXPECT_TRUE(IsExpired(s) || raw_error.find("410") != std::string::npos)
       << s.ToString() << " " << raw_error;
@@ -448,9 +447,9 @@ TEST_F(SharedServerTest, LeaseElectionOneLeaderThenTakeover) {
     std::atomic<int> a_leads{0}, b_leads{0};
     auto a = make("a", &a_leads, release);
     auto b = make("b", &b_leads, release);
-    StopSignal stop_a, stop_b;
-    std::thread ta([&] { a->Run(stop_a); });
-    std::thread tb([&] { b->Run(stop_b); });
+    std::stop_source stop_a, stop_b;
+    std::thread ta([&] { a->Run(stop_a.get_token()); });
+    std::thread tb([&] { b->Run(stop_b.get_token()); });
     for (int i = 0; i < 200 && a_leads + b_leads == 0; ++i) std::this_thread::sleep_for(50ms);
     std::this_thread::sleep_for(2s);  // two more renew rounds: still exactly one
     ASSERT_EQ(a_leads + b_leads, 1);
@@ -464,7 +463,7 @@ TEST_F(SharedServerTest, LeaseElectionOneLeaderThenTakeover) {
     EXPECT_EQ((*l)["spec"]["holderIdentity"], a_first ? "a" : "b");
 
     const auto stopped_at = std::chrono::steady_clock::now();
-    (a_first ? stop_a : stop_b).Notify();
+    (a_first ? stop_a : stop_b).request_stop();
     (a_first ? ta : tb).join();
     for (int i = 0; i < 300 && !second->IsLeader(); ++i) std::this_thread::sleep_for(50ms);
     const auto took = std::chrono::steady_clock::now() - stopped_at;
@@ -481,7 +480,7 @@ TEST_F(SharedServerTest, LeaseElectionOneLeaderThenTakeover) {
     ASSERT_TRUE(l.ok());
     EXPECT_EQ((*l)["spec"]["holderIdentity"], a_first ? "b" : "a");
     EXPECT_GE((*l)["spec"]["leaseTransitions"].get<int>(), 1);
-    (a_first ? stop_b : stop_a).Notify();
+    (a_first ? stop_b : stop_a).request_stop();
     (a_first ? tb : ta).join();
     client_->Delete(LeasesGvr(), "default", lease).IgnoreError();
   }

@@ -1,0 +1,88 @@
+#include "common/backoff.h"
+
+#include <algorithm>
+#include <condition_variable>
+
+namespace feedguard {
+
+Backoff::Backoff(BackoffPolicy policy, uint64_t seed)
+    : policy_(policy), rng_(seed), base_ms_(static_cast<double>(policy.initial.count())) {
+  policy_.multiplier = std::max(1.0, policy_.multiplier);
+  policy_.jitter_below = std::clamp(policy_.jitter_below, 0.0, 1.0);
+  policy_.jitter_above = std::clamp(policy_.jitter_above, 0.0, 1.0);
+}
+
+std::chrono::milliseconds Backoff::Next() {
+  const double capped = std::min(base_ms_, static_cast<double>(policy_.max.count()));
+  double factor = 1.0;
+  if (policy_.jitter_below > 0 || policy_.jitter_above > 0) {
+    std::uniform_real_distribution<double> u(1.0 - policy_.jitter_below,
+                                             1.0 + policy_.jitter_above);
+    factor = u(rng_);
+  }
+  base_ms_ = std::min(capped * policy_.multiplier, static_cast<double>(policy_.max.count()));
+  ++failures_;
+  return std::chrono::milliseconds(static_cast<int64_t>(capped * factor));
+}
+
+void Backoff::Reset() {
+  base_ms_ = static_cast<double>(policy_.initial.count());
+  failures_ = 0;
+}
+
+std::chrono::milliseconds Backoff::base() const {
+  return std::chrono::milliseconds(
+      static_cast<int64_t>(std::min(base_ms_, static_cast<double>(policy_.max.count()))));
+}
+
+KeyedBackoff::KeyedBackoff(BackoffPolicy policy, uint64_t seed)
+    : policy_(policy), next_seed_(seed) {}
+
+bool KeyedBackoff::Due(const std::string& key, TimePoint now) const {
+  auto it = entries_.find(key);
+  return it == entries_.end() || now >= it->second.due;
+}
+
+std::chrono::milliseconds KeyedBackoff::Failed(const std::string& key, TimePoint now) {
+  auto it = entries_.find(key);
+  if (it == entries_.end()) {
+    it = entries_.emplace(key, Entry{Backoff(policy_, next_seed_++), now}).first;
+  }
+  const auto delay = it->second.backoff.Next();
+  it->second.due = now + delay;
+  return delay;
+}
+
+void KeyedBackoff::Forget(const std::string& key) { entries_.erase(key); }
+
+int KeyedBackoff::failures(const std::string& key) const {
+  auto it = entries_.find(key);
+  return it == entries_.end() ? 0 : it->second.backoff.failures();
+}
+
+bool SleepFor(std::chrono::nanoseconds d, const std::stop_token& stop) {
+  if (stop.stop_requested()) return false;
+  std::mutex mu;
+  std::condition_variable_any cv;
+  std::unique_lock lock(mu);
+  // Waits until the deadline or a stop request (which notifies cv through a stop_callback).
+  cv.wait_for(lock, stop, d, [] { return false; });
+  return !stop.stop_requested();
+}
+
+bool FakeSleeper::Sleep(std::chrono::nanoseconds d, std::stop_token stop) {
+  if (stop.stop_requested()) return false;
+  {
+    std::lock_guard lock(mu_);
+    sleeps_.push_back(d);
+  }
+  clock_->Advance(d);
+  return !stop.stop_requested();
+}
+
+std::vector<std::chrono::nanoseconds> FakeSleeper::sleeps() const {
+  std::lock_guard lock(mu_);
+  return sleeps_;
+}
+
+}  // namespace feedguard
