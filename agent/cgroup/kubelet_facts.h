@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "agent/cgroup/kernel_facts.h"
 #include "agent/planner/plan.h"
 #include "feedguard/common/status.h"
 
@@ -74,5 +75,21 @@ uint64_t SharesToWeight(uint64_t shares);
 // Inverse used for our own writes of a v2-scale weight on v1: the smallest shares value that
 // maps back to `weight` (so SharesToWeight(WeightToShares(w)) == w for every w in 1..10000).
 uint64_t WeightToShares(uint64_t weight);
+
+// ---- in-place resize of a pod whose cgroup has cpu.idle=1 ------------------------------------
+// The kernel refuses any weight write to an idle group (EINVAL). What kubelet v1.33 then does
+// (seen on the real node tier and in the cgroup v2 VM, tests/vm/kubelet_v2.sh):
+//  - v1: the idle group's cpu.shares reads 3, kubelet takes the resize as an increase, writes the
+//    pod cgroup first, fails, and retries the whole resize on every sync until the write lands;
+//  - v2: the idle group's cpu.weight reads 0, kubelet's weight→shares conversion wraps (unsigned)
+//    into a huge value, it takes the resize as a decrease (containers first), records the
+//    containers as resized after the pod write fails once, and never writes the pod file again.
+// So on v1 the fence can step aside and wait for kubelet's retry; on v2 nobody will write the
+// pod's new weight, and the agent must take it (PodWeightAfterResize) as the new original.
+inline bool KubeletRetriesRefusedPodWeightWrite(CgroupVersion v) { return v == CgroupVersion::kV1; }
+// The weight (v2 scale) kubelet gives a pod cgroup whose containers request `milli` in total.
+inline uint64_t PodWeightForRequest(int64_t milli) {
+  return SharesToWeight(MilliCpuToShares(milli));
+}
 
 }  // namespace feedguard::agent::cgroup

@@ -318,11 +318,15 @@ Enforcer::PodWork Enforcer::PreparePodLocked(const Target& t, Scratch& s) {
     return w;
   }
   // kubelet's in-place resize of an Idle-fenced pod: the kernel refuses its weight write while
-  // the group is idle (EINVAL; seen with kubelet 1.33 on the real node), and kubelet retries on
-  // every sync. When the pod's CPU request differs from the one its fence was put in place
-  // with, the fence steps aside (cpu.idle back to 0) until kubelet's write lands in the weight
-  // file — adopted as the new original below — or `resize_yield_timeout` passes; then it is
-  // put back. (In memory: a resize pending across an agent restart waits for the next change.)
+  // the group is idle (EINVAL; kubelet_facts.h says what kubelet does next). When the pod's CPU
+  // request differs from the one its fence was put in place with:
+  //  - where kubelet retries (v1), the fence steps aside (cpu.idle back to 0) until kubelet's
+  //    write lands in the weight file — adopted as the new original below — or
+  //    `resize_yield_timeout` passes; then it is put back. (In memory: a resize pending across
+  //    an agent restart waits for the next change.)
+  //  - where kubelet never writes again (v2), the weight kubelet meant for the new request is
+  //    taken as the original at once and the fence stays: the revert then gives the pod its
+  //    resized weight, not the pre-resize one.
   std::optional<bool> want_idle = t.idle;
   bool yielding = false;
   if (t.idle && *t.idle && !t.dry_run) {
@@ -331,7 +335,15 @@ Enforcer::PodWork Enforcer::PreparePodLocked(const Target& t, Scratch& s) {
     const auto recorded = checkpoint_->Get(cgroup::WeightFile(version, dirs.cpu));
     if (recorded && recorded->request_milli >= 0 && recorded->request_milli != req &&
         !yielding_.count(uid)) {
-      yielding_[uid] = {req, clock_->MonotonicNow()};
+      if (cgroup::KubeletRetriesRefusedPodWeightWrite(version)) {
+        yielding_[uid] = {req, clock_->MonotonicNow()};
+      } else {
+        AdoptOriginalLocked(
+            *recorded, cgroup::WeightValue(version, cgroup::PodWeightForRequest(req)), *s.report);
+        w.result.message = "resized in place to a CPU request of " + std::to_string(req) +
+                           "m under the Idle fence: kubelet's refused weight write taken as the "
+                           "original";
+      }
     }
     if (auto y = yielding_.find(uid); y != yielding_.end()) {
       const std::string weight_file = cgroup::WeightFile(version, dirs.cpu);

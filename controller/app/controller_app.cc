@@ -290,7 +290,9 @@ std::string ControllerApp::RenderMetrics() {
     double enforced = 0, failed = 0, stale = 0;
     std::map<std::string, double> overwrites_by_node;
     for (const auto& a : distributor_->ListAgents()) {
-      if (a.stale || !a.connected)
+      // As in policy status: a disconnected agent counts by its last answer until the grace
+      // period (--stale-after-ms) ends; its fences are still in place (fail static).
+      if (a.stale)
         stale++;
       else if (a.last_nack && a.last_nack->version == a.desired_version)
         failed++;

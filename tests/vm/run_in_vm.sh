@@ -12,6 +12,9 @@
 #                     (default $FEEDGUARD_VM_CACHE or ${XDG_CACHE_HOME:-$HOME/.cache}/feedguard-vm)
 #   --mem SIZE        guest memory (default 512M)     --smp N   guest CPUs (default 2)
 #   --log FILE        also keep the full console transcript in FILE
+#   --net MODE        none (default) | user: one virtio NIC on qemu's user-mode network (slirp): the
+#                     guest is 10.0.2.15/24 and reaches the 127.0.0.1 of qemu's network namespace as
+#                     10.0.2.2. The guest must load virtio/virtio_pci/virtio_net itself (modules).
 #
 # Inside the VM the binary runs as root (PID 1's child) in the root cgroup, cwd /tmp (writable), with
 # FEEDGUARD_VM=1 and FEEDGUARD_CGROUP2_ROOT=/sys/fs/cgroup in its environment; busybox provides the
@@ -33,7 +36,7 @@ envs=() files=()
 timeout_s=${FEEDGUARD_VM_TIMEOUT:-180}
 kernel=${FEEDGUARD_VM_KERNEL:-}
 cache_dir=${FEEDGUARD_VM_CACHE:-${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/feedguard-vm}
-mem=512M smp=2 log_file=""
+mem=512M smp=2 log_file="" net=none
 while (($#)); do
   case "$1" in
     --env) (($# >= 2)) || die "--env needs K=V"; [[ "$2" =~ ^[A-Za-z_][A-Za-z0-9_]*= ]] ||
@@ -45,6 +48,8 @@ while (($#)); do
     --mem) (($# >= 2)) || die "--mem needs a size"; mem=$2; shift 2 ;;
     --smp) (($# >= 2)) || die "--smp needs a count"; smp=$2; shift 2 ;;
     --log) (($# >= 2)) || die "--log needs a file"; log_file=$2; shift 2 ;;
+    --net) (($# >= 2)) || die "--net needs none|user"; [[ "$2" == none || "$2" == user ]] ||
+      die "--net wants none or user, got '$2'"; net=$2; shift 2 ;;
     --) shift; break ;;
     -*) die "unknown option $1" ;;
     *) break ;;
@@ -188,19 +193,27 @@ done || true
 # qemu64 + RDRAND: the kernel trusts the CPU's RNG (RANDOM_TRUST_CPU), so getrandom() does not block
 # for 1-2 s of early-boot entropy gathering (std::random_device, OpenSSL, ...). -nic none skips iPXE.
 console=$work/console.log
+nic=(-nic none)
+[[ "$net" == none ]] || nic=(-netdev user,id=n0 -device virtio-net-pci,netdev=n0,romfile=)
 start=$(date +%s.%N)
 set +e
 timeout -k 5 "$timeout_s" "$qemu" -accel tcg -cpu qemu64,+rdrand -m "$mem" -smp "$smp" \
-  -display none -vga none -nic none -monitor none -serial stdio -serial "file:$work/exit" \
+  -display none -vga none "${nic[@]}" -monitor none -serial stdio -serial "file:$work/exit" \
   -no-reboot -kernel "$kernel" -initrd "$work/initrd.cpio" \
   -append "console=ttyS0 quiet loglevel=3 panic=-1 oops=panic rcupdate.rcu_cpu_stall_suppress=1" </dev/null 2>&1 |
-  tr -d '\r' | tee "$console"
+  stdbuf -oL tr -d '\r' | tee "$console"
 qemu_rc=${PIPESTATUS[0]}
 set -e
 elapsed=$(echo "$start $(date +%s.%N)" | awk '{printf "%.2f", $2 - $1}')
 [[ -z "$log_file" ]] || cp "$console" "$log_file"
 
 marker=$(tr -d '\r' <"$work/exit" 2>/dev/null | grep -a -E "^FEEDGUARD_VM_EXIT $nonce [0-9]+\$" | tail -n1 || true)
+if [[ -z "$marker" ]]; then
+  # Seen once under heavy load: the echo on the console arrived, the second port's file stayed
+  # empty. A whole console line with this run's nonce is as trustworthy; say that it was used.
+  marker=$(grep -a -E "^FEEDGUARD_VM_EXIT $nonce [0-9]+\$" "$console" 2>/dev/null | tail -n1 || true)
+  [[ -z "$marker" ]] || echo "run_in_vm: exit marker missing on the second serial port; taken from the console" >&2
+fi
 if [[ -n "$marker" ]]; then
   rc=${marker##* }
   echo "run_in_vm: $(basename "$binary") exited $rc in the VM (${elapsed}s wall, kernel $(basename "$kernel"))" >&2

@@ -253,6 +253,47 @@ TEST_P(EnforcerCgroupTest, KubeletResizeDuringAFenceSurvivesTheRevert) {
   EXPECT_EQ(store->size(), 0u);
 }
 
+// kubelet resizes an Idle-fenced pod in place (kubelet_facts.h): the kernel refuses kubelet's pod
+// weight write while the group is idle. v1: the fence steps aside until kubelet's retry lands;
+// v2 (where kubelet never retries, seen in tests/vm/kubelet_v2.sh): the weight kubelet meant is
+// taken as the original at once. Either way the revert leaves the resized weight.
+TEST_P(EnforcerCgroupTest, IdleFencedPodResizedInPlaceEndsWithKubeletsNewWeight) {
+  Tree tree(GetParam());
+  PodIdentity pod = tree.AddPod("resize-idle1", QosClass::kBurstable, 1, 256, -1);
+  const std::string dir = tree.Mount("cpu") + "/" + tree.PodRel(pod);
+  const std::string weight = dir + "/" + tree.WeightFile();
+  TempDir state;
+  auto store = OpenStore(state.path());
+  Enforcer enf(tree.cgroups(), store, {});
+  auto plan_with = [&](int64_t req) {
+    return OneNeighbour(pod, [req](NeighbourAction& a) {
+      a.idle = true;
+      a.pod.cpu_request_milli = req;
+    });
+  };
+  ExpectEnforced(enf.Apply(plan_with(250)), 1);
+  ASSERT_EQ(Slurp(dir + "/cpu.idle"), "1\n");
+  const std::string kubelets = tree.v2() ? std::to_string(cgroup::PodWeightForRequest(400))
+                                         : std::to_string(cgroup::MilliCpuToShares(400));
+  EXPECT_FALSE(WriteKnob(weight, kubelets)) << "the kernel took a weight write on an idle group";
+  auto r = enf.Apply(plan_with(400));
+  ASSERT_EQ(r.pods.size(), 1u);
+  if (tree.v2()) {
+    ExpectEnforced(r, 1);
+    EXPECT_EQ(Slurp(dir + "/cpu.idle"), "1\n");
+  } else {
+    EXPECT_EQ(r.pods[0].reason, reason::kResizePending);
+    EXPECT_EQ(Slurp(dir + "/cpu.idle"), "0\n");
+    ASSERT_TRUE(WriteKnob(weight, kubelets));  // kubelet's retry lands
+    ExpectEnforced(enf.Apply(plan_with(400)), 1);
+    EXPECT_EQ(Slurp(dir + "/cpu.idle"), "1\n");
+  }
+  enf.RevertAll();
+  EXPECT_EQ(Slurp(weight), kubelets + "\n") << "the revert did not leave kubelet's resized weight";
+  EXPECT_EQ(Slurp(dir + "/cpu.idle"), "0\n");
+  EXPECT_EQ(store->size(), 0u);
+}
+
 // cpu.shares 3 is kubelet's value for a 3m request and also what v1 shows while cpu.idle is 1;
 // leaving idle resets the weight to the default, which must not stay.
 TEST_P(EnforcerCgroupTest, OddOriginalWeightsComeBackExactAfterIdle) {
