@@ -3,7 +3,7 @@
 //
 // One implementation (fs_cgroups.h) works on any directory tree: real cgroup v1 mounts, the
 // v2 unified mount, or plain directories in a temp dir that stand in for them in unit tests.
-// Typed values use the v2 scales from plan.h (weight 1..10000, quota/period in µs); on v1 the
+// Typed values use the v2 scales of the plan (weight 1..10000, quota/period in µs); on v1 the
 // implementation converts (kubelet_facts.h). Write errors map errno to Status codes:
 //   EINVAL/ERANGE → InvalidArgument (e.g. v1 child quota above its parent),
 //   EACCES on cpuset files → PermissionDenied "... not a subset of parent's ...",
@@ -19,7 +19,7 @@
 
 #include "agent/cgroup/kernel_facts.h"
 #include "agent/cgroup/kubelet_facts.h"
-#include "agent/planner/plan.h"
+#include "agent/pod/pod.h"
 #include "common/cpuset.h"
 #include "feedguard/common/status.h"
 

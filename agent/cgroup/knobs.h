@@ -35,7 +35,7 @@
 
 #include "agent/cgroup/cgroups.h"
 #include "agent/cgroup/kernel_facts.h"
-#include "agent/planner/plan.h"
+#include "agent/pod/pod.h"
 #include "feedguard/common/status.h"
 
 namespace feedguard::agent::cgroup {

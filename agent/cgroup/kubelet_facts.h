@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "agent/cgroup/kernel_facts.h"
-#include "agent/planner/plan.h"
+#include "agent/pod/pod.h"
 #include "feedguard/common/status.h"
 
 namespace feedguard::agent::cgroup {

@@ -10,44 +10,12 @@
 #include <string_view>
 #include <vector>
 
+#include "agent/pod/pod.h"
 #include "common/cpuset.h"
 
 namespace feedguard::agent {
 
-enum class QosClass { kGuaranteed, kBurstable, kBestEffort };
-
-// Kubernetes' spelling of a QoS class: "Guaranteed" | "Burstable" | "BestEffort".
-inline std::string_view QosClassName(QosClass q) {
-  switch (q) {
-    case QosClass::kGuaranteed:
-      return "Guaranteed";
-    case QosClass::kBurstable:
-      return "Burstable";
-    case QosClass::kBestEffort:
-      return "BestEffort";
-  }
-  return "Unknown";
-}
-
 enum class NeighbourFence { kIdle, kWeight, kCpuset, kQuota };
-
-// Enough of a pod to find its cgroups and name it in reports.
-struct PodIdentity {
-  std::string uid;
-  std::string ns;
-  std::string name;
-  QosClass qos = QosClass::kBurstable;
-  // As in Pod status: "containerd://<id>", "cri-o://<id>".
-  std::vector<std::string> container_ids;
-  int64_t cpu_request_milli = 0;
-  int64_t cpu_limit_milli = 0;  // 0 = none
-  std::string priority_class;   // spec.priorityClassName; rails refuse system-*-critical
-};
-
-struct CpuQuota {
-  int64_t quota_us = -1;  // -1 = unlimited ("max")
-  int64_t period_us = 100000;
-};
 
 // Something the planner could not do as asked, and why. `reason` is a stable CamelCase code
 // that ends up in FencePolicy.status.failures (e.g. "NotEnoughCores", "GPUNotFound").
