@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <sstream>
@@ -499,25 +500,37 @@ Result<CpuPressure> ParsePressure(std::string_view text) {
     ls >> kind;
     if (kind != "some" && kind != "full") continue;
     PressureLine pl;
-    int seen = 0;
+    // Each of the four fields exactly once; averages are finite percentages ≥ 0 (the kernel's
+    // own range; "nan", "-1.5" or "2x" are refused, not passed on as pressure).
+    unsigned seen = 0;
     while (ls >> field) {
       size_t eq = field.find('=');
       if (eq == std::string::npos) continue;
-      std::string k = field.substr(0, eq), v = field.substr(eq + 1);
+      const std::string k = field.substr(0, eq), v = field.substr(eq + 1);
+      const unsigned bit = k == "avg10"    ? 1u
+                           : k == "avg60"  ? 2u
+                           : k == "avg300" ? 4u
+                           : k == "total"  ? 8u
+                                           : 0u;
+      if (bit == 0) continue;
+      if (seen & bit) return InvalidArgument("repeated PSI field \"" + field + "\"");
+      seen |= bit;
       try {
-        if (k == "avg10")
-          pl.avg10 = std::stod(v), ++seen;
-        else if (k == "avg60")
-          pl.avg60 = std::stod(v), ++seen;
-        else if (k == "avg300")
-          pl.avg300 = std::stod(v), ++seen;
-        else if (k == "total")
-          pl.total_us = std::stoull(v), ++seen;
+        size_t used = 0;
+        if (bit == 8u) {
+          if (v.empty() || v[0] == '-') throw std::invalid_argument("negative");
+          pl.total_us = std::stoull(v, &used);
+        } else {
+          const double x = std::stod(v, &used);
+          if (!std::isfinite(x) || x < 0) throw std::out_of_range("range");
+          (bit == 1u ? pl.avg10 : bit == 2u ? pl.avg60 : pl.avg300) = x;
+        }
+        if (used != v.size()) throw std::invalid_argument("trailing");
       } catch (const std::exception&) {
         return InvalidArgument("bad PSI field \"" + field + "\"");
       }
     }
-    if (seen != 4) return InvalidArgument("incomplete PSI line \"" + line + "\"");
+    if (seen != 15u) return InvalidArgument("incomplete PSI line \"" + line + "\"");
     if (kind == "some") {
       p.some = pl;
       some = true;

@@ -244,5 +244,17 @@ TEST(ParsePressureTest, ParsesSomeAndFull) {
   EXPECT_FALSE(ParsePressure("some avg10=x avg60=0 avg300=0 total=0\n").ok());
 }
 
+// Found by fuzz_cgroup_files: a negative average (and a field given twice standing in for a
+// missing one) was accepted and passed on as pressure.
+TEST(ParsePressureTest, RefusesOutOfRangeRepeatedAndTrailingValues) {
+  EXPECT_FALSE(ParsePressure("some avg10=-1.50 avg60=0.25 avg60=0.00 total=1\n").ok());
+  EXPECT_FALSE(ParsePressure("some avg10=-1.50 avg60=0.25 avg300=0.00 total=1\n").ok());
+  EXPECT_FALSE(ParsePressure("some avg10=nan avg60=0 avg300=0 total=1\n").ok());
+  EXPECT_FALSE(ParsePressure("some avg10=inf avg60=0 avg300=0 total=1\n").ok());
+  EXPECT_FALSE(ParsePressure("some avg10=1.5x avg60=0 avg300=0 total=1\n").ok());
+  EXPECT_FALSE(ParsePressure("some avg10=1 avg60=0 avg300=0 total=-1\n").ok());
+  EXPECT_TRUE(ParsePressure("some avg10=0.00 avg60=0.00 avg300=0.00 total=0\n").ok());
+}
+
 }  // namespace
 }  // namespace feedguard::agent::cgroup
