@@ -431,6 +431,16 @@ v1::NodeReport NodeEngine::ToReport(const ApplyReport& r, const Plan& plan) cons
       }
     }
   }
+  // Otherwise a pinned trainer's message says why it sits where it sits ("GPULocal: ...",
+  // "IncumbentKept: ...", "NUMAFallback: ..."), so operators read placement from the report.
+  std::map<std::string, const std::string*> why;
+  for (const auto& t : plan.trainers) {
+    if (!t.why.empty()) why[t.pod.uid] = &t.why;
+  }
+  for (auto& pr : *out.mutable_pods()) {
+    if (pr.role() != v1::PodReport::TRAINER || !pr.enforced() || !pr.message().empty()) continue;
+    if (auto it = why.find(pr.uid()); it != why.end()) pr.set_message(*it->second);
+  }
   return out;
 }
 

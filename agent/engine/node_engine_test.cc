@@ -279,6 +279,11 @@ TEST_F(NodeEngineTest, TrainersKeepTheirCoresAcrossAnAgentRestart) {
   auto second = engine_->Apply(fence);
   ASSERT_TRUE(second.ok()) << second.status().ToString();
   EXPECT_EQ(Slurp(incumbent_cpus), "0-1,8-9");
+  // The report says why each trainer sits where it sits.
+  for (const auto& p : second->pods()) {
+    if (p.uid() != trainer_.uid) continue;
+    EXPECT_EQ(p.message().rfind("IncumbentKept:", 0), 0u) << p.message();
+  }
   EXPECT_EQ(Slurp(node_.CpusetFile(newcomer, "cpuset.cpus")), "2-3,10-11");
 
   // And again, now that both are incumbents.
