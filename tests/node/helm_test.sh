@@ -16,6 +16,10 @@
 # Binaries: FG_CONTROLLER / FG_AGENT (CTest sets them), else build/release.
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# Shared helpers (diff_snap, wait_qos and the QoS-tier arithmetic); this script defines its own
+# preamble and log helpers below, which take precedence.
+# shellcheck source=lib.sh
+source "$HERE/lib.sh"
 REPO="$(cd "$HERE/../.." && pwd)"
 [[ $# -eq 1 ]] || { echo "usage: $0 WORKDIR" >&2; exit 2; }
 if ((EUID != 0)); then
@@ -166,33 +170,8 @@ snapshot() {
 }
 QOS=(kubepods kubepods/burstable kubepods/besteffort)
 pods_rel() { echo "${POD_REL[trainer]}/*" "${POD_REL[neighbour-a]}/*" "${POD_REL[neighbour-b]}/*"; }
-diff_snap() { # A B WHAT — fails with the differing lines.
-  if ! diff -u "$1" "$2" >"$WORK/snap/diff.txt"; then
-    cat "$WORK/snap/diff.txt"
-    fail "$3: files differ (above)"
-  fi
-}
-
-# kubelet keeps each QoS tier's cpu.shares at the sum of its pods' requests, on its own schedule:
-# wait until the burstable tier holds it before taking the "before" picture.
-shares() { local s=$(($1 * 1024 / 1000)); ((s < 2)) && s=2; echo "$s"; }
-burstable_sum_m() {
-  local sum=0 v
-  for v in $($K get pods -A --field-selector=status.phase=Running -o \
-    'jsonpath={range .items[?(@.status.qosClass=="Burstable")]}{range .spec.containers[*]}{.resources.requests.cpu}{" "}{end}{end}'); do
-    [[ "$v" == *m ]] && sum=$((sum + ${v%m})) || sum=$((sum + v * 1000))
-  done
-  echo "$sum"
-}
-qos_settled() { [[ "$(cat "$CPU/kubepods/burstable/cpu.shares")" == "$(shares "$(burstable_sum_m)")" ]]; }
-wait_qos() {
-  local t=$SECONDS
-  until qos_settled; do
-    ((SECONDS - t < 120)) || fail "burstable QoS tier cpu.shares $(cat "$CPU/kubepods/burstable/cpu.shares") never reached $(shares "$(burstable_sum_m)")"
-    sleep 1
-  done
-  echo $((SECONDS - t))
-}
+# kubelet's QoS tiers settle on their own schedule: wait (lib.sh wait_qos) before the "before"
+# picture.
 s="$(wait_qos)"
 snapshot "$WORK/snap/qos.0" "${QOS[@]}"
 pass "QoS tiers settled after ${s}s (burstable cpu.shares $(cat "$CPU/kubepods/burstable/cpu.shares")); pre-install picture: $(wc -l <"$WORK/snap/qos.0") files"
