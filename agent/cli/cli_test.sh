@@ -2,7 +2,7 @@
 # cli_test.sh — feedguard-agent's local commands on a plain-directory cgroup tree (no root, no
 # kernel): bad input creates nothing on disk (not even the state dir), `plan` never does, error
 # messages stay bounded, a protected pod in a fence is not a failure, a CPU manager state naming
-# CPUs the machine lacks is refused.
+# CPUs the machine lacks is refused; JSON keys are camelCase; flags are typed and checked (exit 2).
 # Usage: cli_test.sh FEEDGUARD_AGENT TOPOLOGY_XML
 set -euo pipefail
 agent=$1 topo=$2
@@ -87,6 +87,71 @@ for spec in "synthetic.txt:not an XML file" "svg.xml:without a <topology> elemen
     bad "$file: topology exit $topo_rc ($(head -c 200 "$t/topo_err")), plan exit $rc ($(head -c 200 "$t/err"))"
   fi
 done
+
+# Issue 16: the CLI's JSON uses one key casing (camelCase) everywhere.
+snake_keys() {  # snake_keys FILE → the snake_case keys in the JSON file, if any
+  python3 -c '
+import json, sys
+bad = set()
+def walk(v):
+    if isinstance(v, dict):
+        for k, x in v.items():
+            if "_" in k: bad.add(k)
+            walk(x)
+    elif isinstance(v, list):
+        for x in v: walk(x)
+walk(json.load(open(sys.argv[1])))
+print(" ".join(sorted(bad)))' "$1"
+}
+run plan known.json
+cp "$t/out" "$t/plan.json"
+run apply protected.json
+cp "$t/out" "$t/apply.json"
+"$agent" topology --json --topology-xml "$topo" >"$t/topo.json"
+for f in plan apply topo; do
+  keys=$(snake_keys "$t/$f.json")
+  [[ -z $keys ]] && ok "$f JSON has camelCase keys only" || bad "$f JSON has snake_case keys: $keys"
+done
+grep -q '"offLimits"' "$t/plan.json" && grep -q '"numaNodes"' "$t/topo.json" \
+  && ok "plan and topology JSON name offLimits / numaNodes" || bad "plan/topology keys: $(head -c 300 "$t/plan.json")"
+
+# Issue 16: subcommands and typed flag values through CLI11; bad values exit 2 naming the flag.
+expect() {  # expect RC WHAT GREP_STDERR_OR_- ARGS... (runs the agent itself)
+  local want=$1 what=$2 pat=$3; shift 3
+  set +e
+  "$agent" "$@" >"$t/out" 2>"$t/err"
+  rc=$?
+  set -e
+  if [[ $rc == "$want" ]] && { [[ $pat == - ]] || grep -qF -- "$pat" "$t/err"; }; then
+    ok "$what (exit $rc)"
+  else
+    bad "$what: exit $rc, want $want: $(head -c 300 "$t/err")"
+  fi
+}
+expect 2 "no command prints the overview and fails" -
+grep -q "revert" "$t/out" && ok "the overview lists the commands" || bad "overview: $(head -c 300 "$t/out")"
+expect 0 "help prints the overview" - help
+expect 2 "an unknown command is refused" 'unknown command "frobnicate"' frobnicate
+expect 0 "apply --help" - apply --help
+grep -q -- "--fence" "$t/out" && grep -q -- "--state-dir" "$t/out" && ok "apply --help lists --fence and the node flags" \
+  || bad "apply --help: $(head -c 300 "$t/out")"
+expect 2 "an unknown flag is refused" "--bogus" plan --fence "$t/known.json" --bogus 1
+expect 2 "a stray argument is refused" "stray" topology --topology-xml "$topo" stray
+expect 2 "a flag of another command is refused" "--json" plan --fence "$t/known.json" --json
+expect 2 "--report-interval-ms abc is refused" "--report-interval-ms" \
+  run --controller 127.0.0.1:1 --node-name n --report-interval-ms abc --state-dir "$t/run-state"
+expect 2 "--verify-interval-ms=-1 is refused" "--verify-interval-ms" \
+  run --controller 127.0.0.1:1 --node-name n --verify-interval-ms=-1 --state-dir "$t/run-state"
+expect 2 "run without --controller is refused" "--controller" run --node-name n --state-dir "$t/run-state"
+expect 2 "run with an empty --controller= is refused" "--controller" \
+  run --controller= --node-name n --state-dir "$t/run-state"
+[[ ! -e $t/run-state ]] && ok "refused runs create no state dir" || bad "a refused run created $t/run-state"
+expect 2 "--cgroup-driver bogus is refused" "--cgroup-driver" topology --topology-xml "$topo" --cgroup-driver bogus
+expect 2 "--reserved-cpus x is refused" "--reserved-cpus" topology --topology-xml "$topo" --reserved-cpus x
+run plan known.json --cpu-manager-state=
+[[ $rc == 0 ]] && ok "--cpu-manager-state= (empty after =) is accepted" || bad "--cpu-manager-state=: exit $rc: $(cat "$t/err")"
+run plan known.json --topology-xml "$t/absent.xml" --topology-xml "$topo"
+[[ $rc == 0 ]] && ok "a flag given twice: the last value wins" || bad "flag twice: exit $rc: $(cat "$t/err")"
 
 echo "$pass passed, $fail failed"
 [[ $fail == 0 ]]

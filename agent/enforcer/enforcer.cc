@@ -61,7 +61,8 @@ struct Enforcer::Scratch {
 };
 
 struct Enforcer::PodWork {
-  PodResult result;
+  feedguard::v1::PodReport result;  // what the node reports for this pod (the one snapshot)
+  uint64_t files_written = 0;       // (dry-run: files that would be written)
   bool failed = false;
   bool contested = false;
   bool dry_run = false;   // the entry's policy is DryRun: report only
@@ -84,8 +85,16 @@ struct Enforcer::PodWork {
   void Fail(std::string why, std::string msg) {
     if (failed) return;
     failed = true;
-    result.reason = std::move(why);
-    result.message = std::move(msg);
+    result.set_reason(std::move(why));
+    result.set_message(std::move(msg));
+  }
+  // The pod's identity in the report.
+  void Identify(const Target& t) {
+    result.set_uid(t.pod.uid);
+    result.set_namespace_(t.pod.ns);
+    result.set_name(t.pod.name);
+    result.set_policy(t.policy);
+    result.set_role(t.role);
   }
 };
 
@@ -133,7 +142,7 @@ std::vector<Enforcer::Target> Enforcer::TargetsOf(const Plan& plan) {
     Target x;
     x.pod = t.pod;
     x.policy = t.policy;
-    x.role = PodRole::kTrainer;
+    x.role = feedguard::v1::PodReport::TRAINER;
     x.weight = t.weight;
     x.dry_run = plan.dry_run || t.dry_run;
     if (!t.cpus.empty()) x.cpus = t.cpus;
@@ -144,7 +153,7 @@ std::vector<Enforcer::Target> Enforcer::TargetsOf(const Plan& plan) {
     Target x;
     x.pod = n.pod;
     x.policy = n.policy;
-    x.role = PodRole::kNeighbour;
+    x.role = feedguard::v1::PodReport::NEIGHBOUR;
     x.idle = n.idle;
     x.weight = n.weight;
     x.quota = n.quota;
@@ -240,12 +249,8 @@ Status Enforcer::WriteVerifyLocked(const std::string& path, const std::string& v
 Enforcer::PodWork Enforcer::PreparePodLocked(const Target& t, Scratch& s) {
   PodWork w;
   w.dry_run = t.dry_run;
-  w.result.uid = t.pod.uid;
-  w.result.ns = t.pod.ns;
-  w.result.name = t.pod.name;
-  w.result.policy = t.policy;
-  w.result.role = t.role;
-  if (t.cpus) w.result.cpus = t.cpus->ToString();
+  w.Identify(t);
+  if (t.cpus) w.result.set_cpus(t.cpus->ToString());
 
   if (IsProtected(t.pod)) {
     w.Fail(reason::kProtectedPod,
@@ -340,9 +345,9 @@ Enforcer::PodWork Enforcer::PreparePodLocked(const Target& t, Scratch& s) {
       } else {
         AdoptOriginalLocked(
             *recorded, cgroup::WeightValue(version, cgroup::PodWeightForRequest(req)), *s.report);
-        w.result.message = "resized in place to a CPU request of " + std::to_string(req) +
-                           "m under the Idle fence: kubelet's refused weight write taken as the "
-                           "original";
+        w.result.set_message("resized in place to a CPU request of " + std::to_string(req) +
+                             "m under the Idle fence: kubelet's refused weight write taken as the "
+                             "original");
       }
     }
     if (auto y = yielding_.find(uid); y != yielding_.end()) {
@@ -428,9 +433,9 @@ Enforcer::PodWork Enforcer::PreparePodLocked(const Target& t, Scratch& s) {
   }
   if (yielding) {
     w.yielding = true;
-    w.result.message = "kubelet is resizing this pod in place (CPU request now " +
-                       std::to_string(t.pod.cpu_request_milli) +
-                       "m); its Idle fence is lifted until kubelet's write lands";
+    w.result.set_message("kubelet is resizing this pod in place (CPU request now " +
+                         std::to_string(t.pod.cpu_request_milli) +
+                         "m); its Idle fence is lifted until kubelet's write lands");
   }
   // An idle pod whose idle file needs no write still owns the weight file written back then.
   if (t.idle) {
@@ -515,7 +520,7 @@ void Enforcer::CheckpointUpsertsLocked(const PodWork& w,
       e.knob = Basename(path);
       e.original = current;
     }
-    e.pod_uid = w.result.uid;
+    e.pod_uid = w.result.uid();
     return e;
   };
   for (const auto& [path, final_value] : w.finals) {
@@ -547,9 +552,9 @@ void Enforcer::ExecuteLocked(std::vector<PodWork>& work, bool dry_run_plan, Scra
     // ApplyReport.writes lists what would be written only when nothing is: in an enforced
     // plan it is the writes performed.
     if (dry_run_plan) r.writes.insert(r.writes.end(), w.writes.begin(), w.writes.end());
-    w.result.files_written = w.finals.size();
-    w.result.reason = reason::kDryRun;
-    w.result.message = "would write " + std::to_string(w.finals.size()) + " file(s)";
+    w.files_written = w.finals.size();
+    w.result.set_reason(reason::kDryRun);
+    w.result.set_message("would write " + std::to_string(w.finals.size()) + " file(s)");
   }
   if (dry_run_plan) return;  // every entry is dry-run: nothing to checkpoint or write
   // Checkpoint first, once for the whole batch (one temp file + two fsyncs however many pods):
@@ -600,7 +605,7 @@ void Enforcer::WritePodLocked(PodWork& w, Scratch& s) {
     r.writes.push_back(fw);
     written.insert(fw.path);
   }
-  w.result.files_written = written.size();
+  w.files_written = written.size();
   r.files_written += written.size();
   for (const auto& [path, value] : w.finals) s.verified[path] = value;
   for (const auto& [path, candidates] : w.side_effects) {
@@ -628,16 +633,16 @@ void Enforcer::WritePodLocked(PodWork& w, Scratch& s) {
     }
   }
   if (w.contested) {
-    w.result.reason = reason::kContested;
-    w.result.message = "another writer keeps rewriting some of this pod's files; left to it";
+    w.result.set_reason(reason::kContested);
+    w.result.set_message("another writer keeps rewriting some of this pod's files; left to it");
     return;
   }
   if (w.yielding) {
-    w.result.reason = reason::kResizePending;
+    w.result.set_reason(reason::kResizePending);
     return;
   }
   if (w.idle_request) s.requests[w.idle_request->first] = w.idle_request->second;
-  w.result.enforced = true;
+  w.result.set_enforced(true);
 }
 
 // A pod whose writes failed half-way is put back exactly as this Apply found it: each write
@@ -683,10 +688,10 @@ void Enforcer::RollbackPodLocked(PodWork& w, const std::vector<cgroup::FileWrite
     Status st = checkpoint_->Commit(upserts, removals);
     if (!st.ok() && r.checkpoint_status.ok()) r.checkpoint_status = st;
   }
-  w.result.message += trouble.empty()
-                          ? "; rolled back (" + std::to_string(undone) + " write(s) undone)"
-                          : "; rollback incomplete, kept for the next apply: " + trouble;
-  w.result.files_written = 0;
+  w.result.mutable_message()->append(
+      trouble.empty() ? "; rolled back (" + std::to_string(undone) + " write(s) undone)"
+                      : "; rollback incomplete, kept for the next apply: " + trouble);
+  w.files_written = 0;
 }
 
 // The ownership rule: a file we fenced that another writer (kubelet, runc) has since rewritten
@@ -921,11 +926,7 @@ ApplyReport Enforcer::Apply(const Plan& plan) {
     for (const Target& t : targets) {
       if (!seen.insert(t.pod.uid).second) {
         PodWork w;
-        w.result.uid = t.pod.uid;
-        w.result.ns = t.pod.ns;
-        w.result.name = t.pod.name;
-        w.result.policy = t.policy;
-        w.result.role = t.role;
+        w.Identify(t);
         w.Fail(reason::kDuplicatePod, "pod appears more than once in the plan; first entry wins");
         work.push_back(std::move(w));
         continue;
@@ -955,13 +956,15 @@ ApplyReport Enforcer::Apply(const Plan& plan) {
   // 3. Checkpoint (one commit), then write.
   ExecuteLocked(work, plan.dry_run, s);
   for (auto& w : work) {
-    w.result.overwrites = pod_overwrites_[w.result.uid];
-    if (w.result.enforced) {
+    w.result.set_overwrites(pod_overwrites_[w.result.uid()]);
+    w.result.set_planned(w.result.reason() == reason::kDryRun);
+    if (w.result.enforced()) {
       ++r.enforced;
-    } else if (w.result.reason != reason::kDryRun && w.result.reason != reason::kProtectedPod &&
-               w.result.reason != reason::kResizePending) {
+    } else if (w.result.reason() != reason::kDryRun && w.result.reason() != reason::kProtectedPod &&
+               w.result.reason() != reason::kResizePending) {
       ++r.failed;  // a protected pod is the rail at work, not a failure
     }
+    r.pod_files_written.push_back(w.files_written);
     r.pods.push_back(std::move(w.result));
   }
   if (plan.dry_run) {
@@ -1037,7 +1040,7 @@ VerifyReport Enforcer::Verify(const std::vector<std::string>& paths) {
     work.push_back(PreparePodLocked(t, s));
   }
   ExecuteLocked(work, /*dry_run=*/false, s);
-  for (const auto& w : work) vr.reapplied += w.result.files_written;
+  for (const auto& w : work) vr.reapplied += w.files_written;
   checkpoint_->Commit(SettledLocked(s), {}).IgnoreError();  // next Apply retries
   return vr;
 }

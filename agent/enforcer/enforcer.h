@@ -62,6 +62,7 @@
 #include "feedguard/common/reasons.h"
 #include "feedguard/common/status.h"
 #include "feedguard/common/time_source.h"
+#include "feedguard/v1/nodefence.pb.h"
 
 namespace feedguard::agent {
 
@@ -90,22 +91,6 @@ struct EnforcerOptions {
   std::function<void(uint64_t, const std::string&)> after_write;
 };
 
-enum class PodRole { kTrainer, kNeighbour };
-
-struct PodResult {
-  std::string uid;
-  std::string ns;
-  std::string name;
-  std::string policy;
-  PodRole role = PodRole::kNeighbour;
-  bool enforced = false;
-  std::string reason;  // empty when enforced
-  std::string message;
-  uint64_t files_written = 0;  // (dry-run: files that would be written)
-  uint64_t overwrites = 0;     // times others rewrote our values, since this Enforcer started
-  std::string cpus;            // trainer's cpuset, kernel list format
-};
-
 struct RevertResult {
   std::string path;
   std::string pod_uid;
@@ -117,7 +102,12 @@ struct RevertResult {
 struct ApplyReport {
   uint64_t fence_version = 0;
   bool dry_run = false;
-  std::vector<PodResult> pods;
+  // Each pod's outcome, as the node reports it (feedguard::v1::PodReport, the one per-pod snapshot:
+  // the enforcer fills identity, role, enforced/reason/message, cpus, overwrites and planned; the
+  // engine adds its observations and sends it; the CLI prints it). In plan order.
+  std::vector<feedguard::v1::PodReport> pods;
+  // pod_files_written[i]: files written for pods[i] by this Apply (dry run: would be written).
+  std::vector<uint64_t> pod_files_written;
   std::vector<RevertResult> reverts;
   // Every write performed, in order. Dry-run: the fence writes that would be performed (the
   // restores a dry run does make — it withdraws earlier fences — are listed in `reverts`).
@@ -166,7 +156,7 @@ class Enforcer {
   struct Target {
     PodIdentity pod;
     std::string policy;
-    PodRole role = PodRole::kNeighbour;
+    feedguard::v1::PodReport::Role role = feedguard::v1::PodReport::NEIGHBOUR;
     std::optional<bool> idle;
     std::optional<uint64_t> weight;
     std::optional<CpuQuota> quota;

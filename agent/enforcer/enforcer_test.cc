@@ -63,7 +63,7 @@ TEST_F(EnforcerV1Test, IdleNeighbourIsWrittenVerifiedCheckpointedAndIdempotent) 
   const std::string idle = node_.CpuFile(pod, "cpu.idle");
   auto r = enf.Apply(plan);
   ASSERT_EQ(r.pods.size(), 1u);
-  EXPECT_TRUE(r.pods[0].enforced) << r.pods[0].reason << ": " << r.pods[0].message;
+  EXPECT_TRUE(r.pods[0].enforced()) << r.pods[0].reason() << ": " << r.pods[0].message();
   EXPECT_EQ(r.enforced, 1u);
   EXPECT_EQ(r.files_written, 1u);
   EXPECT_EQ(Slurp(idle), "1");
@@ -137,7 +137,7 @@ TEST_F(EnforcerV1Test, WeightAndQuotaUseV1FilesAndRevertToExactBytes) {
   n.quota = CpuQuota{50000, 100000};
   plan.neighbours.push_back(n);
   auto r = enf.Apply(plan);
-  ASSERT_TRUE(r.pods[0].enforced) << r.pods[0].message;
+  ASSERT_TRUE(r.pods[0].enforced()) << r.pods[0].message();
   EXPECT_EQ(Slurp(node_.CpuFile(pod, "cpu.shares")), std::to_string(cgroup::WeightToShares(1)));
   EXPECT_EQ(Slurp(node_.CpuFile(pod, "cpu.cfs_quota_us")), "50000");
   // The period already held 100000: not rewritten.
@@ -162,7 +162,7 @@ TEST_F(EnforcerV1Test, PeriodChangeUnderASetQuotaGoesThroughUnlimited) {
   n.quota = CpuQuota{25000, 50000};
   plan.neighbours.push_back(n);
   auto r = enf.Apply(plan);
-  ASSERT_TRUE(r.pods[0].enforced) << r.pods[0].message;
+  ASSERT_TRUE(r.pods[0].enforced()) << r.pods[0].message();
   ASSERT_EQ(r.writes.size(), 3u);
   EXPECT_EQ(r.writes[0].value, "-1");
   EXPECT_EQ(r.writes[1].value, "50000");
@@ -186,9 +186,9 @@ TEST_F(EnforcerV1Test, TrainerCpusetOnPodAndContainersThenRevert) {
   t.mems = CpuSet{0};
   plan.trainers.push_back(t);
   auto r = enf.Apply(plan);
-  ASSERT_TRUE(r.pods[0].enforced) << r.pods[0].reason << " " << r.pods[0].message;
-  EXPECT_EQ(r.pods[0].cpus, "2-5");
-  EXPECT_EQ(r.pods[0].role, PodRole::kTrainer);
+  ASSERT_TRUE(r.pods[0].enforced()) << r.pods[0].reason() << " " << r.pods[0].message();
+  EXPECT_EQ(r.pods[0].cpus(), "2-5");
+  EXPECT_EQ(r.pods[0].role(), feedguard::v1::PodReport::TRAINER);
   for (std::string sub : {std::string(), node_.ContainerSub("a"), node_.ContainerSub("b")}) {
     EXPECT_EQ(Slurp(node_.CpusetFile(pod, "cpuset.cpus", sub)), "2-5") << sub;
     EXPECT_EQ(Slurp(node_.CpusetFile(pod, "cpuset.mems", sub)), "0") << sub;
@@ -201,7 +201,7 @@ TEST_F(EnforcerV1Test, TrainerCpusetOnPodAndContainersThenRevert) {
   // Moving the trainer to disjoint CPUs: the pod dir grows to the union first.
   plan.trainers[0].cpus = CpuSet::Range(6, 7);
   auto moved = enf.Apply(plan);
-  ASSERT_TRUE(moved.pods[0].enforced) << moved.pods[0].message;
+  ASSERT_TRUE(moved.pods[0].enforced()) << moved.pods[0].message();
   ASSERT_FALSE(moved.writes.empty());
   EXPECT_EQ(moved.writes[0].path, node_.CpusetFile(pod, "cpuset.cpus"));
   EXPECT_EQ(moved.writes[0].value, "2-7");
@@ -226,7 +226,7 @@ TEST_F(EnforcerV1Test, TrainerWeightIsWrittenOnThePodDirAndRestored) {
   t.weight = 10000;  // not pinned: weight only
   plan.trainers.push_back(t);
   auto r = enf.Apply(plan);
-  ASSERT_TRUE(r.pods[0].enforced) << r.pods[0].reason << " " << r.pods[0].message;
+  ASSERT_TRUE(r.pods[0].enforced()) << r.pods[0].reason() << " " << r.pods[0].message();
   EXPECT_EQ(Slurp(node_.CpuFile(pod, "cpu.shares")), "262144");
   EXPECT_EQ(Slurp(node_.CpuFile(pod, "cpu.shares", node_.ContainerSub("main"))), "1024\n");
   EXPECT_EQ(store->size(), 1u);
@@ -280,12 +280,14 @@ TEST_F(EnforcerV1Test, DryRunEntriesOfAnEnforcedPlanAreNotWritten) {
   ASSERT_EQ(r.writes.size(), 1u);  // the writes performed, not the would-be ones
   EXPECT_EQ(r.writes[0].path, node_.CpuFile(fenced, "cpu.idle"));
   int dry = 0;
-  for (const auto& p : r.pods) {
-    if (p.uid == fenced.uid) continue;
+  ASSERT_EQ(r.pod_files_written.size(), r.pods.size());
+  for (size_t i = 0; i < r.pods.size(); ++i) {
+    const auto& p = r.pods[i];
+    if (p.uid() == fenced.uid) continue;
     ++dry;
-    EXPECT_FALSE(p.enforced) << p.name;
-    EXPECT_EQ(p.reason, reason::kDryRun) << p.name;
-    EXPECT_GT(p.files_written, 0u) << p.name;  // would write
+    EXPECT_FALSE(p.enforced()) << p.name();
+    EXPECT_EQ(p.reason(), reason::kDryRun) << p.name();
+    EXPECT_GT(r.pod_files_written[i], 0u) << p.name();  // would write
   }
   EXPECT_EQ(dry, 2);
 }
@@ -298,11 +300,11 @@ TEST_F(EnforcerV1Test, SwitchingIdleToWeightRevertsIdleBeforeWritingShares) {
   auto n = Neighbour(pod);
   n.idle = true;
   plan.neighbours.push_back(n);
-  ASSERT_TRUE(enf.Apply(plan).pods[0].enforced);
+  ASSERT_TRUE(enf.Apply(plan).pods[0].enforced());
   plan.neighbours[0].idle.reset();
   plan.neighbours[0].weight = 1;
   auto r = enf.Apply(plan);
-  ASSERT_TRUE(r.pods[0].enforced) << r.pods[0].message;
+  ASSERT_TRUE(r.pods[0].enforced()) << r.pods[0].message();
   ASSERT_EQ(r.writes.size(), 2u);
   EXPECT_EQ(r.writes[0].path, node_.CpuFile(pod, "cpu.idle"));
   EXPECT_EQ(r.writes[0].value, "0\n");
@@ -367,15 +369,15 @@ TEST_F(EnforcerV1Test, IdleFenceStepsAsideForKubeletsResizeThenReturns) {
   auto r = enf.Apply(plan_with(400));
   EXPECT_EQ(r.failed, 0u);
   for (const auto& p : r.pods) {
-    EXPECT_FALSE(p.enforced);
-    EXPECT_EQ(p.reason, reason::kResizePending) << p.uid;
+    EXPECT_FALSE(p.enforced());
+    EXPECT_EQ(p.reason(), reason::kResizePending) << p.uid();
   }
   EXPECT_EQ(Slurp(idle), "0");
   // kubelet's retry lands for `pod`; `slow` never sees it.
   Put(shares, "409\n");
   r = enf.Apply(plan_with(400));
-  EXPECT_TRUE(r.pods[0].enforced) << r.pods[0].reason;
-  EXPECT_EQ(r.pods[1].reason, reason::kResizePending);
+  EXPECT_TRUE(r.pods[0].enforced()) << r.pods[0].reason();
+  EXPECT_EQ(r.pods[1].reason(), reason::kResizePending);
   EXPECT_EQ(Slurp(idle), "1");
   EXPECT_EQ(store->Get(shares)->original, "409\n");
   // Past the timeout the fence comes back without kubelet's write.
@@ -406,7 +408,7 @@ TEST_F(EnforcerV1Test, AResizeIsSeenAcrossAnAgentRestart) {
   Enforcer enf(node_.cgroups(), OpenStore(node_.state_dir()), {});
   auto r = enf.Apply(plan_with(400));  // resized while the agent was down (the CLI: every call)
   ASSERT_EQ(r.pods.size(), 1u);
-  EXPECT_EQ(r.pods[0].reason, reason::kResizePending);
+  EXPECT_EQ(r.pods[0].reason(), reason::kResizePending);
   EXPECT_EQ(Slurp(node_.CpuFile(pod, "cpu.idle")), "0");
 }
 
@@ -419,7 +421,7 @@ TEST_F(EnforcerV1Test, OverwrittenFileIsLeftAloneOnRevert) {
   n.weight = 1;
   n.idle = true;
   plan.neighbours.push_back(n);
-  ASSERT_TRUE(enf.Apply(plan).pods[0].enforced);
+  ASSERT_TRUE(enf.Apply(plan).pods[0].enforced());
   Put(node_.CpuFile(pod, "cpu.shares"), "777\n");  // kubelet resized the pod
   auto r = enf.Apply(Plan{});
   EXPECT_EQ(r.overwritten_by_other, 1u);
@@ -451,9 +453,10 @@ TEST_F(EnforcerV1Test, DryRunWritesNothingAndReportsWhatItWould) {
   auto r = enf.Apply(plan);
   EXPECT_TRUE(r.dry_run);
   ASSERT_EQ(r.pods.size(), 1u);
-  EXPECT_FALSE(r.pods[0].enforced);
-  EXPECT_EQ(r.pods[0].reason, reason::kDryRun);
-  EXPECT_EQ(r.pods[0].files_written, 3u);  // cpu.idle, pod + container cpuset.cpus
+  EXPECT_FALSE(r.pods[0].enforced());
+  EXPECT_EQ(r.pods[0].reason(), reason::kDryRun);
+  ASSERT_EQ(r.pod_files_written.size(), 1u);
+  EXPECT_EQ(r.pod_files_written[0], 3u);  // cpu.idle, pod + container cpuset.cpus
   EXPECT_EQ(r.writes.size(), 3u);
   EXPECT_EQ(r.failed, 0u);
   EXPECT_EQ(enf.writes_made(), 0u);
@@ -512,10 +515,12 @@ TEST_F(EnforcerV1Test, SwitchingAPolicyToDryRunWithdrawsItsFences) {
   }
   EXPECT_EQ(r2.enforced, 1u);
   EXPECT_EQ(r2.failed, 0u);
-  for (const auto& p : r2.pods) {
-    if (p.uid == kept.uid) continue;
-    EXPECT_EQ(p.reason, reason::kDryRun) << p.name;
-    EXPECT_EQ(p.files_written, 1u) << p.name;  // would write cpu.idle / cpu.shares again
+  ASSERT_EQ(r2.pod_files_written.size(), r2.pods.size());
+  for (size_t i = 0; i < r2.pods.size(); ++i) {
+    const auto& p = r2.pods[i];
+    if (p.uid() == kept.uid) continue;
+    EXPECT_EQ(p.reason(), reason::kDryRun) << p.name();
+    EXPECT_EQ(r2.pod_files_written[i], 1u) << p.name();  // would write cpu.idle / cpu.shares again
   }
 
   // Back to Enforce: the same fences again, from the same originals.
@@ -559,7 +564,7 @@ TEST_F(EnforcerV1Test, DryRunPlanAfterEnforceRestoresEveryFile) {
   // What an Enforce would write from kubelet's values: cpu.idle, pod + container cpuset.cpus,
   // and b's cpu.shares.
   EXPECT_EQ(r.writes.size(), 4u);
-  for (const auto& p : r.pods) EXPECT_EQ(p.reason, reason::kDryRun) << p.name;
+  for (const auto& p : r.pods) EXPECT_EQ(p.reason(), reason::kDryRun) << p.name();
   const uint64_t writes = enf.writes_made();
   auto vr = enf.Verify();
   EXPECT_EQ(vr.checked, 0u);
@@ -585,10 +590,10 @@ TEST_F(EnforcerV1Test, ReportsReasonsPerPod) {
   }
   auto r = enf.Apply(plan);
   ASSERT_EQ(r.pods.size(), 3u);
-  EXPECT_TRUE(r.pods[0].enforced);
-  EXPECT_EQ(r.pods[1].reason, reason::kCgroupNotFound);
-  EXPECT_NE(r.pods[1].message.find("77777777-0002"), std::string::npos);
-  EXPECT_EQ(r.pods[2].reason, reason::kCgroupNotFound);
+  EXPECT_TRUE(r.pods[0].enforced());
+  EXPECT_EQ(r.pods[1].reason(), reason::kCgroupNotFound);
+  EXPECT_NE(r.pods[1].message().find("77777777-0002"), std::string::npos);
+  EXPECT_EQ(r.pods[2].reason(), reason::kCgroupNotFound);
   EXPECT_EQ(r.enforced, 1u);
   EXPECT_EQ(r.failed, 2u);
 }
@@ -604,8 +609,8 @@ TEST(EnforcerNoIdleTest, KernelWithoutCpuIdleIsReported) {
   plan.neighbours.push_back(n);
   auto r = enf.Apply(plan);
   ASSERT_EQ(r.pods.size(), 1u);
-  EXPECT_FALSE(r.pods[0].enforced);
-  EXPECT_EQ(r.pods[0].reason, reason::kKernelLacksCpuIdle);
+  EXPECT_FALSE(r.pods[0].enforced());
+  EXPECT_EQ(r.pods[0].reason(), reason::kKernelLacksCpuIdle);
   EXPECT_EQ(enf.writes_made(), 0u);
 }
 
@@ -624,7 +629,7 @@ TEST_F(EnforcerV1Test, ProtectedPodsAreNeverWrittenAndLoseEarlierFences) {
     auto n = Neighbour(self);
     n.idle = true;
     plan.neighbours.push_back(n);
-    ASSERT_TRUE(enf.Apply(plan).pods[0].enforced);
+    ASSERT_TRUE(enf.Apply(plan).pods[0].enforced());
   }
   auto store = OpenStore(node_.state_dir());
   EnforcerOptions o;
@@ -637,10 +642,10 @@ TEST_F(EnforcerV1Test, ProtectedPodsAreNeverWrittenAndLoseEarlierFences) {
     plan.neighbours.push_back(n);
   }
   auto r = enf.Apply(plan);
-  EXPECT_EQ(r.pods[0].reason, reason::kProtectedPod);
-  EXPECT_EQ(r.pods[1].reason, reason::kProtectedPod);
-  EXPECT_TRUE(r.pods[2].enforced);
-  EXPECT_EQ(r.pods[3].reason, reason::kProtectedPod);
+  EXPECT_EQ(r.pods[0].reason(), reason::kProtectedPod);
+  EXPECT_EQ(r.pods[1].reason(), reason::kProtectedPod);
+  EXPECT_TRUE(r.pods[2].enforced());
+  EXPECT_EQ(r.pods[3].reason(), reason::kProtectedPod);
   EXPECT_EQ(Slurp(node_.CpuFile(critical, "cpu.idle")), "0\n");
   EXPECT_EQ(Slurp(node_.CpuFile(sys, "cpu.idle")), "0\n");
   EXPECT_EQ(Slurp(node_.CpuFile(self, "cpu.idle")), "0\n");  // reverted
@@ -711,7 +716,7 @@ TEST_F(EnforcerV1Test, VanishedPodIsForgottenOnRevert) {
   auto n = Neighbour(pod);
   n.idle = true;
   plan.neighbours.push_back(n);
-  ASSERT_TRUE(enf.Apply(plan).pods[0].enforced);
+  ASSERT_TRUE(enf.Apply(plan).pods[0].enforced());
   // The pod is deleted: kubelet removes its cgroup, then the plan drops it.
   fs::remove_all(fs::path(node_.CpuFile(pod, "cpu.idle")).parent_path());
   auto r = enf.Apply(Plan{});
@@ -734,7 +739,7 @@ TEST_F(EnforcerV1Test, VerifyReappliesOverwritesAndStopsWhenContested) {
   n.idle = true;
   n.cpus = CpuSet::Range(4, 7);
   plan.neighbours.push_back(n);
-  ASSERT_TRUE(enf.Apply(plan).pods[0].enforced);
+  ASSERT_TRUE(enf.Apply(plan).pods[0].enforced());
   const std::string ccpus = node_.CpusetFile(pod, "cpuset.cpus", node_.ContainerSub("c"));
   EXPECT_EQ(enf.Verify().overwrites, 0u);
 
@@ -763,9 +768,9 @@ TEST_F(EnforcerV1Test, VerifyReappliesOverwritesAndStopsWhenContested) {
   EXPECT_EQ(Slurp(ccpus), "1-7\n");
   // Apply reports the pod contested, and still does not write the file.
   auto r = enf.Apply(plan);
-  EXPECT_FALSE(r.pods[0].enforced);
-  EXPECT_EQ(r.pods[0].reason, reason::kContested);
-  EXPECT_EQ(r.pods[0].overwrites, 5u);
+  EXPECT_FALSE(r.pods[0].enforced());
+  EXPECT_EQ(r.pods[0].reason(), reason::kContested);
+  EXPECT_EQ(r.pods[0].overwrites(), 5u);
   // A later sweep sees the same foreign value: still contested, not a new overwrite.
   auto later = enf.Verify();
   EXPECT_EQ(later.overwrites, 0u);
@@ -795,7 +800,7 @@ TEST(EnforcerV2Test, UsesV2FilesWithSystemdLayout) {
   n.cpus = CpuSet{6, 7};
   plan.neighbours.push_back(n);
   auto r = enf.Apply(plan);
-  ASSERT_TRUE(r.pods[0].enforced) << r.pods[0].reason << " " << r.pods[0].message;
+  ASSERT_TRUE(r.pods[0].enforced()) << r.pods[0].reason() << " " << r.pods[0].message();
   EXPECT_EQ(Slurp(node.CpuFile(pod, "cpu.weight")), "5");
   EXPECT_EQ(Slurp(node.CpuFile(pod, "cpu.max")), "max 100000\n");  // already so: untouched
   EXPECT_EQ(Slurp(node.CpusetFile(pod, "cpuset.cpus", node.ContainerSub("c"))), "6-7");

@@ -58,7 +58,7 @@ class WatcherTest : public ::testing::Test {
     n.cpus = CpuSet::Range(4, 7);
     plan_.neighbours.push_back(n);
     auto r = enforcer_->Apply(plan_);
-    ASSERT_EQ(r.enforced, 1u) << (r.pods.empty() ? "" : r.pods[0].message);
+    ASSERT_EQ(r.enforced, 1u) << (r.pods.empty() ? "" : r.pods[0].message());
   }
   void TearDown() override {
     std::error_code ec;
@@ -145,7 +145,7 @@ TEST_F(WatcherTest, ConcurrentApplyVerifyAndOverwritesNeverFlipFlopForever) {
   EXPECT_EQ(Slurp(ccpus_), "0-7\n");
   EXPECT_EQ(enforcer_->OverwriteCounts()["w1"], 3u);
   auto r = enforcer_->Apply(plan_);
-  EXPECT_EQ(r.pods[0].reason, reason::kContested);
+  EXPECT_EQ(r.pods[0].reason(), reason::kContested);
   EXPECT_EQ(Slurp(idle_), "1");  // the uncontested knob stays enforced
 }
 

@@ -408,20 +408,7 @@ v1::NodeReport NodeEngine::ToReport(const ApplyReport& r, const Plan& plan) cons
   v1::NodeReport out;
   out.set_applied_version(r.fence_version);
   out.set_dry_run(r.dry_run);
-  for (const auto& p : r.pods) {
-    auto* pr = out.add_pods();
-    pr->set_uid(p.uid);
-    pr->set_namespace_(p.ns);
-    pr->set_name(p.name);
-    pr->set_policy(p.policy);
-    pr->set_role(p.role == PodRole::kTrainer ? v1::PodReport::TRAINER : v1::PodReport::NEIGHBOUR);
-    pr->set_enforced(p.enforced);
-    pr->set_reason(p.reason);
-    pr->set_planned(p.reason == reason::kDryRun);
-    pr->set_message(p.message);
-    pr->set_cpus(p.cpus);
-    pr->set_overwrites(p.overwrites);
-  }
+  for (const auto& p : r.pods) *out.add_pods() = p;  // the enforcer's reports, as they are
   // Planner diagnostics for pods the enforcer still enforced (e.g. NUMAFallback) are advice; a
   // trainer the planner could not pin keeps its fence but says why.
   for (const auto& d : plan.diagnostics) {

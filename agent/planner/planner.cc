@@ -920,24 +920,24 @@ nlohmann::json PodJson(const PodIdentity& p) {
           {"namespace", p.ns},
           {"name", p.name},
           {"qos", std::string(QosClassName(p.qos))},
-          {"container_ids", p.container_ids},
-          {"cpu_request_milli", p.cpu_request_milli},
-          {"cpu_limit_milli", p.cpu_limit_milli}};
+          {"containerIds", p.container_ids},
+          {"cpuRequestMilli", p.cpu_request_milli},
+          {"cpuLimitMilli", p.cpu_limit_milli}};
 }
 
 }  // namespace
 
 nlohmann::json PlanToJson(const Plan& plan) {
   nlohmann::json j;
-  j["fence_version"] = plan.fence_version;
-  j["dry_run"] = plan.dry_run;
-  j["off_limits"] = plan.off_limits.ToString();
+  j["fenceVersion"] = plan.fence_version;
+  j["dryRun"] = plan.dry_run;
+  j["offLimits"] = plan.off_limits.ToString();
   j["trainers"] = nlohmann::json::array();
   for (const auto& t : plan.trainers) {
     nlohmann::json a = {{"pod", PodJson(t.pod)},     {"policy", t.policy},
-                        {"gpu_ids", t.gpu_ids},      {"cpus", t.cpus.ToString()},
-                        {"mems", t.mems.ToString()}, {"gpu_local", t.gpu_local},
-                        {"dry_run", t.dry_run}};
+                        {"gpuIds", t.gpu_ids},       {"cpus", t.cpus.ToString()},
+                        {"mems", t.mems.ToString()}, {"gpuLocal", t.gpu_local},
+                        {"dryRun", t.dry_run}};
     if (t.weight) a["weight"] = *t.weight;
     if (!t.why.empty()) a["why"] = t.why;
     j["trainers"].push_back(std::move(a));
@@ -947,16 +947,16 @@ nlohmann::json PlanToJson(const Plan& plan) {
     nlohmann::json a = {{"pod", PodJson(n.pod)},
                         {"policy", n.policy},
                         {"fence", FenceName(n.fence)},
-                        {"dry_run", n.dry_run}};
+                        {"dryRun", n.dry_run}};
     if (n.idle) a["idle"] = *n.idle;
     if (n.weight) a["weight"] = *n.weight;
-    if (n.quota) a["quota"] = {{"quota_us", n.quota->quota_us}, {"period_us", n.quota->period_us}};
+    if (n.quota) a["quota"] = {{"quotaUs", n.quota->quota_us}, {"periodUs", n.quota->period_us}};
     if (n.cpus) a["cpus"] = n.cpus->ToString();
     j["neighbours"].push_back(std::move(a));
   }
   j["diagnostics"] = nlohmann::json::array();
   for (const auto& d : plan.diagnostics) {
-    j["diagnostics"].push_back({{"pod_uid", d.pod_uid},
+    j["diagnostics"].push_back({{"podUid", d.pod_uid},
                                 {"policy", d.policy},
                                 {"reason", d.reason},
                                 {"message", d.message}});

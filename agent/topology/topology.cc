@@ -288,16 +288,16 @@ Result<Topology> LoadTopologyFromXmlFile(const std::string& path) {
 
 nlohmann::json TopologyToJson(const Topology& t) {
   nlohmann::json j;
-  j["numa_nodes"] = nlohmann::json::array();
+  j["numaNodes"] = nlohmann::json::array();
   for (const NumaNode& n : t.numa_nodes) {
     nlohmann::json node = {{"id", n.id}, {"cpus", n.cpus.ToString()}};
     if (!n.subtype.empty()) node["subtype"] = n.subtype;
-    j["numa_nodes"].push_back(std::move(node));
+    j["numaNodes"].push_back(std::move(node));
   }
   j["cores"] = nlohmann::json::array();
   for (const Core& c : t.cores) {
     j["cores"].push_back({{"index", c.index},
-                          {"os_index", c.os_index},
+                          {"osIndex", c.os_index},
                           {"package", c.package},
                           {"numa", c.numa},
                           {"pus", c.pus.ToString()}});
@@ -309,10 +309,10 @@ nlohmann::json TopologyToJson(const Topology& t) {
                          {"device", Hex4(g.device_id)},
                          {"class", Hex4(g.class_id)},
                          {"numa", g.numa},
-                         {"local_numa", g.local_numa},
-                         {"local_cpus", g.local_cpus.ToString()}});
+                         {"localNuma", g.local_numa},
+                         {"localCpus", g.local_cpus.ToString()}});
   }
-  j["allowed_cpus"] = t.allowed_cpus.ToString();
+  j["allowedCpus"] = t.allowed_cpus.ToString();
   if (!t.numa_distances.empty()) {
     nlohmann::json rows = nlohmann::json::array();
     for (const NumaNode& a : t.numa_nodes) {
@@ -323,9 +323,9 @@ nlohmann::json TopologyToJson(const Topology& t) {
       }
       rows.push_back(std::move(row));
     }
-    j["numa_distances"] = std::move(rows);
+    j["numaDistances"] = std::move(rows);
   }
-  j["summary"] = {{"numa_nodes", t.numa_nodes.size()},
+  j["summary"] = {{"numaNodes", t.numa_nodes.size()},
                   {"cores", t.cores.size()},
                   {"pus", t.AllPus().size()},
                   {"gpus", t.gpus.size()},

@@ -154,7 +154,7 @@ TEST(TopologyTest, GpuLocalityWithSeveralLocalNumaNodes) {
   EXPECT_EQ(knl.gpus[0].numa, 2);
   EXPECT_EQ(knl.gpus[0].local_numa, std::vector<int>{2});
   EXPECT_EQ(knl.numa_nodes[1].subtype, "MCDRAM");
-  EXPECT_EQ(TopologyToJson(knl)["numa_nodes"][3]["subtype"], "MCDRAM");
+  EXPECT_EQ(TopologyToJson(knl)["numaNodes"][3]["subtype"], "MCDRAM");
 
   const Topology snc = Load("snc-4numa-dist.xml");
   const GpuDevice* socket_gpu = snc.FindGpu("0000:01:00.0");
@@ -180,8 +180,7 @@ TEST(TopologyTest, NumaDistancesComeFromTheOsMatrix) {
   EXPECT_EQ(t.Distance(2, 0), std::optional<uint64_t>(21));
   EXPECT_EQ(t.Distance(0, 7), std::nullopt);
   const auto j = TopologyToJson(t);
-  EXPECT_EQ(j["numa_distances"].dump(),
-            "[[10,12,21,21],[12,10,21,21],[21,21,10,12],[21,21,12,10]]");
+  EXPECT_EQ(j["numaDistances"].dump(), "[[10,12,21,21],[12,10,21,21],[21,21,10,12],[21,21,12,10]]");
   // Fixtures without a matrix have none.
   EXPECT_TRUE(Load("server-2s-8gpu.xml").numa_distances.empty());
 }

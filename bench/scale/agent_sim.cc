@@ -6,7 +6,8 @@
 // right after each apply and every --report-interval-ms, shaped like the real agent's (one
 // PodReport per trainer and neighbour of the fence, marked enforced), and the real agent's
 // reconnect backoff (common/backoff.h: 500 ms ×2 to 30 s, ±20 %; reset after a healthy
-// stream), with a new channel (own TCP connection) per attempt, as FenceClient does.
+// stream), with a new channel (own TCP connection) per attempt, as FenceClient does. Plaintext
+// by default; --tls-ca/--tls-cert/--tls-key: mTLS as the real agent (one handshake per attempt).
 //
 // Built on grpc's callback API: no thread per stream; grpc's own pool runs the reactions, one
 // timer thread runs reconnects and periodic reports, one thread reads commands from stdin.
@@ -33,6 +34,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <deque>
+#include <fstream>
 #include <functional>
 #include <iostream>
 #include <map>
@@ -40,6 +42,7 @@
 #include <mutex>
 #include <queue>
 #include <random>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -73,7 +76,17 @@ struct Options {
   std::string watch_policy = "bench";
   int64_t start_spread_ms = 0;  // agents start uniformly spread over this window
   uint64_t seed = 1;
+  // mTLS (all three set) instead of plaintext; the server's certificate is checked against
+  // tls_server_name when set (else the target's host).
+  std::string tls_ca, tls_cert, tls_key, tls_server_name;
 };
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream out;
+  out << in.rdbuf();
+  return out.str();
+}
 
 // Stdout JSON lines, one writer at a time.
 class EventLog {
@@ -197,6 +210,15 @@ struct AgentState {
 class Sim {
  public:
   explicit Sim(Options o) : opt_(std::move(o)), agents_(static_cast<size_t>(opt_.agents)) {
+    if (!opt_.tls_ca.empty()) {
+      grpc::SslCredentialsOptions ssl;
+      ssl.pem_root_certs = ReadFile(opt_.tls_ca);
+      ssl.pem_cert_chain = ReadFile(opt_.tls_cert);
+      ssl.pem_private_key = ReadFile(opt_.tls_key);
+      creds_ = grpc::SslCredentials(ssl);
+    } else {
+      creds_ = grpc::InsecureChannelCredentials();
+    }
     std::mt19937_64 rng(opt_.seed);
     for (int i = 0; i < opt_.agents; ++i) {
       auto& a = agents_[static_cast<size_t>(i)];
@@ -227,7 +249,8 @@ class Sim {
     args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
     args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-    auto channel = grpc::CreateCustomChannel(opt_.target, grpc::InsecureChannelCredentials(), args);
+    if (!opt_.tls_server_name.empty()) args.SetSslTargetNameOverride(opt_.tls_server_name);
+    auto channel = grpc::CreateCustomChannel(opt_.target, creds_, args);
     auto stub = feedguard::v1::FenceDistribution::NewStub(channel);
     AgentMessage hello;
     auto* h = hello.mutable_hello();
@@ -451,6 +474,7 @@ class Sim {
   }
 
   const Options opt_;
+  std::shared_ptr<grpc::ChannelCredentials> creds_;
   std::vector<AgentState> agents_;
   EventLog log_;
   std::atomic<bool> stopping_{false};
@@ -527,7 +551,8 @@ int Usage(const char* argv0) {
   std::fprintf(stderr,
                "usage: %s --target HOST:PORT --agents N [--node-prefix node-] [--node-digits 5]\n"
                "          [--first-index 0] [--report-interval-ms 30000] [--watch-policy bench]\n"
-               "          [--start-spread-ms 0] [--seed 1]\n",
+               "          [--start-spread-ms 0] [--seed 1]\n"
+               "          [--tls-ca F --tls-cert F --tls-key F [--tls-server-name N]]\n",
                argv0);
   return 2;
 }
@@ -555,6 +580,14 @@ int Main(int argc, char** argv) {
         o.watch_policy = v;
       } else if (k == "--start-spread-ms") {
         o.start_spread_ms = std::stoll(v);
+      } else if (k == "--tls-ca") {
+        o.tls_ca = v;
+      } else if (k == "--tls-cert") {
+        o.tls_cert = v;
+      } else if (k == "--tls-key") {
+        o.tls_key = v;
+      } else if (k == "--tls-server-name") {
+        o.tls_server_name = v;
       } else if (k == "--seed") {
         o.seed = std::stoull(v);
       } else {
@@ -566,6 +599,7 @@ int Main(int argc, char** argv) {
     }
   }
   if (o.target.empty() || o.agents <= 0 || o.report_interval_ms <= 0) return Usage(argv[0]);
+  if (!o.tls_ca.empty() && (o.tls_cert.empty() || o.tls_key.empty())) return Usage(argv[0]);
   auto sim = std::make_unique<Sim>(o);
   sim->StartAll();
   std::string line;

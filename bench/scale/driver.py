@@ -19,6 +19,9 @@ feedguard-controller (--insecure, as tests/e2e/lib.sh starts it) and A simulated
              still holding its full fence; then a policy edit → every agent (relist_then_edit)
   storm      the simulator cancels every stream at once; done when every agent has received a
              fence on a new stream (agents reconnect with the real agent's backoff)
+  failover   a standby replica (--leader-elect, same gRPC port) lists and watches; the leader is
+             SIGKILLed; the standby takes the Lease once it expires and serves: any agent that
+             received a fence with fewer pods than before counts (must be 0)
   restart    SIGTERM the controller and start a new one while the agents stay: any agent that
              receives a fence with fewer trainers+neighbours than its previous one (a withdrawn
              policy) is counted; done when all are fenced again from the new process
@@ -221,15 +224,19 @@ def wait_for(pred, timeout, period=0.05):
 
 # ---- controller --------------------------------------------------------------------------
 class Controller:
-    def __init__(self, binary, kubeconfig, logpath, grpc_port, name="ctl"):
+    def __init__(self, binary, kubeconfig, logpath, grpc_port, name="ctl", leader_elect=False):
         self.logpath = logpath
         self.logf = open(logpath, "a")
         self.start_ms = now_ms()
         self.log_offset = os.path.getsize(logpath)
+        # Leader election only for the failover phase: a leader that cannot renew its Lease while
+        # the API server restarts (relist phase) exits, as it must.
+        le = (["--leader-elect", "--lease-namespace", "feedguard-system", "--lease-name",
+               "feedguard-scale"] if leader_elect else [])
         self.p = subprocess.Popen(
             [binary, "--insecure", "--kubeconfig", kubeconfig, "--listen-grpc", f"127.0.0.1:{grpc_port}",
              "--metrics-addr", "127.0.0.1:0", "--agent-namespace", "feedguard-system",
-             "--status-interval-ms", "500", "--identity", name],
+             "--status-interval-ms", "500", "--identity", name] + le,
             stdin=subprocess.DEVNULL, stdout=self.logf, stderr=subprocess.STDOUT,
             start_new_session=True)
         self.sampler = Sampler(self.p.pid)
@@ -425,6 +432,7 @@ def run_step(a):
         # ---- edits
         lat_all, lat_agent, api_ms = [], [], []
         if "edits" in phases and t_all is not None:
+            c0, s0, t_e0 = ctl.sampler.last(), sim_sampler.last(), now_ms()
             for k in range(a.edits):
                 prio += 1
                 t_edit, t_api, g = patch_priority(api, prio)
@@ -445,6 +453,15 @@ def run_step(a):
                 gen = g
                 time.sleep(a.edit_gap_s)
             row["edits"] = len(lat_all)
+            # CPU per edit above the idle rate: the controller's share of an edit's work (in a
+            # real cluster the agents' share runs on their own nodes; here on the same 2 cores).
+            time.sleep(0.6)
+            c1, s1, t_e1 = ctl.sampler.last(), sim_sampler.last(), now_ms()
+            idle = (row.get("controller_idle_cpu_percent") or 0) / 100.0
+            if lat_all and c0 and c1 and s0 and s1:
+                busy = (c1[1] - c0[1]) - idle * (t_e1 - t_e0) / 1000.0
+                row["edit_controller_cpu_ms_per_edit"] = round(1000.0 * busy / len(lat_all), 1)
+                row["edit_sim_cpu_ms_per_edit"] = round(1000.0 * (s1[1] - s0[1]) / len(lat_all), 1)
         row["edit_ack_p50_ms"] = round(pct(lat_all, 0.5), 1) if lat_all else None
         row["edit_ack_p99_ms"] = round(pct(lat_all, 0.99), 1) if lat_all else None
         row["edit_ack_max_ms"] = round(max(lat_all), 1) if lat_all else None
@@ -615,6 +632,47 @@ def run_step(a):
             log(f"restart: {row['restart_agents_with_withdrawn_fence']} agents got a fence "
                 f"with fewer pods; all fenced again after {row['restart_to_all_fenced_s']} s")
 
+        # ---- leader failover: a standby replica, the leader SIGKILLed (issue 14 item 1)
+        if "failover" in phases and t_all is not None:
+            # Two replicas with leader election: the current controller hands over (SIGTERM) to
+            # a leader, a standby starts beside it, then the leader is killed.
+            with sim.lock:
+                streams0 = [f[-1][1] if f else 0 for f in sim.fences]
+            ctl.stop(signal.SIGTERM)
+            ctl = Controller(ctl_bin, kubeconfig, os.path.join(a.work, "controller-leader.log"),
+                             port, name="leader", leader_elect=True)
+            ctl.wait_port()
+            if not wait_for(lambda: all_fenced(0, streams0), a.timeout):
+                row["notes"].append("failover: the leader did not fence every agent")
+            standby_log = os.path.join(a.work, "controller-standby.log")
+            standby = Controller(ctl_bin, kubeconfig, standby_log, port, name="standby",
+                                 leader_elect=True)
+            # The standby lists and watches like the leader (its informers run before it leads).
+            def standby_synced():
+                return standby.log_text().count("initial list delivered") >= 4 or None
+            if not wait_for(standby_synced, a.timeout):
+                row["notes"].append("failover: standby never delivered its initial lists")
+            with sim.lock:
+                before = [f[-1][1] if f else 0 for f in sim.fences]
+                ndrops0 = len(sim.drops)
+            t_k = now_ms()
+            ctl.stop(signal.SIGKILL)
+            ctl = standby
+            try:
+                ctl.wait_port(timeout=90)  # the Lease must expire first (15 s)
+                row["failover_leading_after_s"] = round((now_ms() - t_k) / 1000.0, 2)
+            except RuntimeError as e:
+                row["notes"].append(f"failover: {e}"[:300])
+            done = wait_for(lambda: all_fenced(0, before), a.timeout)
+            with sim.lock:
+                drops = sim.drops[ndrops0:]
+            row["failover_to_all_fenced_s"] = round((done - t_k) / 1000.0, 2) if done else None
+            row["failover_agents_with_withdrawn_fence"] = len({d["a"] for d in drops})
+            row["failover_drop_examples"] = [d.get("drop") for d in drops[:3]]
+            log(f"failover (SIGKILL, standby takes the Lease): "
+                f"{row['failover_agents_with_withdrawn_fence']} agents got a fence with fewer "
+                f"pods; all fenced again {row['failover_to_all_fenced_s']} s after the kill")
+
         for name in probe_pods:  # the next step expects exactly the loaded pods
             code, resp = api.request("DELETE", f"/api/v1/namespaces/scale/pods/{name}",
                                      {"gracePeriodSeconds": 0})
@@ -662,7 +720,7 @@ def main():
     s.add_argument("--timeout", type=float, default=None)
     s.add_argument("--settle-s", type=float, default=5)
     s.add_argument("--report-interval-ms", type=int, default=30000)
-    s.add_argument("--phases", default="edits,relist,storm,restart")
+    s.add_argument("--phases", default="edits,relist,storm,restart,failover")
     s.add_argument("--keep", action="store_true")
     s.add_argument("--testbed", help="reuse (or create) this API server dir; left running")
     r = sub.add_parser("report")

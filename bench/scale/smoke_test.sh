@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # smoke_test.sh BUILD_DIR — the scale pipeline end to end on a tiny ladder (5 nodes, 50 pods,
 # 5 agents, 3 edits): a private API server, the loader, the real controller, fg-agent-sim, every
-# phase; passes only if the step produced a row whose measurements are all present and sane.
+# phase (leader failover included: ~35 s of the ~80 s); passes only if the step produced a row whose measurements are all present and sane.
 set -uo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 BUILD="$(cd "${1:?usage: smoke_test.sh BUILD_DIR}" && pwd)"
@@ -9,7 +9,7 @@ WORK="$(mktemp -d /tmp/fg-scale-smoke-XXXXXX)"
 trap 'rm -rf "$WORK"' EXIT
 /usr/bin/python3 "$HERE/driver.py" step --build "$BUILD" --nodes 5 --pods 50 --agents 5 \
   --work "$WORK/step" --rows "$WORK/rows.jsonl" --edits 3 --edit-gap-s 0.2 --settle-s 1 \
-  --report-interval-ms 2000 --timeout 40 --phases edits,nack,relist,storm,restart || { echo "FAIL: driver step"; exit 1; }
+  --report-interval-ms 2000 --timeout 40 --phases edits,nack,relist,storm,restart,failover || { echo "FAIL: driver step"; exit 1; }
 /usr/bin/python3 "$HERE/driver.py" report --rows "$WORK/rows.jsonl" --out-json "$WORK/scale.json" \
   --out-md "$WORK/scale.md" --command smoke || { echo "FAIL: report"; exit 1; }
 /usr/bin/python3 - "$WORK/scale.json" <<'PY' || exit 1
@@ -22,7 +22,7 @@ if len(rows) != 1:
 r = rows[0]
 for k in ["controller_rss_peak_mb", "controller_rss_steady_mb", "start_to_all_fenced_s",
           "relist_to_all_fenced_s", "edit_ack_p50_ms", "edit_ack_p99_ms",
-          "reconnect_storm_all_connected_s", "restart_to_all_fenced_s"]:
+          "reconnect_storm_all_connected_s", "restart_to_all_fenced_s", "failover_to_all_fenced_s"]:
     v = r.get(k)
     if not isinstance(v, (int, float)) or v <= 0:
         bad.append(f"{k} = {v!r}")
@@ -32,6 +32,8 @@ if r.get("edits") != 3:
     bad.append(f"edits = {r.get('edits')}")
 if not r.get("nack_seen") or not r.get("nack_then_edit_all_acked_s"):
     bad.append("NACK phase: the requested NACKs or the edit after them did not happen")
+if r.get("failover_agents_with_withdrawn_fence") != 0 or r.get("restart_agents_with_withdrawn_fence") != 0:
+    bad.append("a restart or a failover withdrew a fence")
 if r.get("drops_total") is None or r.get("start_first_fence_empty_agents") is None:
     bad.append("withdrawn-fence counters missing")
 if not r.get("relist_observed"):

@@ -54,6 +54,10 @@ void DefineFlags(Flags& f) {
                "at runtime: annotation feedguard.io/suspend=true on --agent-namespace)");
   f.Define("agent-namespace", "feedguard-system", "namespace of the agent pods (never fenced)");
   f.Define("stale-after-ms", "60000", "an agent disconnected this long is reported stale");
+  f.Define("agent-memory-quota-mb", "512",
+           "cap on gRPC's memory for agent connections (buffers, calls); past it new connections "
+           "are refused (agents retry); about 60 KiB counted per mTLS agent (raise it past ~8,000 "
+           "agents); 0: no cap");
   f.Define("status-interval-ms", "1000", "at most one status write per policy per interval");
   f.Define("gpu-resource-names", std::string(kDefaultGpuResourceNames),
            "extended resources that count as GPUs, comma-separated; a trailing - or * makes an "
@@ -99,7 +103,7 @@ class ControllerApp {
   };
   explicit ControllerApp(const Flags& f) : f_(f) {}
   void Watch(kube::Gvr gvr, std::function<void(const nlohmann::json&)> upsert,
-             std::function<void(const nlohmann::json&)> remove, kube::TransformFunc tf);
+             std::function<void(const nlohmann::json&)> remove);
   void StartLeading();
   void Lose() {  // leadership lost or agents cannot be served: Wait() returns 1
     lost_ = true;
@@ -166,18 +170,20 @@ Result<std::unique_ptr<ControllerApp>> ControllerApp::Create(const Flags& f) {
 
 Status ControllerApp::Start() {
   auto rc = reconciler_.get();
+  // The reconciler keeps its own compact record of each object; the informers keep only
+  // resourceVersions (no JSON is held after a handler returns).
   Watch(
       FencePolicyGvr(), [rc](const auto& o) { rc->UpsertPolicy(o); },
-      [rc](const auto& o) { rc->DeletePolicy(o); }, nullptr);
+      [rc](const auto& o) { rc->DeletePolicy(o); });
   Watch(
       kube::PodsGvr(), [rc](const auto& o) { rc->UpsertPod(o); },
-      [rc](const auto& o) { rc->DeletePod(o); }, SlimPod);
+      [rc](const auto& o) { rc->DeletePod(o); });
   Watch(
       kube::NodesGvr(), [rc](const auto& o) { rc->UpsertNode(o); },
-      [rc](const auto& o) { rc->DeleteNode(o); }, MetadataOnly);
+      [rc](const auto& o) { rc->DeleteNode(o); });
   Watch(
       {"", "v1", "namespaces"}, [rc](const auto& o) { rc->UpsertNamespace(o); },
-      [rc](const auto& o) { rc->DeleteNamespace(o); }, MetadataOnly);
+      [rc](const auto& o) { rc->DeleteNamespace(o); });
 
   FG_ASSIGN_OR_RETURN(metrics_, MetricsServer::Start(
                                     f_.Get("metrics-addr"), [this] { return RenderMetrics(); },
@@ -204,11 +210,9 @@ Status ControllerApp::Start() {
 }
 
 void ControllerApp::Watch(kube::Gvr gvr, std::function<void(const nlohmann::json&)> upsert,
-                          std::function<void(const nlohmann::json&)> remove,
-                          kube::TransformFunc tf) {
+                          std::function<void(const nlohmann::json&)> remove) {
   kube::ReflectorOptions o;
   o.gvr = gvr;
-  o.transform = std::move(tf);
   kube::ResourceEventHandlers h;
   h.on_add = [upsert](const kube::ObjectPtr& obj) { upsert(*obj); };
   h.on_update = [upsert](const kube::ObjectPtr&, const kube::ObjectPtr& obj) { upsert(*obj); };
@@ -218,8 +222,9 @@ void ControllerApp::Watch(kube::Gvr gvr, std::function<void(const nlohmann::json
     if (++informers_synced_ == kInformers) reconciler_->MarkInformersSynced();
   };
   Informer inf;
-  inf.reflector = std::make_unique<kube::Reflector>(client_, std::make_shared<kube::Store>(), o, h,
-                                                    clock_, sleeper_);
+  inf.reflector = std::make_unique<kube::Reflector>(
+      client_, std::make_shared<kube::Store>(kube::StoreOptions{.keep_objects = false}), o, h,
+      clock_, sleeper_);
   inf.thread = std::jthread([r = inf.reflector.get()](std::stop_token stop) { r->Run(stop); });
   informers_.push_back(std::move(inf));
 }
@@ -251,6 +256,9 @@ void ControllerApp::StartLeading() {
   }
   o.tls = {f.Get("tls-client-ca"), f.Get("tls-cert"), f.Get("tls-key")};
   o.stale_after = stale_after_;
+  if (auto quota_mb = f.GetInt("agent-memory-quota-mb"); quota_mb.ok() && *quota_mb > 0) {
+    o.memory_quota_bytes = static_cast<size_t>(*quota_mb) << 20;  // checked in RunController
+  }
   o.observer = reconciler_;
   // Agents may speak only for nodes that have a Node object (checked once nodes are known).
   o.admit_node = [rc](const std::string& node) { return rc->NodeAdmissible(node); };
@@ -353,6 +361,10 @@ int RunController(int argc, char** argv) {
   if (f.Get("agent-identity") != "token" && f.Get("agent-identity") != "cert" &&
       f.Get("agent-identity") != "shared-cert") {
     std::cerr << "feedguard-controller: --agent-identity must be token, cert or shared-cert\n";
+    return 2;
+  }
+  if (auto q = f.GetInt("agent-memory-quota-mb"); !q.ok() || *q < 0 || *q > (1 << 20)) {
+    std::cerr << "feedguard-controller: --agent-memory-quota-mb must be 0 or a size in MiB\n";
     return 2;
   }
   if (!f.GetBool("insecure") &&

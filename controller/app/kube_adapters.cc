@@ -3,7 +3,6 @@
 #include "controller/sanitize/sanitize.h"
 
 #include <algorithm>
-#include <initializer_list>
 
 namespace feedguard::controller {
 
@@ -15,16 +14,6 @@ const nlohmann::json& Member(const nlohmann::json& j, const char* key) {
   if (!j.is_object()) return kNull;
   auto it = j.find(key);
   return it == j.end() ? kNull : *it;
-}
-
-// Copies the members `keys` of `from` that exist into `to[into]` (as is: the parsers downstream
-// type-check them).
-void CopyMembers(const nlohmann::json& from, std::initializer_list<const char*> keys,
-                 nlohmann::json& to, const char* into) {
-  for (const char* k : keys) {
-    const auto& v = Member(from, k);
-    if (!v.is_null()) to[into][k] = v;
-  }
 }
 
 }  // namespace
@@ -93,7 +82,7 @@ void KubePolicyWriter::Event(const std::string& policy, const std::string& type,
   events_->Record(ref, type, SafeReason(reason), SafeText(message, 1024)).IgnoreError();
 }
 
-Status DistributorSink::SetDesired(feedguard::v1::NodeFence fence) {
+Status DistributorSink::SetDesired(std::shared_ptr<const feedguard::v1::NodeFence> fence) {
   Distributor* d = distributor_.load();
   if (!d) return Unavailable("distributor not started (not the leader)");
   return d->SetDesired(std::move(fence));
@@ -121,44 +110,6 @@ std::optional<FenceSink::Agent> DistributorSink::GetAgent(const std::string& nod
     a.nack_error = s->last_nack->error;
   a.report = s->last_report;
   return a;
-}
-
-nlohmann::json SlimPod(nlohmann::json pod) {
-  // Every access type-checked: a malformed pod shrinks to what is well-formed, never throws.
-  nlohmann::json out = nlohmann::json::object();
-  CopyMembers(Member(pod, "metadata"),
-              {"name", "namespace", "uid", "resourceVersion", "labels", "deletionTimestamp"}, out,
-              "metadata");
-  const auto& spec = Member(pod, "spec");
-  CopyMembers(spec, {"nodeName", "priorityClassName"}, out, "spec");
-  if (const auto& cs = Member(spec, "containers"); cs.is_array()) {
-    for (const auto& c : cs) {
-      if (!c.is_object()) continue;
-      nlohmann::json slim = nlohmann::json::object();
-      if (const auto& n = Member(c, "name"); !n.is_null()) slim["name"] = n;
-      if (const auto& r = Member(c, "resources"); !r.is_null()) slim["resources"] = r;
-      out["spec"]["containers"].push_back(std::move(slim));
-    }
-  }
-  const auto& st = Member(pod, "status");
-  CopyMembers(st, {"phase", "qosClass"}, out, "status");
-  if (const auto& cs = Member(st, "containerStatuses"); cs.is_array()) {
-    for (const auto& c : cs) {
-      if (!c.is_object()) continue;
-      nlohmann::json slim = nlohmann::json::object();
-      for (const char* k : {"name", "containerID"}) {
-        if (const auto& v = Member(c, k); v.is_string()) slim[k] = v;
-      }
-      out["status"]["containerStatuses"].push_back(std::move(slim));
-    }
-  }
-  return out;
-}
-
-nlohmann::json MetadataOnly(nlohmann::json obj) {
-  nlohmann::json out = nlohmann::json::object();
-  if (const auto& m = Member(obj, "metadata"); m.is_object()) out["metadata"] = m;
-  return out;
 }
 
 }  // namespace feedguard::controller

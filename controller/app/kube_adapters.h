@@ -36,7 +36,7 @@ class KubePolicyWriter final : public PolicyWriter {
 class DistributorSink final : public FenceSink {
  public:
   void Attach(Distributor* d) { distributor_.store(d); }
-  Status SetDesired(feedguard::v1::NodeFence fence) override;
+  Status SetDesired(std::shared_ptr<const feedguard::v1::NodeFence> fence) override;
   std::optional<Agent> GetAgent(const std::string& node) const override;
   void Forget(const std::string& node) override;
   void OnNodesKnown() override;
@@ -44,10 +44,5 @@ class DistributorSink final : public FenceSink {
  private:
   std::atomic<Distributor*> distributor_{nullptr};
 };
-
-// Keeps only the pod fields the controller uses (memory: 150k pods).
-nlohmann::json SlimPod(nlohmann::json pod);
-// Keeps only metadata (Nodes and Namespaces: the controller reads their names and labels).
-nlohmann::json MetadataOnly(nlohmann::json obj);
 
 }  // namespace feedguard::controller

@@ -140,24 +140,38 @@ Result<std::shared_ptr<TokenReviewAuthenticator>> TokenReviewAuthenticator::Crea
       new TokenReviewAuthenticator(std::move(client), std::move(options)));
 }
 
-Status TokenReviewAuthenticator::Authenticate(std::string_view token, const std::string& node) {
+std::optional<Status> TokenReviewAuthenticator::LookupLocked(
+    const std::string& key, const std::string& node, std::chrono::system_clock::time_point now) {
+  auto it = cache_.find(key);
+  if (it == cache_.end()) return std::nullopt;
+  if (it->second.expires <= now) {
+    cache_.erase(it);
+    return std::nullopt;
+  }
+  if (it->second.node == node) return OkStatus();
+  return PermissionDenied("token is bound to node " + it->second.node + ", not " + node);
+}
+
+std::optional<Status> TokenReviewAuthenticator::Cached(std::string_view token,
+                                                       const std::string& node) {
   if (token.empty()) {
     return PermissionDenied("no bearer token (the agent must send its ServiceAccount token)");
   }
   if (token.size() > options_.max_token_bytes) return PermissionDenied("bearer token too long");
   const std::string key = Sha256(token);
   if (key.empty()) return Internal("cannot hash the token");
+  std::lock_guard lock(mu_);
+  return LookupLocked(key, node, options_.clock->WallNow());
+}
+
+Status TokenReviewAuthenticator::Authenticate(std::string_view token, const std::string& node) {
+  if (token.empty() || token.size() > options_.max_token_bytes) return *Cached(token, node);
+  const std::string key = Sha256(token);
+  if (key.empty()) return Internal("cannot hash the token");
   const auto now = options_.clock->WallNow();
   {
     std::lock_guard lock(mu_);
-    auto it = cache_.find(key);
-    if (it != cache_.end()) {
-      if (it->second.expires > now) {
-        if (it->second.node == node) return OkStatus();
-        return PermissionDenied("token is bound to node " + it->second.node + ", not " + node);
-      }
-      cache_.erase(it);
-    }
+    if (auto v = LookupLocked(key, node, now)) return *v;
     ++reviews_;
   }
   auto review = client_->ReviewToken(std::string(token), {options_.audience});

@@ -11,10 +11,12 @@
 // agent therefore no longer lets one node act for another: only the kubelet of node A can hand
 // out a token that names A.
 //
-// AgentAuthenticator is the seam: the Distributor calls it once per hello (outside its lock),
-// distributor tests use a fake, TokenReviewAuthenticator is the real one. Positive reviews are
-// cached (bounded) until the token expires, at most `max_cache_ttl` (so a token of a deleted pod
-// stops working within that even though it has not expired).
+// AgentAuthenticator is the seam: the Distributor asks Cached() once per hello on its grpc thread
+// and, when that cannot tell, Authenticate() on a review worker of its own (never on a grpc
+// thread: a TokenReview is an API round trip); distributor tests use a fake,
+// TokenReviewAuthenticator is the real one. Positive reviews are cached (bounded) until the token
+// expires, at most `max_cache_ttl` (so a token of a deleted pod stops working within that even
+// though it has not expired).
 #pragma once
 
 #include <chrono>
@@ -61,6 +63,8 @@ class TokenReviewAuthenticator final : public AgentAuthenticator {
   static Result<std::shared_ptr<TokenReviewAuthenticator>> Create(kube::ClientPtr client,
                                                                   TokenReviewOptions options);
   Status Authenticate(std::string_view token, const std::string& node) override;
+  // A live cache entry's verdict, or a refusal of an empty or oversize token; nullopt otherwise.
+  std::optional<Status> Cached(std::string_view token, const std::string& node) override;
 
   uint64_t reviews() const;   // TokenReviews sent (tests: the cache spares the API server)
   size_t cache_size() const;  // bounded by max_cache_entries
@@ -72,6 +76,9 @@ class TokenReviewAuthenticator final : public AgentAuthenticator {
     std::chrono::system_clock::time_point expires;
   };
   void InsertLocked(std::string key, Entry e, std::chrono::system_clock::time_point now);
+  // The verdict Cached() gives for the token whose hash is `key` (requires mu_).
+  std::optional<Status> LookupLocked(const std::string& key, const std::string& node,
+                                     std::chrono::system_clock::time_point now);
 
   const kube::ClientPtr client_;
   const TokenReviewOptions options_;

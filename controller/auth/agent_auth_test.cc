@@ -157,6 +157,26 @@ TEST_F(TokenReviewAuthenticatorTest, SendsTheTokenAndAudienceAndCachesUntilExpir
   EXPECT_EQ(auth_->reviews(), 2u);
 }
 
+TEST_F(TokenReviewAuthenticatorTest, CachedAnswersOnlyWithoutARoundTrip) {
+  const std::string token = Token(Now() + 120);
+  // Not reviewed yet: only Authenticate can tell (the Distributor sends it to a worker).
+  EXPECT_FALSE(auth_->Cached(token, "gpu-1").has_value());
+  EXPECT_EQ(transport_->requests().size(), 0u);
+  // Refused on its face: no review needed.
+  ASSERT_TRUE(auth_->Cached("", "gpu-1").has_value());
+  EXPECT_EQ(auth_->Cached("", "gpu-1")->code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ(auth_->Cached(std::string(20'000, 'x'), "gpu-1")->code(),
+            StatusCode::kPermissionDenied);
+  ASSERT_TRUE(auth_->Authenticate(token, "gpu-1").ok());
+  ASSERT_TRUE(auth_->Cached(token, "gpu-1").has_value());
+  EXPECT_TRUE(auth_->Cached(token, "gpu-1")->ok());
+  EXPECT_EQ(auth_->Cached(token, "gpu-2")->code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ(auth_->reviews(), 1u);
+  clock_->Advance(std::chrono::seconds(121));  // expired: unknown again
+  EXPECT_FALSE(auth_->Cached(token, "gpu-1").has_value());
+  EXPECT_EQ(transport_->requests().size(), 1u);
+}
+
 TEST_F(TokenReviewAuthenticatorTest, CacheLivesAtMostTheTtlEvenForLongTokens) {
   const std::string token = Token(Now() + 86'400);
   ASSERT_TRUE(auth_->Authenticate(token, "gpu-1").ok());

@@ -5,6 +5,7 @@
 
 #include <cctype>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -20,6 +21,12 @@ class AgentAuthenticator {
   // when it does not; kUnavailable when it cannot be judged now (API server unreachable): the
   // agent retries. May block for one API round trip; thread-safe.
   virtual Status Authenticate(std::string_view token, const std::string& node) = 0;
+  // The verdict when it is known without a round trip (a cached review, a token refused on its
+  // face); nullopt when only Authenticate can tell. Never blocks: the Distributor calls it on a
+  // grpc thread and sends only the rest to its review workers. Thread-safe.
+  virtual std::optional<Status> Cached(std::string_view /*token*/, const std::string& /*node*/) {
+    return std::nullopt;
+  }
 };
 using AgentAuthenticatorPtr = std::shared_ptr<AgentAuthenticator>;
 

@@ -44,6 +44,17 @@ Status CheckReadable(const std::string& what, const std::string& path) {
   return OkStatus();
 }
 
+// The address of a grpc peer ("ipv4:10.0.0.1:4711", "ipv6:[fd00::1]:4711") without its port.
+std::string PeerAddress(const std::string& peer) {
+  const size_t colon = peer.rfind(':');
+  const size_t scheme = peer.find(':');
+  if (colon == std::string::npos || colon == scheme) return peer;
+  return peer.substr(0, colon);
+}
+
+// Peer addresses whose refused-token bucket is remembered at most (full buckets go first).
+constexpr size_t kMaxRefusedTokenPeers = 10'000;
+
 }  // namespace
 
 // One agent stream. Every field, and every StartRead/StartWrite/Finish call, is under the
@@ -69,6 +80,21 @@ class Distributor::AgentStream final
       FinishLocked(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "too many agent streams"));
       return;
     }
+    const DistributorOptions& o = d_->options_;
+    if (o.new_streams_per_second > 0 &&
+        !TakeToken(d_->new_streams_, o.new_streams_per_second,
+                   std::max(1.0, o.new_streams_per_second), opened_)) {
+      FinishLocked(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                                "too many new agent streams; retry with backoff"));
+      return;
+    }
+    if (o.max_pending_hellos > 0 && d_->pending_hellos_ >= o.max_pending_hellos) {
+      FinishLocked(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                                "too many agent hellos in progress; retry with backoff"));
+      return;
+    }
+    pending_ = true;
+    ++d_->pending_hellos_;
     StartRead(&in_);
   }
 
@@ -79,7 +105,6 @@ class Distributor::AgentStream final
   }
 
   void OnReadDone(bool ok) override {
-    Events events;
     std::string auth_node;  // a hello whose token is to be judged
     {
       std::lock_guard lock(d_->mu_);
@@ -93,10 +118,27 @@ class Distributor::AgentStream final
         auth_node = in_.hello().node_name();
       }
     }
-    // The token of a hello is judged here, outside the lock (it may take an API round trip);
-    // in_ is not touched meanwhile (the next read starts below).
     std::optional<Status> verdict;
-    if (!auth_node.empty()) verdict = d_->options_.authenticator->Authenticate(token_, auth_node);
+    if (!auth_node.empty()) {
+      // A verdict known without a round trip is taken here; anything else goes to a review
+      // worker (a TokenReview must not hold a grpc thread), which calls Continue. in_ is not
+      // touched meanwhile: the next read starts only after the hello is handled.
+      verdict = d_->options_.authenticator->Cached(token_, auth_node);
+      if (!verdict) {
+        std::lock_guard lock(d_->mu_);
+        if (finished_) return;
+        if (auto refusal = d_->EnqueueReviewLocked(this, token_, auth_node)) {
+          FinishLocked(std::move(*refusal));
+        }
+        return;
+      }
+    }
+    Continue(verdict);
+  }
+
+  // Handles the message in in_ (with the token's verdict for a hello), then reads the next.
+  void Continue(const std::optional<Status>& verdict) {
+    Events events;
     {
       std::lock_guard lock(d_->mu_);
       if (finished_) return;  // ended meanwhile (shutdown, hello deadline, replaced)
@@ -110,7 +152,8 @@ class Distributor::AgentStream final
   void OnWriteDone(bool ok) override {
     std::lock_guard lock(d_->mu_);
     write_pending_ = false;
-    ControllerMessage().Swap(&out_);  // do not keep a second copy of the fence per node
+    ReturnLentFenceLocked();
+    ControllerMessage().Swap(&out_);
     if (!ok) {
       FinishLocked(grpc::Status(grpc::StatusCode::UNAVAILABLE, "write failed"));
       return;
@@ -132,18 +175,38 @@ class Distributor::AgentStream final
     Notify(events);
     {
       std::lock_guard lock(d_->mu_);
-      d_->live_.erase(this);
-      if (d_->live_.empty()) d_->streams_done_.notify_all();
+      d_->awaiting_review_.erase(this);
+      done_ = true;
+      if (delivering_) return;  // the worker handing over a verdict deletes it (EndDelivery)
+      UnlistLocked();
     }
     delete this;
+  }
+
+  // requires d_->mu_. A review worker is about to call Continue: OnDone must not delete.
+  void BeginDeliveryLocked() { delivering_ = true; }
+  // requires d_->mu_. The worker is done with the stream; true: the caller deletes it.
+  bool EndDeliveryLocked() {
+    delivering_ = false;
+    if (!done_) return false;
+    UnlistLocked();
+    return true;
   }
 
   // requires d_->mu_
   void FinishLocked(grpc::Status status) {
     if (finished_) return;
     finished_ = true;
+    EndPendingLocked();
     Finish(std::move(status));
   }
+
+  // A stream that ends with a write still pending (never answered) returns the lent fence here.
+  ~AgentStream() override {
+    if (lent_ != nullptr) (void)out_.mutable_update()->unsafe_arena_release_fence();
+  }
+
+  const std::string& peer() const { return peer_; }
 
   // requires d_->mu_
   void MaybeSendLocked(Node& n) {
@@ -151,10 +214,22 @@ class Distributor::AgentStream final
     std::optional<PendingUpdate> next = n.slot.TakeNext(d_->NextNonceLocked());
     if (!next) return;
     feedguard::v1::FenceUpdate* update = out_.mutable_update();
-    *update->mutable_fence() = *next->fence;
+    // The node's fence is lent to the outgoing message, not copied (a 30-pod fence is ~150
+    // allocations, for every agent on every policy edit): grpc serialises it in place, the
+    // shared fence is immutable and kept alive by lent_, and OnWriteDone takes it back before
+    // the message is cleared.
+    lent_ = next->fence;
+    update->unsafe_arena_set_allocated_fence(const_cast<feedguard::v1::NodeFence*>(lent_.get()));
     update->set_nonce(next->nonce);
     write_pending_ = true;
     StartWrite(&out_);
+  }
+
+  // requires d_->mu_. Takes the lent fence back out of out_ (it is not out_'s to delete).
+  void ReturnLentFenceLocked() {
+    if (lent_ == nullptr) return;
+    (void)out_.mutable_update()->unsafe_arena_release_fence();
+    lent_.reset();
   }
 
  private:
@@ -205,9 +280,11 @@ class Distributor::AgentStream final
         break;
       }
       case AgentMessage::kReport: {
-        n->last_report = in_.report();
+        auto report =
+            std::make_shared<const feedguard::v1::NodeReport>(std::move(*in_.mutable_report()));
+        n->last_report = report;
         events.push_back(
-            [node = node_, r = in_.report()](AgentObserver& o) { o.OnReport(node, r); });
+            [node = node_, r = std::move(report)](AgentObserver& o) { o.OnReport(node, *r); });
         break;
       }
       case AgentMessage::kHello:
@@ -253,6 +330,7 @@ class Distributor::AgentStream final
         const auto code = v.code() == StatusCode::kUnavailable
                               ? grpc::StatusCode::UNAVAILABLE
                               : grpc::StatusCode::PERMISSION_DENIED;
+        if (code == grpc::StatusCode::PERMISSION_DENIED) d_->ChargeRefusedTokenLocked(peer_);
         FinishLocked(
             grpc::Status(code, "agent token refused for node " + name + ": " + v.message()));
         return;
@@ -265,24 +343,40 @@ class Distributor::AgentStream final
       return;
     }
     node_ = name;
+    EndPendingLocked();
     Node& n = d_->nodes_[name];
     if (n.stream != nullptr && n.stream != this) {
       n.stream->FinishLocked(
           grpc::Status(grpc::StatusCode::ABORTED, "replaced by a newer stream for this node"));
     }
     n.stream = this;
-    n.hello = in_.hello();
+    auto hello = std::make_shared<const feedguard::v1::AgentHello>(std::move(*in_.mutable_hello()));
+    n.hello = hello;
     n.peer = peer_;
     n.last_seen = now;
     ++n.streams;
     n.slot.ResetStream();
-    events.push_back([node = node_, h = in_.hello()](AgentObserver& o) { o.OnConnected(node, h); });
+    events.push_back(
+        [node = node_, h = std::move(hello)](AgentObserver& o) { o.OnConnected(node, *h); });
     MaybeSendLocked(n);
   }
 
   void Notify(Events& events) {
     if (!d_->options_.observer) return;
     for (auto& e : events) e(*d_->options_.observer);
+  }
+
+  // requires d_->mu_. The stream no longer counts as a hello in progress.
+  void EndPendingLocked() {
+    if (!pending_) return;
+    pending_ = false;
+    --d_->pending_hellos_;
+  }
+
+  // requires d_->mu_
+  void UnlistLocked() {
+    d_->live_.erase(this);
+    if (d_->live_.empty()) d_->streams_done_.notify_all();
   }
 
   Distributor* const d_;
@@ -293,9 +387,13 @@ class Distributor::AgentStream final
   // All below guarded by d_->mu_.
   std::string node_;  // set once the hello is accepted
   bool finished_ = false;
+  bool pending_ = false;     // counted in d_->pending_hellos_
+  bool delivering_ = false;  // a review worker is calling Continue
+  bool done_ = false;        // OnDone ran
   bool write_pending_ = false;
   AgentMessage in_;
   ControllerMessage out_;
+  NodeFencePtr lent_;  // the fence out_ points at while a write is pending
 };
 
 class Distributor::Service final : public feedguard::v1::FenceDistribution::CallbackService {
@@ -363,6 +461,18 @@ Result<std::unique_ptr<Distributor>> Distributor::Start(DistributorOptions optio
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
                              static_cast<int>(o.min_client_ping_interval.count()));
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+  if (o.handshake_timeout.count() > 0) {
+    builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS,
+                               static_cast<int>(o.handshake_timeout.count()));
+  }
+  if (o.tls_max_frame_bytes > 0) {
+    builder.AddChannelArgument(GRPC_ARG_TSI_MAX_FRAME_SIZE, o.tls_max_frame_bytes);
+  }
+  if (o.memory_quota_bytes > 0) {
+    grpc::ResourceQuota quota("feedguard-distributor");
+    quota.Resize(o.memory_quota_bytes);
+    builder.SetResourceQuota(quota);
+  }
   d->server_ = builder.BuildAndStart();
   if (!d->server_ || d->port_ == 0) {
     return Unavailable("cannot listen on " + o.listen_address);
@@ -370,6 +480,11 @@ Result<std::unique_ptr<Distributor>> Distributor::Start(DistributorOptions optio
   spdlog::info("distributor: listening on {} (port {}, {})", o.listen_address, d->port_,
                o.insecure ? "insecure" : "mTLS");
   Distributor* raw = d.get();
+  if (o.authenticator) {
+    for (size_t i = 0; i < std::max<size_t>(1, o.review_workers); ++i) {
+      d->reviewers_.emplace_back([raw] { raw->ReviewLoop(); });
+    }
+  }
   d->sweeper_ = std::thread([raw] {
     std::unique_lock lock(raw->mu_);
     while (!raw->shut_down_) {
@@ -393,7 +508,11 @@ void Distributor::Shutdown() {
     }
   }
   sweep_wake_.notify_all();
+  review_wake_.notify_all();
   if (sweeper_.joinable()) sweeper_.join();
+  // A worker in the middle of a review finishes it (one API round trip at most); its stream is
+  // finished already, so the verdict is dropped.
+  for (std::thread& t : reviewers_) t.join();
   if (server_) {
     server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
     server_->Wait();
@@ -403,13 +522,110 @@ void Distributor::Shutdown() {
   streams_done_.wait_for(lock, std::chrono::seconds(5), [this] { return live_.empty(); });
 }
 
+// Token bucket: refills at `rate` per second up to `burst`; takes one token when there is one.
+bool Distributor::TakeToken(Bucket& b, double rate, double burst,
+                            std::chrono::steady_clock::time_point now) {
+  if (b.at == std::chrono::steady_clock::time_point{}) {
+    b.tokens = burst;
+  } else if (now > b.at) {
+    b.tokens = std::min(burst, b.tokens + rate * std::chrono::duration<double>(now - b.at).count());
+  }
+  b.at = now;
+  if (b.tokens < 1.0) return false;
+  b.tokens -= 1.0;
+  return true;
+}
+
+std::optional<grpc::Status> Distributor::EnqueueReviewLocked(AgentStream* s,
+                                                             const std::string& token,
+                                                             const std::string& node) {
+  if (shut_down_) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "controller shutting down");
+  if (RefusedTokensExhaustedLocked(s->peer())) {
+    spdlog::warn(
+        "distributor: hello for node {} from {} refused unreviewed: too many refused tokens "
+        "from that address",
+        node, s->peer());
+    return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                        "too many refused agent tokens from this address; retry later");
+  }
+  if (reviews_.size() >= options_.review_queue) {
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                        "too many agent tokens awaiting review; retry with backoff");
+  }
+  const uint64_t ticket = ++review_tickets_;
+  awaiting_review_[s] = ticket;
+  reviews_.push_back(Review{s, ticket, token, node});
+  review_wake_.notify_one();
+  return std::nullopt;
+}
+
+// A review worker: judges queued tokens outside the lock and hands each verdict to its stream,
+// which may have ended meanwhile (then the verdict is dropped) or end while it is being handed
+// over (then OnDone leaves the delete to this worker).
+void Distributor::ReviewLoop() {
+  std::unique_lock lock(mu_);
+  for (;;) {
+    review_wake_.wait(lock, [this] { return shut_down_ || !reviews_.empty(); });
+    if (shut_down_) return;
+    Review r = std::move(reviews_.front());
+    reviews_.pop_front();
+    lock.unlock();
+    const Status verdict = options_.authenticator->Authenticate(r.token, r.node);
+    lock.lock();
+    auto it = awaiting_review_.find(r.stream);
+    if (it == awaiting_review_.end() || it->second != r.ticket) continue;  // stream gone
+    awaiting_review_.erase(it);
+    r.stream->BeginDeliveryLocked();
+    lock.unlock();
+    r.stream->Continue(verdict);
+    lock.lock();
+    if (r.stream->EndDeliveryLocked()) {
+      lock.unlock();
+      delete r.stream;
+      lock.lock();
+    }
+  }
+}
+
+bool Distributor::RefusedTokensExhaustedLocked(const std::string& peer) {
+  if (options_.refused_token_burst == 0) return false;
+  auto it = refused_tokens_.find(PeerAddress(peer));
+  if (it == refused_tokens_.end()) return false;
+  Bucket probe = it->second;  // look, do not take
+  return !TakeToken(probe, options_.refused_tokens_per_minute / 60.0,
+                    static_cast<double>(options_.refused_token_burst),
+                    options_.clock->MonotonicNow());
+}
+
+void Distributor::ChargeRefusedTokenLocked(const std::string& peer) {
+  if (options_.refused_token_burst == 0) return;
+  const auto now = options_.clock->MonotonicNow();
+  const double rate = options_.refused_tokens_per_minute / 60.0;
+  const double burst = static_cast<double>(options_.refused_token_burst);
+  if (refused_tokens_.size() >= kMaxRefusedTokenPeers) {
+    std::erase_if(refused_tokens_, [&](const auto& kv) {  // buckets full again: forgotten
+      Bucket probe = kv.second;
+      return TakeToken(probe, rate, burst, now) && probe.tokens + 1.0 >= burst;
+    });
+    if (refused_tokens_.size() >= kMaxRefusedTokenPeers) {
+      refused_tokens_.erase(refused_tokens_.begin());
+    }
+  }
+  TakeToken(refused_tokens_[PeerAddress(peer)], rate, burst, now);
+}
+
 std::string Distributor::NextNonceLocked() {
   return nonce_prefix_ + "-" + std::to_string(++nonce_seq_);
 }
 
 Status Distributor::SetDesired(feedguard::v1::NodeFence fence) {
-  if (fence.node_name().empty()) return InvalidArgument("NodeFence without node_name");
-  auto ptr = std::make_shared<const feedguard::v1::NodeFence>(std::move(fence));
+  return SetDesired(std::make_shared<const feedguard::v1::NodeFence>(std::move(fence)));
+}
+
+Status Distributor::SetDesired(NodeFencePtr ptr) {
+  if (ptr == nullptr || ptr->node_name().empty()) {
+    return InvalidArgument("NodeFence without node_name");
+  }
   std::lock_guard lock(mu_);
   auto [it, inserted] = nodes_.try_emplace(ptr->node_name());
   Node& n = it->second;

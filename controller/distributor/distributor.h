@@ -12,13 +12,21 @@
 // Bounded (a controller that every agent dials must not be exhausted by one of them): received
 // messages are capped at `max_receive_message_bytes`; a stream that has not said hello within
 // `hello_timeout` is ended (DEADLINE_EXCEEDED); at most `max_streams` streams are open at once
-// (more: RESOURCE_EXHAUSTED); a hello's node name must be a DNS subdomain of at most 253
+// (more: RESOURCE_EXHAUSTED), at most `max_pending_hellos` of them before their hello, and
+// optionally `new_streams_per_second`; grpc's own memory is capped by `memory_quota_bytes`; a
+// hello's node name must be a DNS subdomain of at most 253
 // characters (INVALID_ARGUMENT) and, through `admit_node`, have a Node object. A hello for a
 // node without one is refused with FAILED_PRECONDITION, not PERMISSION_DENIED: it is a state
 // that usually passes (an agent that starts before its kubelet registered the Node retries with
 // backoff), whereas PERMISSION_DENIED means the caller's identity does not allow it. Per-node
 // state goes when the Node is deleted (Forget) and, for a node whose agent stayed away longer
 // than `forget_after`, the stored hello and report go (the whole entry when no fence is held).
+//
+// Tokens: a hello's token verdict is taken on the grpc thread only when the authenticator knows
+// it without a round trip (Cached: a cached review); otherwise the hello waits, without holding
+// any thread, for one of `review_workers` threads that run the TokenReview (bounded queue; full:
+// UNAVAILABLE). Refused tokens are limited per peer address (refused_token_burst), so an
+// impostor's retries do not turn into a TokenReview each. bench/flood/README.md has the numbers.
 //
 // Built on grpc's callback API: no thread per stream (grpc's own executor runs the reactions),
 // so one process can hold thousands of agents. mTLS with the client certificate required and
@@ -29,6 +37,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -48,7 +57,8 @@
 
 namespace grpc {
 class Server;
-}
+class Status;
+}  // namespace grpc
 
 namespace feedguard::controller {
 
@@ -70,7 +80,8 @@ struct DistributorOptions {
   // Node-bound identity (controller/auth): every hello must come with call metadata
   // `authorization: Bearer <token>` that this judges for the hello's node; a refusal ends the
   // stream with PERMISSION_DENIED (UNAVAILABLE when the token cannot be judged now). Checked
-  // once per stream, after the certificate check, outside the Distributor's lock. Unset: none.
+  // once per stream, outside the Distributor's lock: on the grpc thread when Cached() knows the
+  // verdict, else on a review worker (review_workers). Unset: none.
   AgentAuthenticatorPtr authenticator;
   ServerTlsFiles tls;
   // How often grpc re-reads the TLS files (grpc's minimum is 1 s). Replace the key and the
@@ -91,6 +102,40 @@ struct DistributorOptions {
   // Streams one connection may open at once (an agent needs one); 0: grpc's default (no
   // limit of its own; max_streams still bounds the total).
   int max_streams_per_connection = 0;
+  // Largest TLS frame grpc's frame protector uses per connection (GRPC_ARG_TSI_MAX_FRAME_SIZE;
+  // each connection holds a buffer of this size; grpc's default 16 KiB). 4 KiB saves ~8 KB of
+  // RSS per agent (docs/controller-limits.md); fences still go out whole, in more frames.
+  // 0: grpc's default.
+  int tls_max_frame_bytes = 4096;
+  // Cap on the memory grpc may use for its connections and calls (grpc::ResourceQuota); past it
+  // grpc refuses new connections and shrinks buffers. It counts ~9 KB of a plaintext and ~60 KB
+  // of an mTLS connection (not OpenSSL's own buffers): size it for every agent with room to
+  // spare. 0: no quota (grpc's default).
+  size_t memory_quota_bytes = 0;
+  // A connection that has not finished its TLS and HTTP/2 setup within this is closed (grpc's
+  // default: 120 s; each one holds ~80 KB of handshake state meanwhile).
+  std::chrono::milliseconds handshake_timeout{20'000};
+  // Connection setup (a reconnect storm of every agent must converge, a flood of streams that
+  // never say hello must stay small): streams open but not yet past their hello (no hello yet,
+  // or its token under review) at most this many at once; more: RESOURCE_EXHAUSTED before
+  // anything is read, the agent retries with backoff. Each costs ~40 KiB (grpc's call and
+  // connection state) until hello_timeout ends it. 0: no bound.
+  size_t max_pending_hellos = 1024;
+  // New streams accepted per second (token bucket, burst of one second's worth); more:
+  // RESOURCE_EXHAUSTED before anything is read. 0: no limit.
+  double new_streams_per_second = 0;
+  // Token reviews (authenticator) run on this many threads of the Distributor's own, never on a
+  // grpc thread; verdicts known without a round trip (cached) are taken on the spot. At most
+  // `review_queue` hellos wait for a worker; more: UNAVAILABLE (the agent retries).
+  size_t review_workers = 4;
+  size_t review_queue = 1024;
+  // Refused tokens (PERMISSION_DENIED) per peer address (IP, port ignored): a bucket of
+  // `refused_token_burst` that refills at `refused_tokens_per_minute`; while it is empty, hellos
+  // from that address are refused with RESOURCE_EXHAUSTED before their token is reviewed, so an
+  // impostor cannot make the controller send the API server a TokenReview per attempt.
+  // 0 burst: no limit. Agents behind one source NAT share a bucket.
+  size_t refused_token_burst = 20;
+  double refused_tokens_per_minute = 12;
   // An agent disconnected this long loses its stored hello and report (and its whole entry when
   // the node holds no fence).
   std::chrono::milliseconds forget_after{600'000};
@@ -107,14 +152,15 @@ struct DistributorOptions {
 struct AgentState {
   std::string node;
   bool connected = false;
-  bool stale = false;                              // not connected for longer than stale_after
-  std::optional<feedguard::v1::AgentHello> hello;  // the last accepted hello
-  std::string peer;                                // address of the current or last stream
+  bool stale = false;  // not connected for longer than stale_after
+  // The last accepted hello and report, shared with the Distributor (never copied per read).
+  std::shared_ptr<const feedguard::v1::AgentHello> hello;
+  std::string peer;  // address of the current or last stream
   uint64_t desired_version = 0;
   uint64_t acked_version = 0;
   uint64_t in_flight_version = 0;  // 0: nothing awaiting an answer
   std::optional<NackRecord> last_nack;
-  std::optional<feedguard::v1::NodeReport> last_report;
+  std::shared_ptr<const feedguard::v1::NodeReport> last_report;
   std::chrono::steady_clock::time_point last_seen;  // last message, connect or disconnect
   uint64_t streams = 0;                             // streams accepted for this node so far
   uint64_t sends = 0;                               // updates written to this node so far
@@ -133,6 +179,8 @@ class Distributor {
   // Replaces the desired fence of fence.node_name() and sends it if the node's stream is idle.
   // Versions must strictly increase per node.
   Status SetDesired(feedguard::v1::NodeFence fence);
+  // The same, sharing the caller's immutable fence (the reconciler's copy is the only one).
+  Status SetDesired(NodeFencePtr fence);
   // Ends the node's current stream (the agent reconnects); NotFound if it has none.
   Status Disconnect(const std::string& node);
   // Drops everything known about the node (e.g. the Node object was deleted) and ends its stream.
@@ -159,14 +207,33 @@ class Distributor {
   struct Node {
     FenceSlot slot;
     AgentStream* stream = nullptr;  // current stream; it unregisters itself in OnDone
-    std::optional<feedguard::v1::AgentHello> hello;
-    std::optional<feedguard::v1::NodeReport> last_report;
+    std::shared_ptr<const feedguard::v1::AgentHello> hello;
+    std::shared_ptr<const feedguard::v1::NodeReport> last_report;
     std::string peer;
     std::chrono::steady_clock::time_point last_seen;
     uint64_t streams = 0;
   };
 
+  struct Bucket {  // token bucket: `tokens` as of `at`
+    double tokens = 0;
+    std::chrono::steady_clock::time_point at;
+  };
+  struct Review {  // a hello's token waiting for a review worker
+    AgentStream* stream;
+    uint64_t ticket;
+    std::string token;
+    std::string node;
+  };
+
   explicit Distributor(DistributorOptions options);
+  void ReviewLoop();
+  // requires mu_. Queues the stream's token for a worker; the refusal when it cannot.
+  std::optional<grpc::Status> EnqueueReviewLocked(AgentStream* s, const std::string& token,
+                                                  const std::string& node);
+  static bool TakeToken(Bucket& b, double rate, double burst,
+                        std::chrono::steady_clock::time_point now);
+  void ChargeRefusedTokenLocked(const std::string& peer);                   // requires mu_
+  bool RefusedTokensExhaustedLocked(const std::string& peer);               // requires mu_
   void SweepLocked();                                                       // requires mu_
   std::string NextNonceLocked();                                            // requires mu_
   AgentState SnapshotLocked(const std::string& name, const Node& n) const;  // requires mu_
@@ -185,6 +252,17 @@ class Distributor {
   std::condition_variable streams_done_;            // signalled when live_ becomes empty
   std::condition_variable sweep_wake_;              // signalled on shutdown
   std::thread sweeper_;
+  // Connection setup (all guarded by mu_).
+  size_t pending_hellos_ = 0;  // open streams not yet accepted nor finished
+  Bucket new_streams_;         // of new_streams_per_second
+  std::map<std::string, Bucket, std::less<>> refused_tokens_;  // per peer address
+  // Token reviews (guarded by mu_): the queue, and each stream awaiting a verdict with the
+  // ticket of its review (a verdict is delivered only to the stream and ticket it was for).
+  std::deque<Review> reviews_;
+  std::map<AgentStream*, uint64_t> awaiting_review_;
+  uint64_t review_tickets_ = 0;
+  std::condition_variable review_wake_;
+  std::vector<std::thread> reviewers_;
 };
 
 }  // namespace feedguard::controller

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <map>
 #include <mutex>
 #include <set>
@@ -127,7 +128,7 @@ TEST_F(DistributorBoundsTest, OversizeMessageEndsTheStreamAndIsNotKept) {
   EXPECT_EQ(st.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << st.error_message();
   auto a = d->GetAgent("gpu-1");
   ASSERT_TRUE(a.has_value());
-  EXPECT_FALSE(a->last_report.has_value());
+  EXPECT_TRUE(a->last_report == nullptr);
 }
 
 TEST_F(DistributorBoundsTest, StreamWithoutHelloIsEndedAtTheDeadline) {
@@ -169,6 +170,68 @@ TEST_F(DistributorBoundsTest, StreamsAreCapped) {
   auto extra = Stub(d->port());
   EXPECT_EQ(Exchange(*extra, {Hello("gpu-0")}).error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
   for (auto& c : ctxs) c->TryCancel();
+}
+
+TEST_F(DistributorBoundsTest, HellosInProgressAreBounded) {
+  AddNode("gpu-1");
+  auto o = Options();
+  o.max_pending_hellos = 2;
+  auto d = Start(o);
+  ASSERT_TRUE(d);
+  ASSERT_TRUE(d->SetDesired(Fence("gpu-1", 1)).ok());
+  // Two streams that never say hello hold both places.
+  std::vector<std::unique_ptr<v1::FenceDistribution::Stub>> stubs;
+  std::vector<std::unique_ptr<grpc::ClientContext>> ctxs;
+  std::vector<std::unique_ptr<grpc::ClientReaderWriter<v1::AgentMessage, v1::ControllerMessage>>>
+      silent;
+  for (int i = 0; i < 2; ++i) {
+    stubs.push_back(Stub(d->port()));
+    ctxs.push_back(std::make_unique<grpc::ClientContext>());
+    silent.push_back(stubs.back()->Stream(ctxs.back().get()));
+  }
+  std::this_thread::sleep_for(300ms);  // both reach the server
+  auto agent = Stub(d->port());
+  grpc::Status st = Exchange(*agent, {Hello("gpu-1")});
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << st.error_message();
+  // Once they are gone, the agent (retrying) gets its fence.
+  for (auto& c : ctxs) c->TryCancel();
+  bool served = false;
+  for (int i = 0; i < 50 && !served; ++i) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + 5s);
+    auto rw = agent->Stream(&ctx);
+    rw->Write(Hello("gpu-1"));
+    v1::ControllerMessage in;
+    served = rw->Read(&in) && in.update().fence().version() == 1u;
+    ctx.TryCancel();
+    rw->Finish();
+    if (!served) std::this_thread::sleep_for(50ms);
+  }
+  EXPECT_TRUE(served);
+}
+
+TEST_F(DistributorBoundsTest, NewStreamsAreRateLimited) {
+  AddNode("gpu-1");
+  auto o = Options();
+  o.new_streams_per_second = 2;  // burst: 2
+  auto d = Start(o);
+  ASSERT_TRUE(d);
+  auto stub = Stub(d->port());
+  int refused = 0, accepted = 0;
+  for (int i = 0; i < 6; ++i) {
+    grpc::Status st = Exchange(*stub, {Hello("gpu-1")});
+    if (st.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) {
+      ++refused;
+    } else {
+      ++accepted;
+    }
+  }
+  // Six in well under a second: the burst (2, plus what refilled meanwhile) gets through.
+  EXPECT_GE(accepted, 2);
+  EXPECT_LE(accepted, 4);
+  EXPECT_GE(refused, 2);
+  std::this_thread::sleep_for(1100ms);  // refilled
+  EXPECT_EQ(Exchange(*stub, {Hello("gpu-1")}).error_code(), grpc::StatusCode::OK);
 }
 
 TEST_F(DistributorBoundsTest, ForgetEndsTheStreamAndDropsTheNode) {
@@ -242,15 +305,15 @@ TEST_F(DistributorBoundsTest, LongGoneAgentsShedTheirState) {
   clock->Advance(9min);
   d->Sweep();
   EXPECT_EQ(d->NodeCount(), 2u);  // within the grace period: kept
-  ASSERT_TRUE(d->GetAgent("gpu-1")->last_report.has_value());
+  ASSERT_TRUE(d->GetAgent("gpu-1")->last_report != nullptr);
   clock->Advance(2min);
   d->Sweep();
   EXPECT_FALSE(d->GetAgent("gpu-1").has_value());  // no fence held: gone entirely
   auto g2 = d->GetAgent("gpu-2");
   ASSERT_TRUE(g2.has_value());  // the fence stays for when the agent comes back
   EXPECT_EQ(g2->desired_version, 5u);
-  EXPECT_FALSE(g2->hello.has_value());
-  EXPECT_FALSE(g2->last_report.has_value());
+  EXPECT_TRUE(g2->hello == nullptr);
+  EXPECT_TRUE(g2->last_report == nullptr);
 }
 
 TEST_F(DistributorBoundsTest, NackErrorIsMadeSafe) {
@@ -321,7 +384,7 @@ class DistributorIdentityTest : public DistributorBoundsTest {
   std::pair<std::optional<v1::NodeFence>, grpc::Status> Dial(v1::FenceDistribution::Stub& stub,
                                                              const std::string& header,
                                                              const std::string& node,
-                                                             bool then_ack = false) {
+                                                             const Distributor* ack_to = nullptr) {
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + 10s);
     if (!header.empty()) ctx.AddMetadata("authorization", header);
@@ -331,11 +394,17 @@ class DistributorIdentityTest : public DistributorBoundsTest {
     v1::ControllerMessage in;
     if (rw->Read(&in)) {
       got = in.update().fence();
-      if (then_ack) {
+      if (ack_to != nullptr) {
         v1::AgentMessage ack;
         ack.mutable_ack()->set_version(in.update().fence().version());
         ack.mutable_ack()->set_nonce(in.update().nonce());
         rw->Write(ack);
+        // Cancelling at once could overtake the ACK: wait until the Distributor has it.
+        for (int i = 0; i < 200; ++i) {
+          auto a = ack_to->GetAgent(node);
+          if (a && a->acked_version == in.update().fence().version()) break;
+          std::this_thread::sleep_for(10ms);
+        }
       }
       rw->WritesDone();
       ctx.TryCancel();
@@ -370,7 +439,7 @@ TEST_F(DistributorIdentityTest, OnlyATokenBoundToTheHelloNodeGetsItsFence) {
   EXPECT_FALSE(d->GetAgent("gpu-1")->connected);
   EXPECT_EQ(d->GetAgent("gpu-1")->streams, 0u);
   // The real agent.
-  auto [fence, st] = Dial(*stub, "Bearer tok-1", "gpu-1", /*then_ack=*/true);
+  auto [fence, st] = Dial(*stub, "Bearer tok-1", "gpu-1", /*ack_to=*/d.get());
   ASSERT_TRUE(fence.has_value()) << st.error_message();
   EXPECT_EQ(fence->version(), 7u);
   for (int i = 0; i < 100 && d->GetAgent("gpu-1")->acked_version != 7; ++i) {
@@ -401,6 +470,163 @@ TEST_F(DistributorIdentityTest, UnjudgeableTokenIsUnavailableAndNodeChecksStillA
             grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_EQ(auth->calls(), calls);
   EXPECT_EQ(d->NodeCount(), 0u);
+}
+
+// Reviews of the token "slow" wait until Release(); "fast" is bound to gpu-2 and known without
+// a review (a cached verdict); anything else is refused after a review.
+class GatedAuthenticator final : public AgentAuthenticator {
+ public:
+  Status Authenticate(std::string_view token, const std::string& node) override {
+    std::unique_lock l(mu_);
+    ++reviews_;
+    cv_.notify_all();
+    if (token == "slow") {
+      cv_.wait(l, [this] { return released_; });
+      return node == "gpu-1" ? OkStatus() : PermissionDenied("bound to gpu-1");
+    }
+    return PermissionDenied("token not authenticated");
+  }
+  std::optional<Status> Cached(std::string_view token, const std::string& node) override {
+    if (token == "fast") return node == "gpu-2" ? OkStatus() : PermissionDenied("bound to gpu-2");
+    return std::nullopt;
+  }
+  void Release() {
+    std::lock_guard l(mu_);
+    released_ = true;
+    cv_.notify_all();
+  }
+  bool WaitReviews(int n) {
+    std::unique_lock l(mu_);
+    return cv_.wait_for(l, 5s, [&] { return reviews_ >= n; });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int reviews_ = 0;        // guarded by mu_
+  bool released_ = false;  // guarded by mu_
+};
+
+TEST_F(DistributorIdentityTest, SlowTokenReviewDoesNotDelayAnotherStreamsHello) {
+  AddNode("gpu-1");
+  AddNode("gpu-2");
+  auto auth = std::make_shared<GatedAuthenticator>();
+  auto o = Options();
+  o.authenticator = auth;
+  o.review_workers = 2;
+  o.review_queue = 100;
+  auto d = Start(o);
+  ASSERT_TRUE(d);
+  ASSERT_TRUE(d->SetDesired(Fence("gpu-1", 1)).ok());
+  ASSERT_TRUE(d->SetDesired(Fence("gpu-2", 2)).ok());
+  // Many hellos whose token review hangs (more than grpc's callback threads would survive if
+  // each held one), each on its own channel.
+  constexpr int kSlow = 40;
+  std::vector<std::unique_ptr<v1::FenceDistribution::Stub>> stubs;
+  std::vector<std::unique_ptr<grpc::ClientContext>> ctxs;
+  std::vector<std::unique_ptr<grpc::ClientReaderWriter<v1::AgentMessage, v1::ControllerMessage>>>
+      slow;
+  for (int i = 0; i < kSlow; ++i) {
+    stubs.push_back(Stub(d->port()));
+    ctxs.push_back(std::make_unique<grpc::ClientContext>());
+    ctxs.back()->AddMetadata("authorization", "Bearer slow");
+    slow.push_back(stubs.back()->Stream(ctxs.back().get()));
+    ASSERT_TRUE(slow.back()->Write(Hello("gpu-1")));
+  }
+  ASSERT_TRUE(auth->WaitReviews(2));  // both workers are stuck
+  // Another agent, whose verdict is known, gets its fence at once.
+  const auto t0 = std::chrono::steady_clock::now();
+  auto stub = Stub(d->port());
+  auto [fence, st] = Dial(*stub, "Bearer fast", "gpu-2");
+  ASSERT_TRUE(fence.has_value()) << st.error_message();
+  EXPECT_EQ(fence->version(), 2u);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 2s);
+  EXPECT_FALSE(d->GetAgent("gpu-1")->connected);
+  // Released: the slow hellos are judged; the last one for gpu-1 holds the node's stream.
+  auth->Release();
+  v1::ControllerMessage in;
+  int fenced = 0;
+  for (auto& rw : slow) fenced += rw->Read(&in) ? 1 : 0;
+  EXPECT_GE(fenced, 1);
+  for (auto& c : ctxs) c->TryCancel();
+  for (auto& rw : slow) {
+    while (rw->Read(&in)) {
+    }
+    rw->Finish();
+  }
+}
+
+TEST_F(DistributorIdentityTest, FullReviewQueueIsUnavailable) {
+  AddNode("gpu-1");
+  auto auth = std::make_shared<GatedAuthenticator>();
+  auto o = Options();
+  o.authenticator = auth;
+  o.review_workers = 1;
+  o.review_queue = 2;
+  auto d = Start(o);
+  ASSERT_TRUE(d);
+  std::vector<std::unique_ptr<v1::FenceDistribution::Stub>> stubs;
+  std::vector<std::unique_ptr<grpc::ClientContext>> ctxs;
+  std::vector<std::unique_ptr<grpc::ClientReaderWriter<v1::AgentMessage, v1::ControllerMessage>>>
+      slow;
+  for (int i = 0; i < 3; ++i) {  // one under review, two queued
+    stubs.push_back(Stub(d->port()));
+    ctxs.push_back(std::make_unique<grpc::ClientContext>());
+    ctxs.back()->AddMetadata("authorization", "Bearer slow");
+    slow.push_back(stubs.back()->Stream(ctxs.back().get()));
+    ASSERT_TRUE(slow.back()->Write(Hello("gpu-1")));
+    if (i == 0) {
+      ASSERT_TRUE(auth->WaitReviews(1));
+    }
+  }
+  std::this_thread::sleep_for(300ms);  // the two queued hellos have arrived
+  auto stub = Stub(d->port());
+  auto [fence, st] = Dial(*stub, "Bearer other", "gpu-1");
+  EXPECT_FALSE(fence.has_value());
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::UNAVAILABLE) << st.error_message();
+  auth->Release();
+  for (auto& c : ctxs) c->TryCancel();
+  v1::ControllerMessage in;
+  for (auto& rw : slow) {
+    while (rw->Read(&in)) {
+    }
+    rw->Finish();
+  }
+}
+
+TEST_F(DistributorIdentityTest, RefusedTokensFromOneAddressAreRateLimited) {
+  AddNode("gpu-1");
+  auto auth =
+      std::make_shared<FakeAuthenticator>(std::map<std::string, std::string>{{"tok-1", "gpu-1"}});
+  auto o = Options();
+  o.authenticator = auth;
+  o.refused_token_burst = 3;
+  o.refused_tokens_per_minute = 0.01;  // no refill within the test
+  auto d = Start(o);
+  ASSERT_TRUE(d);
+  ASSERT_TRUE(d->SetDesired(Fence("gpu-1", 1)).ok());
+  auto stub = Stub(d->port());
+  // Within the burst every forged token is reviewed and refused.
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(Dial(*stub, "Bearer forged-" + std::to_string(i), "gpu-1").second.error_code(),
+              grpc::StatusCode::PERMISSION_DENIED);
+  }
+  EXPECT_EQ(auth->calls(), 3);
+  // Then this address gets no more reviews: refused before the API server is asked.
+  for (int i = 0; i < 20; ++i) {
+    auto [fence, st] = Dial(*stub, "Bearer forged-x" + std::to_string(i), "gpu-1");
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << st.error_message();
+  }
+  EXPECT_EQ(auth->calls(), 3);
+  // Limit off: every refused token is reviewed again.
+  auto o2 = Options();
+  o2.authenticator = auth;
+  o2.refused_token_burst = 0;
+  auto d2 = Start(o2);
+  ASSERT_TRUE(d2);
+  auto stub2 = Stub(d2->port());
+  for (int i = 0; i < 5; ++i) Dial(*stub2, "Bearer forged", "gpu-1");
+  EXPECT_EQ(auth->calls(), 8);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "controller/kube/reflector.h"
 
 #include <algorithm>
+#include <future>
 #include <random>
 #include <unordered_map>
 
@@ -80,61 +81,76 @@ ObjectPtr Reflector::Prepare(Json raw) const {
 }
 
 Status Reflector::ListAndReplace(const std::string& resource_version, std::stop_token stop) {
+  // Page by page, never the whole list at once: each listed object is compared with what the
+  // handlers have seen (its resourceVersion in the store) and delivered at once when new or
+  // changed; objects the list did not contain are deleted once it is complete. Memory stays at
+  // one page beside the store (a relist of 150,000 pods does not hold a second copy), and a list
+  // cut short leaves every delivered object correct (each is a state the server really had).
+  const uint64_t epoch = ++list_epoch_;
   ListOptions opts;
   opts.label_selector = options_.label_selector;
   opts.field_selector = options_.field_selector;
   opts.limit = options_.page_size;
   opts.resource_version = resource_version;
-  std::vector<ObjectPtr> fresh;
   std::string list_rv;
-  for (bool first = true;; first = false) {
+  int restarts = 0;
+  bool first = true;
+  // The next page is fetched (HTTP and JSON parsing, on a thread of its own) while this one is
+  // delivered: the API server's work and ours overlap instead of taking turns.
+  auto fetch = [this](ListOptions o) { return client_->ListOnePage(options_.gvr, options_.ns, o); };
+  Result<ListPage> page = fetch(opts);
+  while (true) {
     if (stop.stop_requested()) return Aborted("stopped");
-    FG_ASSIGN_OR_RETURN(ListPage page, client_->ListOnePage(options_.gvr, options_.ns, opts));
-    if (first) list_rv = page.resource_version;
-    for (auto& item : page.items) fresh.push_back(Prepare(std::move(item)));
-    if (page.continue_token.empty()) break;
-    opts.continue_token = page.continue_token;
-    opts.resource_version.clear();
-  }
-
-  // The difference against what handlers have seen: adds, updates (resourceVersion changed),
-  // and synthetic deletes for objects that vanished while we were not watching.
-  std::unordered_map<std::string, ObjectPtr> old;
-  for (auto& o : store_->List()) old.emplace(ObjectKey(*o), std::move(o));
-  std::vector<std::pair<ObjectPtr, ObjectPtr>> changes;  // (old or null, new)
-  for (const auto& o : fresh) {
-    auto it = old.find(ObjectKey(*o));
-    if (it == old.end()) {
-      changes.emplace_back(nullptr, o);
-    } else {
-      if (ResourceVersionOf(*it->second) != ResourceVersionOf(*o)) {
-        changes.emplace_back(it->second, o);
-      }
-      old.erase(it);
+    if (!page.ok() && IsExpired(page.status()) && !first && restarts < kMaxListRestarts) {
+      // The continue token outlived the server's compaction (every 5 min by default): a long
+      // paged list can meet one. Start a fresh list at once (client-go's pager falls back to one
+      // unpaginated list, which would hold every object in memory at once); what this list
+      // already delivered is not delivered again, the new one only marks it seen.
+      ++restarts;
+      spdlog::info("reflector {}: continue token expired, listing again (restart {})",
+                   options_.gvr.resource, restarts);
+      opts.continue_token.clear();
+      opts.resource_version.clear();
+      first = true;
+      page = fetch(opts);
+      continue;
     }
+    if (!page.ok()) return page.status();
+    if (first) list_rv = page->resource_version;
+    first = false;
+    std::future<Result<ListPage>> next;
+    if (!page->continue_token.empty()) {
+      opts.continue_token = page->continue_token;
+      opts.resource_version.clear();
+      next = std::async(std::launch::async, fetch, opts);
+    }
+    for (auto& item : page->items) {
+      const std::string key = ObjectKey(item);
+      if (store_->MarkIfSame(key, ResourceVersionOf(item), epoch)) continue;
+      ObjectPtr obj = Prepare(std::move(item));
+      Store::Previous prev = store_->Put(obj, epoch);
+      if (!prev.existed) {
+        if (handlers_.on_add) Deliver(*obj, [&] { handlers_.on_add(obj); });
+      } else if (handlers_.on_update) {
+        Deliver(*obj, [&] { handlers_.on_update(prev.object, obj); });
+      }
+    }
+    if (!next.valid()) break;
+    page = next.get();
   }
-  store_->Replace(std::move(fresh));
+  // Objects that vanished while we were not watching: synthetic deletes with the last known
+  // object (a stub naming it when the store keeps versions only).
+  for (auto& [key, last] : store_->SweepOlderThan(epoch)) {
+    ObjectPtr gone = last ? std::move(last) : Stub(key);
+    if (handlers_.on_delete) Deliver(*gone, [&] { handlers_.on_delete(gone); });
+  }
   bool first_sync;
   {
     std::lock_guard<std::mutex> lock(mu_);
     last_rv_ = list_rv;
     first_sync = !synced_;
     stats_.lists++;
-  }
-  // Plain references, not structured bindings: clang before 16 (the fuzz preset) cannot capture
-  // a structured binding in a lambda.
-  for (const auto& change : changes) {
-    const ObjectPtr& before = change.first;
-    const ObjectPtr& after = change.second;
-    if (before == nullptr) {
-      if (handlers_.on_add) Deliver(*after, [&] { handlers_.on_add(after); });
-    } else if (handlers_.on_update) {
-      Deliver(*after, [&] { handlers_.on_update(before, after); });
-    }
-  }
-  for (const auto& entry : old) {
-    const ObjectPtr& gone = entry.second;
-    if (handlers_.on_delete) Deliver(*gone, [&] { handlers_.on_delete(gone); });
+    stats_.list_restarts += restarts;
   }
   if (first_sync) {
     // Synced means "the handlers have seen the whole initial list", not "the list arrived":
@@ -146,6 +162,17 @@ Status Reflector::ListAndReplace(const std::string& resource_version, std::stop_
     if (handlers_.on_synced) handlers_.on_synced();
   }
   return OkStatus();
+}
+
+ObjectPtr Reflector::Stub(const std::string& key) {
+  Json meta = Json::object();
+  if (auto slash = key.find('/'); slash != std::string::npos) {
+    meta["namespace"] = key.substr(0, slash);
+    meta["name"] = key.substr(slash + 1);
+  } else {
+    meta["name"] = key;
+  }
+  return std::make_shared<const Json>(Json{{"metadata", std::move(meta)}});
 }
 
 Status Reflector::HandleEvent(Json& event, int* events) {
@@ -184,26 +211,23 @@ Status Reflector::HandleEvent(Json& event, int* events) {
   ObjectPtr obj = Prepare(std::move(object));
   bool duplicate = false;
   if (type == "DELETED") {
-    ObjectPtr old = store_->Remove(key);
+    const bool existed = store_->Erase(key).existed;
     SetLastResourceVersion(rv);
-    if (old == nullptr) {
+    if (!existed) {
       duplicate = true;
     } else if (handlers_.on_delete) {
       Deliver(*obj, [&] { handlers_.on_delete(obj); });
     }
+  } else if (store_->MarkIfSame(key, rv, list_epoch_)) {
+    duplicate = true;
+    SetLastResourceVersion(rv);
   } else {
-    ObjectPtr existing = store_->Get(key);
-    if (existing != nullptr && ResourceVersionOf(*existing) == rv) {
-      duplicate = true;
-      SetLastResourceVersion(rv);
-    } else {
-      ObjectPtr old = store_->Upsert(obj);
-      SetLastResourceVersion(rv);
-      if (old == nullptr) {
-        if (handlers_.on_add) Deliver(*obj, [&] { handlers_.on_add(obj); });
-      } else if (handlers_.on_update) {
-        Deliver(*obj, [&] { handlers_.on_update(old, obj); });
-      }
+    Store::Previous prev = store_->Put(obj, list_epoch_);
+    SetLastResourceVersion(rv);
+    if (!prev.existed) {
+      if (handlers_.on_add) Deliver(*obj, [&] { handlers_.on_add(obj); });
+    } else if (handlers_.on_update) {
+      Deliver(*obj, [&] { handlers_.on_update(prev.object, obj); });
     }
   }
   std::lock_guard<std::mutex> lock(mu_);
@@ -268,7 +292,8 @@ void Reflector::Run(std::stop_token stop) {
       if (!s.ok()) {
         if (stop.stop_requested()) break;
         spdlog::warn("reflector {}: list failed: {}", options_.gvr.resource, s.ToString());
-        if (!sleeper_->Sleep(backoff.Next(), stop)) break;
+        const bool busy = s.code() == StatusCode::kResourceExhausted;
+        if (!sleeper_->Sleep(busy ? options_.retry_after_busy : backoff.Next(), stop)) break;
         continue;
       }
       need_list = false;
@@ -305,7 +330,8 @@ void Reflector::Run(std::stop_token stop) {
     if (events > 0) backoff.Reset();
     spdlog::warn("reflector {}: watch ended: {}; re-watching from {}", options_.gvr.resource,
                  s.ToString(), LastResourceVersion());
-    if (!sleeper_->Sleep(backoff.Next(), stop)) break;
+    const bool busy = s.code() == StatusCode::kResourceExhausted;
+    if (!sleeper_->Sleep(busy ? options_.retry_after_busy : backoff.Next(), stop)) break;
   }
 }
 

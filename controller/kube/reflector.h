@@ -15,7 +15,9 @@
 
 namespace feedguard::kube {
 
-// Called on the reflector's thread, after the store has been updated.
+// Called on the reflector's thread, after the store has been updated. `old_obj` is null when the
+// store keeps versions only. During a relist, adds and updates arrive page by page and deletes
+// once the list is complete.
 struct ResourceEventHandlers {
   std::function<void(const ObjectPtr& obj)> on_add;
   std::function<void(const ObjectPtr& old_obj, const ObjectPtr& new_obj)> on_update;
@@ -38,6 +40,10 @@ struct ReflectorOptions {
   // 800 ms ×2 up to 30 s, each delay in [d, 2d) (client-go's re-watch backoff).
   BackoffPolicy backoff{std::chrono::milliseconds(800), 2.0, std::chrono::milliseconds(30'000),
                         /*jitter_below=*/0.0, /*jitter_above=*/1.0};
+  // A 429 (the API server's "storage is (re)initializing" after its restart, or API Priority and
+  // Fairness shedding load) is retried after this, as the server's Retry-After asks, without
+  // growing the backoff: an informer must not sit out a long backoff once the server is back.
+  std::chrono::milliseconds retry_after_busy{1'000};
   TransformFunc transform;
   uint64_t seed = 0;  // 0: random
 };
@@ -50,6 +56,7 @@ struct ReflectorStats {
   int events = 0;          // watch events applied (excluding duplicates and bookmarks)
   int bookmarks = 0;
   int duplicates_skipped = 0;  // events whose resourceVersion the store already had
+  int list_restarts = 0;       // paged lists started again after their continue token expired
 };
 
 class Reflector {
@@ -70,6 +77,8 @@ class Reflector {
   Status WatchOnce(std::stop_token stop, int* events);
   Status HandleEvent(Json& event, int* events);
   ObjectPtr Prepare(Json raw) const;
+  // An object naming `key` only (a synthetic delete from a versions-only store).
+  static ObjectPtr Stub(const std::string& key);
   // Runs a handler; an exception it throws is logged as a skipped object, never propagated.
   void Deliver(const Json& obj, const std::function<void()>& call) const;
   void SetLastResourceVersion(std::string rv);
@@ -81,6 +90,9 @@ class Reflector {
   const TimeSourcePtr clock_;
   const SleeperPtr sleeper_;
   uint64_t seed_;
+  // Paged lists restarted at most this often in one ListAndReplace (an expired continue token).
+  static constexpr int kMaxListRestarts = 3;
+  uint64_t list_epoch_ = 0;  // Run's thread only: the current list pass (Store epochs)
 
   mutable std::mutex mu_;
   std::string last_rv_;   // guarded by mu_

@@ -40,8 +40,9 @@ struct Recorder {
               log.push_back("add " + NameOf(*o) + "@" + ResourceVersionOf(*o));
             },
             [this](const ObjectPtr& a, const ObjectPtr& b) {
-              log.push_back("update " + NameOf(*b) + " " + ResourceVersionOf(*a) + "->" +
-                            ResourceVersionOf(*b));
+              // `a` is null when the store keeps versions only.
+              log.push_back("update " + NameOf(*b) + " " + (a ? ResourceVersionOf(*a) : "?") +
+                            "->" + ResourceVersionOf(*b));
             },
             [this](const ObjectPtr& o) { log.push_back("delete " + NameOf(*o)); },
             [this] { ++synced; }};
@@ -270,6 +271,84 @@ TEST_F(ReflectorTest, MalformedEventsAndThrowingHandlersNeverEscape) {
   ASSERT_NE(store_->Get("ns/bad"), nullptr);               // kept by its identity only
   EXPECT_FALSE(store_->Get("ns/bad")->contains("data"));
   EXPECT_EQ(r.LastResourceVersion(), "12");
+}
+
+TEST_F(ReflectorTest, ExpiredContinueTokenRestartsTheListAtOnceWithoutRedelivering) {
+  // Page 1 of the first list, then the continue token is compacted away: the list starts again
+  // from scratch with no sleep; page 1's objects, unchanged, are not delivered twice; an object
+  // of the old store absent from the complete list is deleted once, at the end.
+  store_->Put(std::make_shared<const Json>(Cm("old", 1)));
+  steps_.push_back(
+      {"limit=2",
+       {HttpResponse{200, Json{{"metadata", {{"resourceVersion", "30"}, {"continue", "k1"}}},
+                               {"items", {Cm("a", 3), Cm("b", 4)}}}
+                              .dump()}}});
+  steps_.push_back({"continue=k1", {HttpResponse{410, Gone()}}});
+  steps_.push_back(
+      {"limit=2",
+       {HttpResponse{200, Json{{"metadata", {{"resourceVersion", "40"}, {"continue", "k2"}}},
+                               {"items", {Cm("a", 3), Cm("b", 35)}}}
+                              .dump()}}});
+  steps_.push_back({"continue=k2", {HttpResponse{200, ListBody(41, {Cm("c", 36)})}}});
+  steps_.push_back({"resourceVersion=40", {HttpResponse{200, ""}}});
+  ReflectorOptions o;
+  o.page_size = 2;
+  auto r = Make(o);
+  r->Run(stop_->get_token());
+  EXPECT_EQ(rec_.log, (std::vector<std::string>{"add a@3", "add b@4", "update b 4->35", "add c@36",
+                                                "delete old"}));
+  ASSERT_GE(paths_.size(), 3u);
+  EXPECT_EQ(paths_[2].find("continue="), std::string::npos) << paths_[2];
+  EXPECT_EQ(paths_[2].find("resourceVersion="), std::string::npos) << paths_[2];
+  EXPECT_EQ(r->LastResourceVersion(), "40");  // the first page of the list that completed
+  // One sleep only: after the scripted watch that ended at once, none before the new list.
+  EXPECT_EQ(sleeper_->sleeps().size(), 1u);
+  EXPECT_EQ(r->stats().list_restarts, 1);
+  EXPECT_EQ(store_->size(), 3u);
+}
+
+TEST_F(ReflectorTest, BusyServerIsRetriedAfterRetryAfterWithoutGrowingTheBackoff) {
+  // A restarted API server answers 429 "storage is (re)initializing" until its watch cache is
+  // filled: retried every retry_after_busy, the backoff untouched.
+  const std::string busy =
+      Json{{"kind", "Status"}, {"code", 429}, {"message", "storage is (re)initializing"}}.dump();
+  for (int i = 0; i < 5; ++i) steps_.push_back({"limit=500", {HttpResponse{429, busy}}});
+  steps_.push_back({"limit=500", {HttpResponse{200, ListBody(10, {Cm("a", 5)})}}});
+  steps_.push_back({"resourceVersion=10", {Status(Unavailable("connection refused"))}});
+  auto r = Make();
+  r->Run(stop_->get_token());
+  auto sleeps = sleeper_->sleeps();
+  ASSERT_EQ(sleeps.size(), 6u);
+  for (size_t i = 0; i < 5; ++i) EXPECT_EQ(sleeps[i], std::chrono::seconds(1)) << i;
+  EXPECT_GE(sleeps[5], std::chrono::milliseconds(800));  // the first real backoff step
+  EXPECT_LT(sleeps[5], std::chrono::milliseconds(1600));
+  EXPECT_EQ(rec_.log, (std::vector<std::string>{"add a@5"}));
+}
+
+TEST_F(ReflectorTest, VersionsOnlyStoreKeepsNoObjectsAndDeletesByStub) {
+  store_ = std::make_shared<Store>(StoreOptions{false, {}});
+  steps_.push_back({"limit=500", {HttpResponse{200, ListBody(10, {Cm("a", 5), Cm("b", 6)})}}});
+  steps_.push_back({"resourceVersion=10",
+                    {HttpResponse{200, ""},
+                     {Ev("MODIFIED", Cm("a", 11)), Ev("MODIFIED", Cm("a", 11)),
+                      Json{{"type", "ERROR"}, {"object", Json::parse(Gone())}}.dump() + "\n"}}});
+  steps_.push_back({"resourceVersion=11", {HttpResponse{200, ListBody(20, {Cm("a", 11)})}}});
+  steps_.push_back({"resourceVersion=20", {HttpResponse{200, ""}}});
+  std::vector<std::string> deleted;
+  auto h = rec_.Handlers();
+  h.on_delete = [&](const ObjectPtr& o) { deleted.push_back(NamespaceOf(*o) + "/" + NameOf(*o)); };
+  ReflectorOptions o;
+  o.gvr = ConfigMapsGvr();
+  o.ns = "ns";
+  o.seed = 99;
+  Reflector r(std::make_shared<Client>(Server()), store_, o, h, clock_, sleeper_);
+  r.Run(stop_->get_token());
+  EXPECT_EQ(rec_.log, (std::vector<std::string>{"add a@5", "add b@6", "update a ?->11"}));
+  EXPECT_EQ(deleted, (std::vector<std::string>{"ns/b"}));
+  EXPECT_EQ(r.stats().duplicates_skipped, 1);
+  EXPECT_EQ(store_->Keys(), std::vector<std::string>{"ns/a"});
+  EXPECT_EQ(store_->Get("ns/a"), nullptr);  // versions only
+  EXPECT_TRUE(store_->List().empty());
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 #include "controller/kube/store.h"
 
+#include <charconv>
+
 namespace feedguard::kube {
 
 IndexFunc PodNodeNameIndex() {
@@ -12,18 +14,33 @@ IndexFunc PodNodeNameIndex() {
   };
 }
 
-Store::Store(std::map<std::string, IndexFunc> indexers) : indexers_(std::move(indexers)) {
-  for (const auto& [name, fn] : indexers_) indexes_[name];
+uint64_t VersionFingerprint(const std::string& rv) {
+  uint64_t n = 0;
+  if (!rv.empty() && rv.size() <= 18 && rv.find_first_not_of("0123456789") == std::string::npos) {
+    std::from_chars(rv.data(), rv.data() + rv.size(), n);
+    return n;
+  }
+  // Never equal to a decimal one (those are < 10^18 < 2^63: top bit clear).
+  return std::hash<std::string>{}(rv) | (uint64_t{1} << 63);
+}
+
+Store::Store(std::map<std::string, IndexFunc> indexers)
+    : Store(StoreOptions{true, std::move(indexers)}) {}
+
+Store::Store(StoreOptions options) : options_(std::move(options)) {
+  if (options_.keep_objects) {
+    for (const auto& [name, fn] : options_.indexers) indexes_[name];
+  }
 }
 
 void Store::IndexLocked(const std::string& key, const Json& obj) {
-  for (const auto& [name, fn] : indexers_) {
+  for (const auto& [name, fn] : options_.indexers) {
     for (const auto& v : fn(obj)) indexes_[name][v].insert(key);
   }
 }
 
 void Store::UnindexLocked(const std::string& key, const Json& obj) {
-  for (const auto& [name, fn] : indexers_) {
+  for (const auto& [name, fn] : options_.indexers) {
     auto& idx = indexes_[name];
     for (const auto& v : fn(obj)) {
       auto it = idx.find(v);
@@ -34,50 +51,83 @@ void Store::UnindexLocked(const std::string& key, const Json& obj) {
   }
 }
 
-ObjectPtr Store::Upsert(ObjectPtr obj) {
-  const std::string key = ObjectKey(*obj);
+Store::Previous Store::Put(ObjectPtr obj, uint64_t epoch) {
+  std::string key = ObjectKey(*obj);
+  const uint64_t version = VersionFingerprint(ResourceVersionOf(*obj));
   std::unique_lock lock(mu_);
-  ObjectPtr& slot = items_[key];
-  ObjectPtr old = std::move(slot);
-  if (old) UnindexLocked(key, *old);
-  IndexLocked(key, *obj);
-  slot = std::move(obj);
-  return old;
+  auto [it, inserted] = items_.try_emplace(std::move(key));
+  Entry& e = it->second;
+  Previous prev{!inserted, std::move(e.object)};
+  if (prev.object) UnindexLocked(it->first, *prev.object);
+  e.version = version;
+  e.epoch = epoch;
+  if (options_.keep_objects) {
+    IndexLocked(it->first, *obj);
+    e.object = std::move(obj);
+  }
+  return prev;
 }
 
-ObjectPtr Store::Remove(const std::string& key) {
+Store::Previous Store::Erase(const std::string& key) {
   std::unique_lock lock(mu_);
   auto it = items_.find(key);
-  if (it == items_.end()) return nullptr;
-  ObjectPtr old = std::move(it->second);
+  if (it == items_.end()) return {};
+  Previous prev{true, std::move(it->second.object)};
+  if (prev.object) UnindexLocked(key, *prev.object);
   items_.erase(it);
-  UnindexLocked(key, *old);
-  return old;
+  return prev;
+}
+
+bool Store::MarkIfSame(const std::string& key, const std::string& rv, uint64_t epoch) {
+  std::unique_lock lock(mu_);
+  auto it = items_.find(key);
+  if (it == items_.end()) return false;
+  it->second.epoch = epoch;
+  return it->second.version == VersionFingerprint(rv);
+}
+
+std::vector<std::pair<std::string, ObjectPtr>> Store::SweepOlderThan(uint64_t epoch) {
+  std::vector<std::pair<std::string, ObjectPtr>> gone;
+  std::unique_lock lock(mu_);
+  for (auto it = items_.begin(); it != items_.end();) {
+    if (it->second.epoch >= epoch) {
+      ++it;
+      continue;
+    }
+    if (it->second.object) UnindexLocked(it->first, *it->second.object);
+    gone.emplace_back(it->first, std::move(it->second.object));
+    it = items_.erase(it);
+  }
+  return gone;
 }
 
 void Store::Replace(std::vector<ObjectPtr> objects) {
-  std::unique_lock lock(mu_);
-  items_.clear();
-  for (auto& [name, idx] : indexes_) idx.clear();
-  items_.reserve(objects.size());
-  for (auto& o : objects) {
-    const std::string key = ObjectKey(*o);
-    IndexLocked(key, *o);
-    items_[key] = std::move(o);
+  {
+    std::unique_lock lock(mu_);
+    items_.clear();
+    for (auto& [name, idx] : indexes_) idx.clear();
+    items_.reserve(objects.size());
   }
+  for (auto& o : objects) Put(std::move(o));
+}
+
+bool Store::Contains(const std::string& key) const {
+  std::shared_lock lock(mu_);
+  return items_.count(key) > 0;
 }
 
 ObjectPtr Store::Get(const std::string& key) const {
   std::shared_lock lock(mu_);
   auto it = items_.find(key);
-  return it == items_.end() ? nullptr : it->second;
+  return it == items_.end() ? nullptr : it->second.object;
 }
 
 std::vector<ObjectPtr> Store::List() const {
   std::shared_lock lock(mu_);
   std::vector<ObjectPtr> out;
+  if (!options_.keep_objects) return out;
   out.reserve(items_.size());
-  for (const auto& [k, v] : items_) out.push_back(v);
+  for (const auto& [k, e] : items_) out.push_back(e.object);
   return out;
 }
 
@@ -96,7 +146,7 @@ std::vector<ObjectPtr> Store::ByIndex(const std::string& index, const std::strin
   if (idx == indexes_.end()) return out;
   auto keys = idx->second.find(value);
   if (keys == idx->second.end()) return out;
-  for (const auto& k : keys->second) out.push_back(items_.at(k));
+  for (const auto& k : keys->second) out.push_back(items_.at(k).object);
   return out;
 }
 

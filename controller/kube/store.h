@@ -1,8 +1,13 @@
-// store.h — a thread-safe object cache keyed by "<namespace>/<name>" with secondary indexes
-// (e.g. pods by node name), filled by a Reflector. Objects are shared immutable JSON so readers
-// and handlers never copy them.
+// store.h — what a Reflector has delivered, keyed by "<namespace>/<name>": the resourceVersion of
+// every object (so a relist emits only the difference and a replayed watch event is skipped) and,
+// when the store keeps objects, the object itself with secondary indexes (e.g. pods by node name).
+//
+// A controller whose handlers keep their own compact projection (feedguard's reconciler) uses a
+// versions-only store (`StoreOptions::keep_objects = false`): ~40 bytes and the key per object,
+// no JSON kept, so the informer does not hold a second copy of 150,000 pods.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
@@ -11,6 +16,7 @@
 #include <shared_mutex>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "controller/kube/resource.h"
@@ -24,31 +30,67 @@ using IndexFunc = std::function<std::vector<std::string>(const Json&)>;
 // Index pods by spec.nodeName (unscheduled pods are not indexed).
 IndexFunc PodNodeNameIndex();
 
+// A resourceVersion reduced to 64 bits for equality checks: the number itself when it is a
+// decimal of at most 18 digits (etcd revisions, every version kube-apiserver hands out), else a
+// hash of the string (opaque versions of an aggregated API; a collision — odds 2^-64 per change —
+// would hide one update from a relist, never from a watch).
+uint64_t VersionFingerprint(const std::string& resource_version);
+
+struct StoreOptions {
+  bool keep_objects = true;  // false: versions only (Get/List/ByIndex return nothing)
+  std::map<std::string, IndexFunc> indexers;  // only with keep_objects
+};
+
 class Store {
  public:
   explicit Store(std::map<std::string, IndexFunc> indexers = {});
+  explicit Store(StoreOptions options);
 
-  // Inserts or replaces; returns the previous object (null when new).
-  ObjectPtr Upsert(ObjectPtr obj);
-  // Removes by key; returns the removed object (null when absent).
-  ObjectPtr Remove(const std::string& key);
-  // Replaces the whole content (a relist).
+  // What was there before a Put or an Erase.
+  struct Previous {
+    bool existed = false;
+    ObjectPtr object;  // null in a versions-only store
+  };
+
+  // Records `obj` (its key and resourceVersion) as seen in list pass `epoch`.
+  Previous Put(ObjectPtr obj, uint64_t epoch = 0);
+  // Removes by key.
+  Previous Erase(const std::string& key);
+  // Whether `key` is present with exactly this resourceVersion; if present at all, marks it as
+  // seen in list pass `epoch` (a relist that finds it unchanged).
+  bool MarkIfSame(const std::string& key, const std::string& resource_version, uint64_t epoch);
+  // Removes every entry not seen in list pass `epoch`; returns their keys and objects (objects
+  // null in a versions-only store).
+  std::vector<std::pair<std::string, ObjectPtr>> SweepOlderThan(uint64_t epoch);
+
+  // Inserts or replaces; returns the previous object (null when new or versions-only).
+  ObjectPtr Upsert(ObjectPtr obj) { return Put(std::move(obj)).object; }
+  // Removes by key; returns the removed object (null when absent or versions-only).
+  ObjectPtr Remove(const std::string& key) { return Erase(key).object; }
+  // Replaces the whole content.
   void Replace(std::vector<ObjectPtr> objects);
 
+  bool Contains(const std::string& key) const;
   ObjectPtr Get(const std::string& key) const;
   std::vector<ObjectPtr> List() const;
   std::vector<std::string> Keys() const;
   // Objects filed under `value` in index `index` (empty for an unknown index).
   std::vector<ObjectPtr> ByIndex(const std::string& index, const std::string& value) const;
   size_t size() const;
+  bool keeps_objects() const { return options_.keep_objects; }
 
  private:
+  struct Entry {
+    uint64_t version = 0;  // VersionFingerprint
+    uint64_t epoch = 0;    // the last list pass that saw it
+    ObjectPtr object;      // null when !keep_objects
+  };
   void IndexLocked(const std::string& key, const Json& obj);
   void UnindexLocked(const std::string& key, const Json& obj);
 
-  const std::map<std::string, IndexFunc> indexers_;
+  const StoreOptions options_;
   mutable std::shared_mutex mu_;
-  std::unordered_map<std::string, ObjectPtr> items_;  // guarded by mu_
+  std::unordered_map<std::string, Entry> items_;  // guarded by mu_
   // index name → value → keys; guarded by mu_
   std::map<std::string, std::unordered_map<std::string, std::set<std::string>>> indexes_;
 };

@@ -57,5 +57,42 @@ TEST(StoreTest, ConcurrentWritersAndReaders) {
   EXPECT_EQ(total, 2000u);
 }
 
+TEST(StoreTest, VersionsOnlyStoreTracksVersionsAndSweepsUnseen) {
+  Store s(StoreOptions{false, {}});
+  auto cm = [](const std::string& name, const std::string& rv) {
+    return std::make_shared<const Json>(
+        Json{{"metadata", {{"namespace", "ns"}, {"name", name}, {"resourceVersion", rv}}}});
+  };
+  EXPECT_FALSE(s.Put(cm("a", "5"), 1).existed);
+  EXPECT_FALSE(s.Put(cm("b", "6"), 1).existed);
+  Store::Previous p = s.Put(cm("a", "7"), 1);
+  EXPECT_TRUE(p.existed);
+  EXPECT_EQ(p.object, nullptr);
+  EXPECT_EQ(s.Get("ns/a"), nullptr);
+  EXPECT_TRUE(s.Contains("ns/a"));
+  // Pass 2 sees a unchanged and nothing of b.
+  EXPECT_TRUE(s.MarkIfSame("ns/a", "7", 2));
+  EXPECT_FALSE(s.MarkIfSame("ns/a", "8", 2));
+  EXPECT_FALSE(s.MarkIfSame("ns/zz", "7", 2));
+  auto gone = s.SweepOlderThan(2);
+  ASSERT_EQ(gone.size(), 1u);
+  EXPECT_EQ(gone[0].first, "ns/b");
+  EXPECT_EQ(gone[0].second, nullptr);
+  EXPECT_EQ(s.Keys(), std::vector<std::string>{"ns/a"});
+  EXPECT_TRUE(s.Erase("ns/a").existed);
+  EXPECT_FALSE(s.Erase("ns/a").existed);
+}
+
+TEST(StoreTest, VersionFingerprintIsExactForDecimalsAndNeverConfusesThemWithStrings) {
+  EXPECT_EQ(VersionFingerprint("12345"), 12345u);
+  EXPECT_NE(VersionFingerprint("12345"), VersionFingerprint("12346"));
+  EXPECT_NE(VersionFingerprint("abc"), VersionFingerprint("abd"));
+  EXPECT_EQ(VersionFingerprint("abc"), VersionFingerprint("abc"));
+  // 19 digits and more may not fit below 2^63: hashed, and hashed values have the top bit set.
+  EXPECT_NE(VersionFingerprint("9999999999999999999") >> 63, 0u);
+  EXPECT_EQ(VersionFingerprint("999999999999999999"), 999999999999999999u);
+  EXPECT_NE(VersionFingerprint(""), 0u);
+}
+
 }  // namespace
 }  // namespace feedguard::kube

@@ -7,6 +7,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "controller/kube/resource.h"
 #include "controller/status/policy_status.h"
 
 namespace feedguard::controller {
@@ -190,30 +191,45 @@ void Reconciler::UpsertPod(const nlohmann::json& obj) {
     spdlog::warn("reconciler: skipping pod {}/{} without metadata.uid", pod.ns, pod.name);
     return;
   }
+  std::string key = pod.Key();
   std::lock_guard<std::mutex> l(mu_);
-  auto prev = pod_node_.find(pod.uid);
-  if (prev != pod_node_.end() && prev->second != pod.node_name) {
-    pods_[prev->second].erase(pod.uid);
-    dirty_nodes_.insert(prev->second);
+  pod.labels = label_sets_.Intern(std::move(pod.labels));
+  auto it = pods_.find(key);
+  if (it != pods_.end()) {
+    PodInfo& cur = it->second;
+    // Most pod updates (conditions, restarts, probes) change nothing a fence reads.
+    if (cur == pod) return;
+    if (cur.node_name == pod.node_name) {
+      cur = std::move(pod);  // in place: node_pods_ keeps pointing at it
+      dirty_nodes_.insert(cur.node_name);
+      return;
+    }
+    UnlinkPodLocked(cur);
+    pods_.erase(it);
   }
-  if (pod.node_name.empty()) {  // not scheduled yet: nothing to fence
-    if (prev != pod_node_.end()) pod_node_.erase(prev);
-    return;
+  if (pod.node_name.empty()) return;  // not scheduled yet: nothing to fence
+  auto [ins, inserted] = pods_.emplace(std::move(key), std::move(pod));
+  const PodInfo& p = ins->second;
+  node_pods_[p.node_name].push_back(&p);
+  dirty_nodes_.insert(p.node_name);
+}
+
+void Reconciler::UnlinkPodLocked(const PodInfo& pod) {
+  auto n = node_pods_.find(pod.node_name);
+  if (n != node_pods_.end()) {
+    std::erase(n->second, &pod);
+    if (n->second.empty()) node_pods_.erase(n);
   }
-  pod_node_[pod.uid] = pod.node_name;
   dirty_nodes_.insert(pod.node_name);
-  pods_[pod.node_name][pod.uid] = std::move(pod);
 }
 
 void Reconciler::DeletePod(const nlohmann::json& obj) {
-  PodInfo pod = PodFromJson(obj);
+  const std::string ns = kube::NamespaceOf(obj), name = kube::NameOf(obj);
   std::lock_guard<std::mutex> l(mu_);
-  auto it = pod_node_.find(pod.uid);
-  if (it == pod_node_.end()) return;
-  pods_[it->second].erase(pod.uid);
-  if (pods_[it->second].empty()) pods_.erase(it->second);
-  dirty_nodes_.insert(it->second);
-  pod_node_.erase(it);
+  auto it = pods_.find(ns + "/" + name);
+  if (it == pods_.end()) return;
+  UnlinkPodLocked(it->second);
+  pods_.erase(it);
 }
 
 void Reconciler::UpsertNode(const nlohmann::json& obj) {
@@ -273,15 +289,25 @@ void Reconciler::DeleteNamespace(const nlohmann::json& obj) {
 
 // ---- agent side ----
 
+void Reconciler::MarkNodePoliciesDirtyLocked(const std::string& node) {
+  // A policy's status reads an agent only where the policy's node selector matched the node
+  // (per_policy_); an agent's ACK, NACK or (dis)connection changes no other policy's status.
+  for (auto& [policy, per_node] : per_policy_) {
+    if (per_node.count(node)) MarkPolicyDirtyLocked(policy);
+  }
+}
+
 void Reconciler::OnConnected(const std::string& node, const feedguard::v1::AgentHello&) {
   std::lock_guard<std::mutex> l(mu_);
-  for (auto& [name, e] : policies_) e.status_dirty = true;
+  if (auto it = nodes_.find(node); it != nodes_.end()) it->second.agent_connected = true;
+  MarkNodePoliciesDirtyLocked(node);
   disconnected_.erase(node);
 }
 
 void Reconciler::OnDisconnected(const std::string& node) {
   std::lock_guard<std::mutex> l(mu_);
-  for (auto& [name, e] : policies_) e.status_dirty = true;
+  if (auto it = nodes_.find(node); it != nodes_.end()) it->second.agent_connected = false;
+  MarkNodePoliciesDirtyLocked(node);
   disconnected_.insert(node);
 }
 
@@ -291,17 +317,26 @@ void Reconciler::OnAck(const std::string& node, uint64_t version) {
   if (it != nodes_.end()) {
     NodeEntry& n = it->second;
     if (auto s = n.sent_policies.find(version); s != n.sent_policies.end()) {
+      // Policies that left or entered this node's acknowledged fence: their status counts
+      // nodes still holding them (off switch) even where they no longer match.
+      for (const auto& p : n.acked_policies) {
+        if (!s->second.count(p)) MarkPolicyDirtyLocked(p);
+      }
+      for (const auto& p : s->second) {
+        if (!n.acked_policies.count(p)) MarkPolicyDirtyLocked(p);
+      }
       n.acked_policies = s->second;
+      n.ack_known = true;
       n.sent_policies.erase(n.sent_policies.begin(), std::next(s));
     }
   }
-  for (auto& [name, e] : policies_) e.status_dirty = true;
+  MarkNodePoliciesDirtyLocked(node);
 }
 
 void Reconciler::OnNack(const std::string& node, uint64_t version, const std::string& error) {
   spdlog::warn("agent on {} rejected fence version {}: {}", node, version, error);
   std::lock_guard<std::mutex> l(mu_);
-  for (auto& [name, e] : policies_) e.status_dirty = true;
+  MarkNodePoliciesDirtyLocked(node);
 }
 
 void Reconciler::OnReport(const std::string& node, const feedguard::v1::NodeReport& report) {
@@ -352,13 +387,13 @@ void Reconciler::OnReport(const std::string& node, const feedguard::v1::NodeRepo
 
 // ---- the loop ----
 
-void Reconciler::RecomputeNodeLocked(const std::string& node,
-                                     std::vector<feedguard::v1::NodeFence>* to_send) {
+void Reconciler::RecomputeNodeLocked(
+    const std::string& node,
+    std::vector<std::shared_ptr<const feedguard::v1::NodeFence>>* to_send) {
   NodeEntry& n = nodes_[node];
-  std::vector<const PodInfo*> pods;
-  if (auto it = pods_.find(node); it != pods_.end()) {
-    for (const auto& [uid, p] : it->second) pods.push_back(&p);
-  }
+  static const std::vector<const PodInfo*> kNoPods;
+  auto np = node_pods_.find(node);
+  const std::vector<const PodInfo*>& pods = np == node_pods_.end() ? kNoPods : np->second;
   std::vector<const FencePolicy*> active;
   for (const auto& [name, e] : policies_) {
     // Suspended: no policy is active, every node gets a fence without policies (reverted).
@@ -377,14 +412,14 @@ void Reconciler::RecomputeNodeLocked(const std::string& node,
   for (auto& [policy, per_node] : per_policy_) {
     if (!r.policies.count(policy)) per_node.erase(node);
   }
-  if (n.sent && SameFence(n.desired, r.fence)) return;
+  if (n.sent && n.desired && SameFence(*n.desired, r.fence)) return;
   r.fence.set_version(NextVersionLocked());
-  n.desired = r.fence;
-  n.sent = true;
   n.sent_policies[r.fence.version()] = PoliciesIn(r.fence);
   // Bound the bookkeeping: the sink keeps one slot, older unacked versions never get acked.
   while (n.sent_policies.size() > 8) n.sent_policies.erase(n.sent_policies.begin());
-  to_send->push_back(r.fence);
+  n.desired = std::make_shared<const feedguard::v1::NodeFence>(std::move(r.fence));
+  n.sent = true;
+  to_send->push_back(n.desired);
 }
 
 bool Reconciler::Step() {
@@ -394,8 +429,8 @@ bool Reconciler::Step() {
 }
 
 bool Reconciler::StepFences() {
-  std::vector<feedguard::v1::NodeFence> to_send;
   bool first_resolution = false;
+  std::vector<std::string> dirty;
   {
     std::lock_guard<std::mutex> l(mu_);
     // Before every informer delivered its initial list, a fence would be computed from a
@@ -415,29 +450,27 @@ bool Reconciler::StepFences() {
       dirty_nodes_.insert(*it);
       it = fence_retries_.erase(it);
     }
-    std::set<std::string> dirty;
-    dirty.swap(dirty_nodes_);
-    for (const auto& node : dirty) {
-      if (nodes_.count(node) && nodes_[node].exists) RecomputeNodeLocked(node, &to_send);
-    }
-    stats_.fences_sent += to_send.size();
+    dirty.assign(dirty_nodes_.begin(), dirty_nodes_.end());
+    dirty_nodes_.clear();
   }
-  std::vector<std::pair<std::string, Status>> results;
-  for (auto& f : to_send) results.emplace_back(f.node_name(), sink_->SetDesired(f));
-  if (!results.empty()) {
-    std::lock_guard<std::mutex> l(mu_);
-    const auto now = clock_->MonotonicNow();
-    for (const auto& [node, st] : results) {
-      if (st.ok()) {
-        retry_.Forget("fence/" + node);
-        continue;
+  // In chunks, the lock released in between: informer events and agent ACKs/reports wait for
+  // one chunk at most (not for a whole-cluster recompute after a policy edit), and the first
+  // agents get their fence while later nodes are still being resolved.
+  size_t sent = 0;
+  const size_t chunk = std::max<size_t>(1, options_.fence_chunk);
+  for (size_t begin = 0; begin < dirty.size(); begin += chunk) {
+    const size_t end = std::min(dirty.size(), begin + chunk);
+    std::vector<std::shared_ptr<const feedguard::v1::NodeFence>> to_send;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      for (size_t i = begin; i < end; ++i) {
+        auto it = nodes_.find(dirty[i]);
+        if (it != nodes_.end() && it->second.exists) RecomputeNodeLocked(dirty[i], &to_send);
       }
-      // Not handed over: send a fresh version of this node's fence once the backoff passed.
-      const auto delay = retry_.Failed("fence/" + node, now);
-      if (auto it = nodes_.find(node); it != nodes_.end()) it->second.sent = false;
-      fence_retries_.insert(node);
-      spdlog::warn("SetDesired({}): {} (retry in {} ms)", node, st.ToString(), delay.count());
+      stats_.fences_sent += to_send.size();
     }
+    SendFences(to_send);
+    sent += to_send.size();
   }
   if (first_resolution) {
     {
@@ -449,10 +482,30 @@ bool Reconciler::StepFences() {
       nodes_known_ = true;
     }
     spdlog::info("reconciler: initial lists delivered and every node resolved; {} fences out",
-                 to_send.size());
+                 sent);
     sink_->OnNodesKnown();
   }
-  return !to_send.empty() || first_resolution;
+  return sent > 0 || first_resolution;
+}
+
+void Reconciler::SendFences(
+    const std::vector<std::shared_ptr<const feedguard::v1::NodeFence>>& to_send) {
+  std::vector<std::pair<std::string, Status>> results;
+  for (const auto& f : to_send) results.emplace_back(f->node_name(), sink_->SetDesired(f));
+  if (results.empty()) return;
+  std::lock_guard<std::mutex> l(mu_);
+  const auto now = clock_->MonotonicNow();
+  for (const auto& [node, st] : results) {
+    if (st.ok()) {
+      retry_.Forget("fence/" + node);
+      continue;
+    }
+    // Not handed over: send a fresh version of this node's fence once the backoff passed.
+    const auto delay = retry_.Failed("fence/" + node, now);
+    if (auto it = nodes_.find(node); it != nodes_.end()) it->second.sent = false;
+    fence_retries_.insert(node);
+    spdlog::warn("SetDesired({}): {} (retry in {} ms)", node, st.ToString(), delay.count());
+  }
 }
 
 void Reconciler::MarkInformersSynced() {
@@ -505,6 +558,9 @@ bool Reconciler::StepApiWrites() {
         for (const auto& [node, n] : nodes_) {
           if (!n.exists) continue;
           if (n.acked_policies.count(name)) still_fenced = true;
+          // A connected agent that has not yet acknowledged anything from this process (a
+          // restart, a failover) may still hold the policy from the last leader.
+          if (!n.ack_known && n.agent_connected) still_fenced = true;
           for (const auto& [v, ps] : n.sent_policies)
             if (ps.count(name)) still_fenced = true;
         }
@@ -569,7 +625,9 @@ bool Reconciler::StepApiWrites() {
     if (policy_copy.deleting) continue;  // nothing to report on an object about to go
     in.policy = &policy_copy;
     in.now = clock_->WallNow();
-    std::map<std::string, feedguard::v1::NodeReport> reports;
+    // Shared with the distributor: the reports are read in place, never copied.
+    std::vector<std::shared_ptr<const feedguard::v1::NodeReport>> reports;
+    reports.reserve(in.per_node.size());
     for (const auto& [node, on] : in.per_node) {
       if (!on.node_matched) continue;
       auto agent = sink_->GetAgent(node);
@@ -580,12 +638,10 @@ bool Reconciler::StepApiWrites() {
       v.acked_version = agent->acked_version;
       v.desired_version = agent->desired_version;
       v.nack_error = agent->nack_error;
-      if (agent->report) {
-        reports[node] = *agent->report;
-      }
+      v.report = agent->report.get();
+      if (agent->report) reports.push_back(std::move(agent->report));
       in.agents[node] = v;
     }
-    for (auto& [node, r] : reports) in.agents[node].report = &r;
     nlohmann::json st = ComputePolicyStatus(in);
     if (suspended) MarkSuspended(st, in.previous_status, held, policy_copy.generation, in.now);
     {
@@ -594,7 +650,14 @@ bool Reconciler::StepApiWrites() {
     }
     if (st == in.previous_status) continue;
     Status ws = writer_->WriteStatus(name, st);
-    std::lock_guard<std::mutex> l(mu_);
+    // Events take API round trips: collected under the lock, written after it.
+    struct PendingEvent {
+      const char* type;
+      const char* reason;
+      std::string message;
+    };
+    std::vector<PendingEvent> events;
+    std::unique_lock<std::mutex> l(mu_);
     auto it = policies_.find(name);
     if (it == policies_.end()) continue;
     it->second.last_write = clock_->MonotonicNow();
@@ -617,32 +680,34 @@ bool Reconciler::StepApiWrites() {
       const nlohmann::json prev = it->second.last_status;
       it->second.last_status = st;
       if (cond(st, "Invalid") == "True" && cond(prev, "Invalid") != "True") {
-        writer_->Event(name, "Warning", "InvalidSpec", JoinFieldErrors(in.invalid));
+        events.push_back({"Warning", "InvalidSpec", JoinFieldErrors(in.invalid)});
       }
       if (cond(st, "Ready") == "True" && cond(prev, "Ready") != "True") {
-        writer_->Event(name, "Normal", "Enforced",
-                       std::to_string(st["nodes"].value("enforced", 0)) + " nodes enforced");
+        events.push_back({"Normal", "Enforced",
+                          std::to_string(st["nodes"].value("enforced", 0)) + " nodes enforced"});
       }
       if (cond(st, "Degraded") == "True" && cond(prev, "Degraded") != "True") {
-        writer_->Event(name, "Warning", "Degraded", "some nodes failed or are stale");
+        events.push_back({"Warning", "Degraded", "some nodes failed or are stale"});
       }
       if (cond(st, "Conflicting") == "True" && cond(prev, "Conflicting") != "True") {
-        writer_->Event(name, "Warning", "Conflicting", "pods claimed by a higher-ranked policy");
+        events.push_back({"Warning", "Conflicting", "pods claimed by a higher-ranked policy"});
       }
       if (cond(st, "Suspended") == "True" && cond(prev, "Suspended") != "True") {
-        writer_->Event(name, "Warning", "Suspended", kSuspendedWhy);
+        events.push_back({"Warning", "Suspended", kSuspendedWhy});
       }
       if (cond(st, "Suspended") == "True" && held == 0 && cond(prev, "Suspended") == "True" &&
           StatusMessage(prev, "Suspended") != StatusMessage(st, "Suspended")) {
-        writer_->Event(name, "Normal", "Withdrawn", "every node reverted this policy's fences");
+        events.push_back({"Normal", "Withdrawn", "every node reverted this policy's fences"});
       }
       if (cond(st, "Suspended") != "True" && cond(prev, "Suspended") == "True") {
-        writer_->Event(name, "Normal", "Resumed", "off switch cleared: fences are applied again");
+        events.push_back({"Normal", "Resumed", "off switch cleared: fences are applied again"});
       }
     } else {
       it->second.status_dirty = true;  // retry next interval
       spdlog::warn("writing status of {}: {}", name, ws.ToString());
     }
+    l.unlock();
+    for (const auto& e : events) writer_->Event(name, e.type, e.reason, e.message);
   }
   return !status_due.empty() || !finalizers_to_add.empty() || !finalizers_to_remove.empty();
 }
@@ -676,7 +741,7 @@ ReconcilerStats Reconciler::stats() const {
   std::lock_guard<std::mutex> l(mu_);
   ReconcilerStats s = stats_;
   s.nodes = nodes_.size();
-  s.pods = pod_node_.size();
+  s.pods = pods_.size();
   s.policies = policies_.size();
   return s;
 }
@@ -684,8 +749,8 @@ ReconcilerStats Reconciler::stats() const {
 std::optional<feedguard::v1::NodeFence> Reconciler::DesiredFence(const std::string& node) const {
   std::lock_guard<std::mutex> l(mu_);
   auto it = nodes_.find(node);
-  if (it == nodes_.end() || !it->second.sent) return std::nullopt;
-  return it->second.desired;
+  if (it == nodes_.end() || !it->second.sent || !it->second.desired) return std::nullopt;
+  return *it->second.desired;
 }
 
 }  // namespace feedguard::controller

@@ -21,6 +21,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -39,14 +40,15 @@ namespace feedguard::controller {
 class FenceSink {
  public:
   virtual ~FenceSink() = default;
-  virtual Status SetDesired(feedguard::v1::NodeFence fence) = 0;
+  // The fence is shared, never copied: the reconciler keeps the same immutable object.
+  virtual Status SetDesired(std::shared_ptr<const feedguard::v1::NodeFence> fence) = 0;
   struct Agent {
     bool connected = false;
     bool stale = false;
     uint64_t acked_version = 0;
     uint64_t desired_version = 0;
-    std::string nack_error;  // for desired_version
-    std::optional<feedguard::v1::NodeReport> report;
+    std::string nack_error;                                   // for desired_version
+    std::shared_ptr<const feedguard::v1::NodeReport> report;  // null: none yet
   };
   // nullopt: no agent ever connected for this node.
   virtual std::optional<Agent> GetAgent(const std::string& node) const = 0;
@@ -83,6 +85,9 @@ struct ReconcilerOptions {
   Rails rails;
   std::chrono::milliseconds status_interval{1000};
   std::chrono::milliseconds tick{10};
+  // Nodes resolved per hold of the reconciler's lock in one fence pass (then their fences go
+  // out and the lock is released before the next chunk).
+  size_t fence_chunk = 64;
   // Emergency off switch from the command line (--suspend): as if the agent namespace carried
   // kSuspendAnnotation=true. Either source suspends.
   bool suspended = false;
@@ -159,12 +164,16 @@ class Reconciler final : public AgentObserver {
   };
   struct NodeEntry {
     NodeInfo info;
-    bool exists = false;  // a Node object exists
-    feedguard::v1::NodeFence desired;
+    bool exists = false;                                      // a Node object exists
+    std::shared_ptr<const feedguard::v1::NodeFence> desired;  // shared with the sink
     bool sent = false;
     // Policies contained in each sent version not yet acknowledged, and in the acked one.
     std::map<uint64_t, std::set<std::string>> sent_policies;
     std::set<std::string> acked_policies;
+    // Whether acked_policies is known: false until the agent acknowledges a fence this process
+    // sent (after a restart or a failover, what an agent holds from the last leader is unknown).
+    bool ack_known = false;
+    bool agent_connected = false;  // its agent has a stream to this process now
     // Per policy, a hash of what its status reads from this node's last report (pods, roles,
     // enforced, reasons, starved or not): an agent's periodic report that changes none of it
     // does not make the policy's status be recomputed.
@@ -178,7 +187,14 @@ class Reconciler final : public AgentObserver {
   // acknowledged).
   size_t NodesHoldingLocked(const std::string& policy) const;
   void MarkPolicyDirtyLocked(const std::string& name);
-  void RecomputeNodeLocked(const std::string& node, std::vector<feedguard::v1::NodeFence>* to_send);
+  // Every policy whose status reads this node's agent.
+  void MarkNodePoliciesDirtyLocked(const std::string& node);
+  void RecomputeNodeLocked(const std::string& node,
+                           std::vector<std::shared_ptr<const feedguard::v1::NodeFence>>* to_send);
+  // Hands fences to the sink; a failed one is retried with per-node backoff.
+  void SendFences(const std::vector<std::shared_ptr<const feedguard::v1::NodeFence>>& to_send);
+  // Takes `pod` out of its node's list and marks the node dirty (the caller erases it).
+  void UnlinkPodLocked(const PodInfo& pod);
   uint64_t NextVersionLocked();
 
   const FenceSinkPtr sink_;
@@ -187,12 +203,16 @@ class Reconciler final : public AgentObserver {
   const TimeSourcePtr clock_;
 
   mutable std::mutex mu_;
-  std::map<std::string, PolicyEntry> policies_;                 // guarded by mu_
-  std::map<std::string, NodeEntry> nodes_;                      // guarded by mu_
-  std::map<std::string, std::map<std::string, PodInfo>> pods_;  // guarded by mu_; node → uid →
-  std::map<std::string, std::string> pod_node_;                 // guarded by mu_; uid → node
-  std::map<std::string, Labels> namespaces_;                    // guarded by mu_
-  std::set<std::string> dirty_nodes_;                           // guarded by mu_
+  std::map<std::string, PolicyEntry> policies_;  // guarded by mu_
+  std::map<std::string, NodeEntry> nodes_;       // guarded by mu_
+  // One copy of each scheduled pod, keyed "<namespace>/<name>" (the informer's key: a pod
+  // recreated under the same name replaces its predecessor), and each node's pods by pointer
+  // (unordered_map elements never move).
+  std::unordered_map<std::string, PodInfo> pods_;                           // guarded by mu_
+  std::unordered_map<std::string, std::vector<const PodInfo*>> node_pods_;  // guarded by mu_
+  LabelSetPool label_sets_;                                                 // guarded by mu_
+  std::map<std::string, Labels> namespaces_;                                // guarded by mu_
+  std::set<std::string> dirty_nodes_;                                       // guarded by mu_
   bool suspend_annotation_ = false;  // guarded by mu_; kSuspendAnnotation on the agent namespace
   // Nodes whose agent disconnected and is not yet stale: StepApiWrites recomputes the status
   // once the distributor's grace period (stale_after) has passed for one of them.

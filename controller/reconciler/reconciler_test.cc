@@ -11,9 +11,9 @@ using nlohmann::json;
 
 class FakeSink : public FenceSink {
  public:
-  Status SetDesired(feedguard::v1::NodeFence fence) override {
-    sent.push_back(fence);
-    agents[fence.node_name()].desired_version = fence.version();
+  Status SetDesired(std::shared_ptr<const feedguard::v1::NodeFence> fence) override {
+    sent.push_back(*fence);
+    agents[fence->node_name()].desired_version = fence->version();
     return OkStatus();
   }
   // As DistributorSink: an agent that never said hello is absent.
@@ -312,6 +312,28 @@ TEST_F(StartTest, DeletingPolicyKeepsItsFinalizerUntilNodesAreKnown) {
   EXPECT_TRUE(writer_->added.empty());
 }
 
+TEST_F(StartTest, AfterARestartTheFinalizerWaitsForConnectedAgentsToAcknowledge) {
+  // A restarted controller does not know what its agents hold from the last leader: a policy
+  // deleted meanwhile keeps its finalizer until every connected agent acknowledged a fence from
+  // this process; a node whose agent is not connected does not block.
+  r_->UpsertPolicy(PolicyJson(true, /*deleting=*/true));
+  r_->UpsertNode({{"metadata", {{"name", "gpu-1"}}}});
+  r_->UpsertNode({{"metadata", {{"name", "gpu-2"}}}});
+  r_->OnConnected("gpu-1", {});
+  r_->MarkInformersSynced();
+  r_->Step();
+  ASSERT_EQ(sink_->sent.size(), 2u);
+  for (int i = 0; i < 3; ++i) {
+    clock_->Advance(std::chrono::milliseconds(1500));
+    r_->Step();
+  }
+  EXPECT_TRUE(writer_->removed.empty()) << "finalizer removed before gpu-1 acknowledged";
+  r_->OnAck("gpu-1", sink_->agents["gpu-1"].desired_version);
+  clock_->Advance(std::chrono::milliseconds(1500));
+  r_->Step();
+  EXPECT_EQ(writer_->removed, std::vector<std::string>{"vision"});
+}
+
 TEST_F(StartTest, DeletedNodeIsForgottenByTheSink) {
   r_->UpsertNode({{"metadata", {{"name", "gpu-1"}}}});
   r_->MarkInformersSynced();
@@ -383,7 +405,7 @@ TEST_F(ReconcilerTest, UnchangedPeriodicReportsDoNotRecomputeStatus) {
   pod->set_role(feedguard::v1::PodReport::TRAINER);
   pod->set_enforced(true);
   pod->set_cpu_pressure_some_avg10(3.0);
-  sink_->agents["gpu-1"].report = report;
+  sink_->agents["gpu-1"].report = std::make_shared<const feedguard::v1::NodeReport>(report);
   auto step = [&] {
     clock_->Advance(std::chrono::milliseconds(1500));
     r_->Step();
@@ -401,7 +423,7 @@ TEST_F(ReconcilerTest, UnchangedPeriodicReportsDoNotRecomputeStatus) {
   EXPECT_EQ(step(), after_first);
   // Starved now: recomputed.
   pod->set_cpu_pressure_some_avg10(90.0);
-  sink_->agents["gpu-1"].report = report;
+  sink_->agents["gpu-1"].report = std::make_shared<const feedguard::v1::NodeReport>(report);
   r_->OnReport("gpu-1", report);
   EXPECT_EQ(step(), after_first + 1);
   EXPECT_EQ(writer_->statuses["vision"].back()["trainers"]["starved"], 1);
@@ -427,7 +449,7 @@ TEST_F(ReconcilerTest, HostileReportLeavesStatusWritable) {
     pod->set_cpu_pressure_some_avg10(1e308);
     pod->set_overwrites(UINT64_MAX);
   }
-  sink_->agents["gpu-1"].report = report;
+  sink_->agents["gpu-1"].report = std::make_shared<const feedguard::v1::NodeReport>(report);
   r_->OnReport("gpu-1", report);
   clock_->Advance(std::chrono::milliseconds(1500));
   ASSERT_NO_THROW(r_->Step());
@@ -455,9 +477,9 @@ class FlakyWriter : public FakeWriter {
 
 class FlakySink : public FakeSink {
  public:
-  Status SetDesired(feedguard::v1::NodeFence fence) override {
-    attempts.push_back(fence.node_name());
-    if (fence.node_name() == fail_node && fail-- > 0) return Unavailable("no slot");
+  Status SetDesired(std::shared_ptr<const feedguard::v1::NodeFence> fence) override {
+    attempts.push_back(fence->node_name());
+    if (fence->node_name() == fail_node && fail-- > 0) return Unavailable("no slot");
     return FakeSink::SetDesired(std::move(fence));
   }
   std::string fail_node;

@@ -121,6 +121,33 @@ Result<int64_t> ParseCpuMilli(const std::string& q) {
   return milli;
 }
 
+const Labels& SharedLabels::get() const {
+  static const Labels kNone;  // an immutable constant, not state
+  return p_ ? *p_ : kNone;
+}
+
+size_t LabelSetPool::Hash::operator()(const std::shared_ptr<const Labels>& l) const {
+  size_t h = l->size();
+  for (const auto& [k, v] : *l) {
+    h = h * 1000003u ^ std::hash<std::string>{}(k);
+    h = h * 1000003u ^ std::hash<std::string>{}(v);
+  }
+  return h;
+}
+
+SharedLabels LabelSetPool::Intern(SharedLabels labels) {
+  if (labels.p_ == nullptr) return labels;
+  auto [it, inserted] = sets_.insert(labels.p_);
+  SharedLabels out;
+  out.p_ = *it;
+  if (inserted && sets_.size() >= sweep_at_) {
+    // Only the pool holds a set no pod uses (use_count 1); `out` holds the new one.
+    std::erase_if(sets_, [](const std::shared_ptr<const Labels>& l) { return l.use_count() == 1; });
+    sweep_at_ = std::max<size_t>(1024, 2 * sets_.size());
+  }
+  return out;
+}
+
 PodInfo PodFromJson(const nlohmann::json& pod) {
   static const GpuResourceNames kDefaults = GpuResourceNames::Defaults();
   return PodFromJson(pod, kDefaults);

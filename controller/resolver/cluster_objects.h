@@ -5,7 +5,9 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
@@ -21,8 +23,49 @@ enum class PodQos { kGuaranteed, kBurstable, kBestEffort };
 struct PodContainer {
   std::string name;
   std::string id;  // "containerd://…"; empty until the container started
+  bool operator==(const PodContainer&) const = default;
 };
 
+// An immutable label set that pods share: the replicas of one ReplicaSet, Job or StatefulSet
+// carry the same labels, and LabelSetPool hands them one map (a Deployment pod's six labels are
+// ~800 bytes as a map of their own). Reads as `const Labels&`.
+class SharedLabels {
+ public:
+  SharedLabels() = default;
+  SharedLabels(Labels labels)  // NOLINT(google-explicit-constructor): a Labels is a label set
+      : p_(labels.empty() ? nullptr : std::make_shared<const Labels>(std::move(labels))) {}
+  operator const Labels&() const { return get(); }  // NOLINT(google-explicit-constructor)
+  const Labels& get() const;
+  bool operator==(const SharedLabels& o) const { return p_ == o.p_ || get() == o.get(); }
+
+ private:
+  friend class LabelSetPool;
+  std::shared_ptr<const Labels> p_;  // null: no labels
+};
+
+// Interns label sets so equal ones share one map. Not thread-safe (the reconciler calls it
+// under its lock). Sets no pod uses any more are dropped when the pool has doubled since the
+// last sweep.
+class LabelSetPool {
+ public:
+  SharedLabels Intern(SharedLabels labels);
+  size_t size() const { return sets_.size(); }
+
+ private:
+  struct Hash {
+    size_t operator()(const std::shared_ptr<const Labels>& l) const;
+  };
+  struct Eq {
+    bool operator()(const std::shared_ptr<const Labels>& a,
+                    const std::shared_ptr<const Labels>& b) const {
+      return *a == *b;
+    }
+  };
+  std::unordered_set<std::shared_ptr<const Labels>, Hash, Eq> sets_;
+  size_t sweep_at_ = 1024;
+};
+
+// The compact projection of a Pod: what the resolver reads, nothing else (no JSON is kept).
 struct PodInfo {
   std::string uid;
   std::string ns;
@@ -30,7 +73,7 @@ struct PodInfo {
   std::string node_name;
   std::string priority_class;
   std::string phase;  // Pending | Running | Succeeded | Failed | Unknown
-  Labels labels;
+  SharedLabels labels;
   PodQos qos = PodQos::kBestEffort;
   std::vector<PodContainer> containers;
   int64_t cpu_request_milli = 0;
@@ -41,6 +84,7 @@ struct PodInfo {
   bool terminating = false;
 
   std::string Key() const { return ns + "/" + name; }
+  bool operator==(const PodInfo&) const = default;
 };
 
 struct NodeInfo {

@@ -45,7 +45,8 @@ extern "C" int LLVMFuzzerTestOneInput(const unsigned char* data, size_t size) {
       break;
     }
     case feedguard::v1::AgentMessage::kReport:
-      cluster.sink->agents[node].report = msg.report();
+      cluster.sink->agents[node].report =
+          std::make_shared<const feedguard::v1::NodeReport>(msg.report());
       rc.OnReport(node, msg.report());
       break;
     default:

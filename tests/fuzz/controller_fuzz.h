@@ -67,10 +67,10 @@ inline void CheckStatus(const nlohmann::json& st) {
 
 class CheckingSink final : public controller::FenceSink {
  public:
-  Status SetDesired(feedguard::v1::NodeFence fence) override {
+  Status SetDesired(std::shared_ptr<const feedguard::v1::NodeFence> fence) override {
     std::string bytes;
-    FG_FUZZ_CHECK(fence.SerializeToString(&bytes));
-    fences[fence.node_name()] = std::move(fence);
+    FG_FUZZ_CHECK(fence->SerializeToString(&bytes));
+    fences[fence->node_name()] = *fence;
     return OkStatus();
   }
   std::optional<Agent> GetAgent(const std::string& node) const override {

@@ -123,7 +123,8 @@ void ExpectStepOk(const Step& st, const ApplyReport& r, const std::string& where
   if (st.plan) {
     EXPECT_EQ(r.enforced, st.plan->trainers.size() + st.plan->neighbours.size()) << where;
     for (const auto& p : r.pods)
-      EXPECT_TRUE(p.enforced) << where << ": " << p.uid << " " << p.reason << " " << p.message;
+      EXPECT_TRUE(p.enforced()) << where << ": " << p.uid() << " " << p.reason() << " "
+                                << p.message();
   }
   for (const auto& x : r.reverts) {
     EXPECT_TRUE(x.outcome == reason::kRestored || x.outcome == reason::kAlreadyOriginal ||

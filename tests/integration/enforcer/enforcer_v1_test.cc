@@ -83,7 +83,7 @@ Plan BigPlan(Tree& tree, int n) {
 void ExpectEnforced(const ApplyReport& r, size_t pods) {
   EXPECT_EQ(r.enforced, pods);
   for (const auto& p : r.pods) {
-    EXPECT_TRUE(p.enforced) << p.uid << ": " << p.reason << " " << p.message;
+    EXPECT_TRUE(p.enforced()) << p.uid() << ": " << p.reason() << " " << p.message();
   }
 }
 
@@ -147,11 +147,11 @@ TEST_P(EnforcerCgroupTest, CpusetOutsideTheParentIsReportedNotSubset) {
   plan.neighbours.push_back(a);
   auto r = enf.Apply(plan);
   ASSERT_EQ(r.pods.size(), 1u);
-  EXPECT_FALSE(r.pods[0].enforced);
-  EXPECT_EQ(r.pods[0].reason, reason::kCpusetNotSubset) << r.pods[0].message;
+  EXPECT_FALSE(r.pods[0].enforced());
+  EXPECT_EQ(r.pods[0].reason(), reason::kCpusetNotSubset) << r.pods[0].message();
   if (tree.v2()) {
     // The kernel took the write but runs the pod on the tier's CPU.
-    EXPECT_NE(r.pods[0].message.find("clipped"), std::string::npos) << r.pods[0].message;
+    EXPECT_NE(r.pods[0].message().find("clipped"), std::string::npos) << r.pods[0].message();
     EXPECT_EQ(Slurp(pod_dir + "/cpuset.cpus.effective"), first + "\n");
   }
   EXPECT_EQ(Slurp(tier + "/cpuset.cpus"), first + "\n");  // the tier was not touched
@@ -282,7 +282,7 @@ TEST_P(EnforcerCgroupTest, IdleFencedPodResizedInPlaceEndsWithKubeletsNewWeight)
     ExpectEnforced(r, 1);
     EXPECT_EQ(Slurp(dir + "/cpu.idle"), "1\n");
   } else {
-    EXPECT_EQ(r.pods[0].reason, reason::kResizePending);
+    EXPECT_EQ(r.pods[0].reason(), reason::kResizePending);
     EXPECT_EQ(Slurp(dir + "/cpu.idle"), "0\n");
     ASSERT_TRUE(WriteKnob(weight, kubelets));  // kubelet's retry lands
     ExpectEnforced(enf.Apply(plan_with(400)), 1);
@@ -366,9 +366,9 @@ TEST_P(EnforcerCgroupTest, RefusedQuotaFenceRollsBackToTheExactBytes) {
   Plan plan = OneNeighbour(pod, [](NeighbourAction& a) { a.quota = CpuQuota{10000, 100000}; });
   auto r = enf.Apply(plan);
   ASSERT_EQ(r.pods.size(), 1u);
-  EXPECT_FALSE(r.pods[0].enforced);
-  EXPECT_EQ(r.pods[0].reason, reason::kValueRejected);
-  EXPECT_NE(r.pods[0].message.find("rolled back"), std::string::npos) << r.pods[0].message;
+  EXPECT_FALSE(r.pods[0].enforced());
+  EXPECT_EQ(r.pods[0].reason(), reason::kValueRejected);
+  EXPECT_NE(r.pods[0].message().find("rolled back"), std::string::npos) << r.pods[0].message();
   EXPECT_EQ(tree.Snapshot(), before);
   EXPECT_EQ(store->size(), 0u);
 }

@@ -281,7 +281,7 @@ TEST_F(GrpcStreamTest, HelloFenceAckRoundTrip) {
   AgentState st = *server->GetAgent("gpu-1");
   EXPECT_TRUE(st.connected);
   EXPECT_FALSE(st.stale);
-  ASSERT_TRUE(st.hello.has_value());
+  ASSERT_NE(st.hello, nullptr);
   EXPECT_EQ(st.hello->agent_version(), "0.1.0-test");
   EXPECT_EQ(st.hello->cgroup_version(), "v1");
   EXPECT_EQ(st.hello->cgroup_driver(), "cgroupfs");
@@ -290,7 +290,7 @@ TEST_F(GrpcStreamTest, HelloFenceAckRoundTrip) {
   EXPECT_EQ(st.hello->topology().cores(), 8);
   EXPECT_EQ(st.in_flight_version, 0u);
   EXPECT_EQ(st.sends, 2u);
-  ASSERT_TRUE(st.last_report.has_value());
+  ASSERT_NE(st.last_report, nullptr);
   EXPECT_EQ(st.last_report->applied_version(), 2u);
   ASSERT_EQ(st.last_report->pods_size(), 1);
   EXPECT_EQ(st.last_report->pods(0).cpus(), "0-3");

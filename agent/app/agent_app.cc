@@ -1,0 +1,166 @@
+#include "agent/app/agent_app.h"
+
+#include <mutex>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include <spdlog/spdlog.h>
+
+namespace feedguard::agent {
+
+// The engine as the client's FenceApplier, timing every Apply for fence_apply_seconds and
+// keeping the last report for the per-trainer gauges.
+class TimedApplier final : public FenceApplier {
+ public:
+  TimedApplier(NodeEnginePtr engine, Histogram* h) : engine_(std::move(engine)), h_(h) {}
+  Result<feedguard::v1::NodeReport> Apply(const feedguard::v1::NodeFence& fence) override {
+    auto t0 = std::chrono::steady_clock::now();
+    auto r = engine_->Apply(fence);
+    h_->Observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    if (r.ok()) {
+      std::lock_guard<std::mutex> l(mu_);
+      last_ = *r;
+    }
+    return r;
+  }
+  std::optional<feedguard::v1::NodeReport> CurrentReport() override {
+    auto r = engine_->CurrentReport();
+    if (r) {
+      std::lock_guard<std::mutex> l(mu_);
+      last_ = *r;
+    }
+    return r;
+  }
+  std::optional<feedguard::v1::NodeReport> last() const {
+    std::lock_guard<std::mutex> l(mu_);
+    return last_;
+  }
+
+ private:
+  NodeEnginePtr engine_;
+  Histogram* h_;
+  mutable std::mutex mu_;
+  std::optional<feedguard::v1::NodeReport> last_;  // guarded by mu_
+};
+
+Status AgentApp::Validate(const AgentConfig& c) {
+  if (c.controller.empty()) return InvalidArgument("--controller HOST:PORT is required");
+  if (c.node.node_name.empty()) return InvalidArgument("--node-name is required");
+  return OkStatus();
+}
+
+AgentApp::AgentApp(AgentConfig config) : config_(std::move(config)) {}
+
+Result<std::unique_ptr<AgentApp>> AgentApp::Create(AgentConfig config) {
+  FG_RETURN_IF_ERROR(Validate(config));
+  std::unique_ptr<AgentApp> app(new AgentApp(std::move(config)));
+  FG_RETURN_IF_ERROR(app->signals_.status());
+  FG_ASSIGN_OR_RETURN(app->node_, BuildNode(app->config_.node));
+  return app;
+}
+
+FenceClientOptions AgentApp::ClientOptions() const {
+  FenceClientOptions o;
+  o.target = config_.controller;
+  o.insecure = config_.insecure;
+  o.tls = {config_.tls_ca, config_.tls_cert, config_.tls_key};
+  o.tls_server_name = config_.tls_server_name;
+  o.token_file = config_.token_file;
+  o.report_interval = config_.report_interval;
+  o.hello.set_node_name(config_.node.node_name);
+  o.hello.set_agent_version(FEEDGUARD_VERSION);
+  const auto& layout = node_.cgroups->layout();
+  o.hello.set_cgroup_version(std::string(cgroup::CgroupVersionName(layout.version)));
+  o.hello.set_cgroup_driver(std::string(cgroup::DriverName(layout.driver)));
+  if (layout.caps.cpu_idle) o.hello.add_capabilities("cpu.idle");
+  if (layout.caps.burst) o.hello.add_capabilities("cpu.burst");
+  if (layout.caps.psi) o.hello.add_capabilities("cpu.pressure");
+  auto* summary = o.hello.mutable_topology();
+  summary->set_numa_nodes(static_cast<int>(node_.topology.numa_nodes.size()));
+  summary->set_cores(static_cast<int>(node_.topology.cores.size()));
+  summary->set_pus(static_cast<int>(node_.topology.AllPus().size()));
+  summary->set_gpus(static_cast<int>(node_.topology.gpus.size()));
+  summary->set_allowed_cpus(node_.topology.allowed_cpus.ToString());
+  return o;
+}
+
+Status AgentApp::Start() {
+  applier_ = std::make_shared<TimedApplier>(node_.engine, &apply_seconds_);
+  // The client's report thread asks the applier for a fresh report every report interval.
+  FG_ASSIGN_OR_RETURN(client_, FenceClient::Start(ClientOptions(), applier_));
+  spdlog::info("feedguard-agent: node {} dialing {}", config_.node.node_name, config_.controller);
+
+  WatcherOptions wo;
+  wo.sweep_interval = config_.verify_interval;
+  watcher_ = std::make_unique<Watcher>(node_.enforcer, wo);
+  if (Status st = watcher_->Start(); !st.ok()) {
+    spdlog::warn("overwrite watcher: {}", st.ToString());
+  }
+
+  if (!config_.metrics_addr.empty()) {
+    FG_ASSIGN_OR_RETURN(metrics_, MetricsServer::Start(
+                                      config_.metrics_addr, [this] { return RenderMetrics(); },
+                                      [this] { return node_.enforcer->ready(); }));
+  }
+  return OkStatus();
+}
+
+int AgentApp::Wait() {
+  signals_.Wait();
+  return 0;
+}
+
+void AgentApp::Stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  if (watcher_) watcher_->Stop();
+  if (client_) {
+    spdlog::info("feedguard-agent: stopping; fences stay in place (use `revert` to remove them)");
+    client_->Stop();
+  }
+  metrics_.reset();
+}
+
+std::string AgentApp::RenderMetrics() const {
+  auto cs = client_->stats();
+  std::string out;
+  out += RenderGauge("feedguard_agent_connected", "1 while a stream to the controller is open",
+                     cs.connected ? 1 : 0);
+  out += RenderGauge("feedguard_agent_applied_version", "last NodeFence version applied",
+                     static_cast<double>(cs.applied_version));
+  out += apply_seconds_.Render("feedguard_fence_apply_seconds",
+                               "time to plan and write one NodeFence");
+  uint64_t overwrites = 0;
+  for (const auto& [uid, n] : node_.enforcer->OverwriteCounts()) overwrites += n;
+  out +=
+      RenderGauge("feedguard_overwrites_total", "cgroup values we wrote that someone else rewrote",
+                  static_cast<double>(overwrites), "counter");
+  out += RenderGauge("feedguard_neighbour_cpu_seconds_total",
+                     "CPU time pods received while fenced as neighbours",
+                     node_.engine->NeighbourCpuSeconds(), "counter");
+  out += RenderGauge("feedguard_owned_files", "cgroup files holding a value we wrote",
+                     static_cast<double>(node_.enforcer->OwnedFiles().size()));
+  if (auto r = applier_->last()) {
+    std::vector<std::pair<std::string, double>> psi;
+    std::vector<std::pair<std::string, double>> busy;
+    for (const auto& p : r->pods()) {
+      if (p.role() != feedguard::v1::PodReport::TRAINER) continue;
+      psi.push_back({p.namespace_() + "/" + p.name(), p.cpu_pressure_some_avg10() / 100});
+      if (p.gpus_sampled() > 0) {
+        busy.push_back({p.namespace_() + "/" + p.name(), p.gpu_busy_percent() / 100});
+      }
+    }
+    out += RenderLabelled("feedguard_trainer_cpu_pressure_ratio",
+                          "share of the last 10 s some trainer task waited for CPU (PSI)", "gauge",
+                          psi, "pod");
+    if (!busy.empty()) {
+      out += RenderLabelled("feedguard_trainer_gpu_busy_ratio",
+                            "mean NVML utilisation of the GPUs a trainer holds (0-1)", "gauge",
+                            busy, "pod");
+    }
+  }
+  return out;
+}
+
+}  // namespace feedguard::agent

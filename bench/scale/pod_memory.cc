@@ -1,0 +1,118 @@
+// pod_memory — heap bytes the controller keeps per pod, per holder (issue 14 item 3).
+//
+// Builds N pods shaped like the scale loader's (1 container, 1–2 labels) and like a typical
+// Deployment pod (6 labels, 2 containers), feeds them through what the controller does with a
+// watched pod — the informer's store and the reconciler — and reports the glibc heap in use
+// (mallinfo2().uordblks) after each holder is filled, divided by N. One JSON line per shape.
+// (Before issue 14's rework the store kept a trimmed JSON copy of each pod: 4.2 / 6.7 KB per pod
+// for these two shapes, and the reconciler 1.0 / 1.9 KB.)
+//
+//   fg-pod-memory [N]      (default 20000)
+#include <malloc.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "controller/kube/store.h"
+#include "controller/reconciler/reconciler.h"
+
+namespace fc = feedguard::controller;
+namespace fk = feedguard::kube;
+using nlohmann::json;
+
+namespace {
+
+class NullSink : public fc::FenceSink {
+ public:
+  feedguard::Status SetDesired(std::shared_ptr<const feedguard::v1::NodeFence>) override {
+    return feedguard::OkStatus();
+  }
+  std::optional<Agent> GetAgent(const std::string&) const override { return std::nullopt; }
+};
+class NullWriter : public fc::PolicyWriter {
+ public:
+  feedguard::Status WriteStatus(const std::string&, const json&) override {
+    return feedguard::OkStatus();
+  }
+  feedguard::Status AddFinalizer(const std::string&) override { return feedguard::OkStatus(); }
+  feedguard::Status RemoveFinalizer(const std::string&) override { return feedguard::OkStatus(); }
+  void Event(const std::string&, const std::string&, const std::string&,
+             const std::string&) override {}
+};
+
+size_t HeapInUse() { return mallinfo2().uordblks; }
+
+std::string Hex(size_t i, int width) {
+  char buf[80];
+  std::snprintf(buf, sizeof buf, "%0*zx", width, i * 2654435761u);
+  return buf;
+}
+
+json Pod(size_t i, bool rich) {
+  const std::string node = "node-" + std::to_string(i / 30);
+  const std::string uid = Hex(i, 8) + "-1111-2222-3333-" + Hex(i, 12);
+  json labels = {{"app", "batch"}};
+  if (rich) {
+    labels = {{"app.kubernetes.io/name", "batch-worker"}, {"app.kubernetes.io/instance", "team-a"},
+              {"app.kubernetes.io/component", "worker"},  {"app.kubernetes.io/managed-by", "Helm"},
+              {"pod-template-hash", Hex(i / 100, 10)},    {"team", "ml-platform"}};
+  }
+  json containers = json::array();
+  json statuses = json::array();
+  for (int c = 0; c < (rich ? 2 : 1); ++c) {
+    const std::string name = c == 0 ? "main" : "sidecar";
+    containers.push_back({{"name", name},
+                          {"image", "registry.invalid/team/batch:1.2.3"},
+                          {"resources",
+                           {{"requests", {{"cpu", "100m"}, {"memory", "256Mi"}}},
+                            {"limits", {{"memory", "512Mi"}}}}}});
+    statuses.push_back({{"name", name},
+                        {"containerID", "containerd://" + Hex(i, 32) + Hex(i + c, 32)},
+                        {"ready", true},
+                        {"restartCount", 0},
+                        {"state", {{"running", {{"startedAt", "2026-11-23T10:00:00Z"}}}}}});
+  }
+  return {{"apiVersion", "v1"},
+          {"kind", "Pod"},
+          {"metadata",
+           {{"name", "batch-" + Hex(i, 10)},
+            {"namespace", "team-" + std::to_string(i % 40)},
+            {"uid", uid},
+            {"resourceVersion", std::to_string(100000 + i)},
+            {"labels", labels}}},
+          {"spec", {{"nodeName", node}, {"containers", containers}}},
+          {"status",
+           {{"phase", "Running"}, {"qosClass", "Burstable"}, {"containerStatuses", statuses}}}};
+}
+
+void Measure(size_t n, bool rich) {
+  // The informer's store as the controller fills it: versions only (no JSON kept).
+  const size_t base = HeapInUse();
+  auto store = std::make_shared<fk::Store>(fk::StoreOptions{false, {}});
+  for (size_t i = 0; i < n; ++i) store->Put(std::make_shared<const json>(Pod(i, rich)));
+  const size_t after_store = HeapInUse();
+  fc::Reconciler rc(std::make_shared<NullSink>(), std::make_shared<NullWriter>(), {});
+  for (size_t i = 0; i < n; ++i) rc.UpsertPod(Pod(i, rich));
+  const size_t after_rc = HeapInUse();
+  const size_t raw_one = Pod(1, rich).dump().size();
+  std::printf(
+      "{\"shape\":\"%s\",\"pods\":%zu,\"pod_json_bytes\":%zu,\"store_bytes_per_pod\":%.0f,"
+      "\"reconciler_bytes_per_pod\":%.0f}\n",
+      rich ? "deployment" : "loader", n, raw_one,
+      static_cast<double>(after_store - base) / static_cast<double>(n),
+      static_cast<double>(after_rc - after_store) / static_cast<double>(n));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const size_t n = argc > 1 ? std::strtoul(argv[1], nullptr, 10) : 20000;
+  Measure(n, false);
+  Measure(n, true);
+  return 0;
+}
