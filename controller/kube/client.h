@@ -107,7 +107,10 @@ class Client {
   const HttpTransportPtr& transport() const { return transport_; }
 
  private:
-  Result<Json> Call(const HttpRequest& req);
+  // `read_only`: the body is a list whose items are only read: their metadata.managedFields,
+  // often a third of an object and never read by feedguard, is dropped while parsing (watch
+  // events likewise).
+  Result<Json> Call(const HttpRequest& req, bool read_only = false);
   HttpTransportPtr transport_;
 };
 using ClientPtr = std::shared_ptr<Client>;

@@ -167,6 +167,49 @@ TEST(ClientTest, UpdateStatusGivesUpAfterBoundedAttempts) {
   EXPECT_EQ(puts, 3);
 }
 
+TEST(ClientTest, ListsAndWatchesLeaveOutManagedFieldsButGetsKeepThem) {
+  const Json obj = {{"metadata",
+                     {{"name", "a"},
+                      {"resourceVersion", "3"},
+                      {"managedFields", {{{"manager", "kubelet"}, {"fieldsV1", {{"f:x", {}}}}}}},
+                      {"labels", {{"managedFields", "a label value"}}}}},
+                    {"spec", {{"nodeName", "n"}}}};
+  auto t = std::make_shared<FakeTransport>([&](const HttpRequest& r) {
+    if (r.path.find("watch=1") != std::string::npos) {
+      return FakeReply{HttpResponse{200, ""},
+                       {Json{{"type", "ADDED"}, {"object", obj}}.dump() + "\n"}};
+    }
+    if (r.path.find("limit=") != std::string::npos) {
+      return FakeReply{HttpResponse{
+          200, Json{{"metadata", {{"resourceVersion", "3"}}}, {"items", {obj}}}.dump()}};
+    }
+    return FakeReply{HttpResponse{200, obj.dump()}};
+  });
+  Client c(t);
+  ListOptions o;
+  o.limit = 10;
+  auto page = c.ListOnePage(ConfigMapsGvr(), "ns", o);
+  ASSERT_TRUE(page.ok()) << page.status().ToString();
+  ASSERT_EQ(page->items.size(), 1u);
+  Json expected = obj;
+  expected["metadata"].erase("managedFields");
+  EXPECT_EQ(page->items[0], expected);  // everything else kept, a label of that name too
+  std::vector<Json> seen;
+  Status s = c.Watch(
+      ConfigMapsGvr(), "ns", WatchOptions{},
+      [&](Json& ev) {
+        seen.push_back(ev["object"]);
+        return false;
+      },
+      std::stop_token{});
+  ASSERT_EQ(seen.size(), 1u) << s.ToString();
+  EXPECT_EQ(seen[0], expected);
+  // A GET may be written back (finalizer edits): nothing is left out.
+  auto got = c.Get(ConfigMapsGvr(), "ns", "a");
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(*got, obj);
+}
+
 TEST(ClientTest, WatchDecodesEventsSplitAnywhere) {
   std::string stream;
   for (int i = 0; i < 50; ++i) {

@@ -5,20 +5,30 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 
 #include "common/strings.h"
 
 namespace feedguard::kube {
 namespace {
 
+// A kubeconfig, a token, a CA bundle: a few KB. Anything past this is not one of them (a
+// mistaken path to a device or a huge file) and is refused rather than read into memory.
+constexpr std::streamsize kMaxConfigFileBytes = 4 << 20;
+
 Result<std::string> ReadWholeFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return NotFound("cannot read " + path);
-  std::ostringstream ss;
-  ss << in.rdbuf();
+  std::string out;
+  char buf[16 * 1024];
+  while (in.read(buf, sizeof buf) || in.gcount() > 0) {
+    out.append(buf, static_cast<size_t>(in.gcount()));
+    if (static_cast<std::streamsize>(out.size()) > kMaxConfigFileBytes) {
+      return InvalidArgument(path + " is larger than " + std::to_string(kMaxConfigFileBytes >> 20) +
+                             " MiB: not a kubeconfig, token or CA file");
+    }
+  }
   if (in.bad()) return Internal("error reading " + path);
-  return ss.str();
+  return out;
 }
 
 std::string Resolve(const std::string& base_dir, const std::string& p) {

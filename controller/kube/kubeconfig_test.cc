@@ -130,6 +130,21 @@ contexts:
   EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
 }
 
+TEST_F(KubeconfigTest, OversizeFilesAreRefusedNotRead) {
+  // 5 MiB where a kubeconfig is expected: refused with a message, never parsed.
+  Write(dir_.path() + "/huge", std::string(5 << 20, '#'));
+  auto r = LoadKubeconfig(dir_.path() + "/huge");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("larger than 4 MiB"), std::string::npos)
+      << r.status().ToString();
+  // Just under the limit is read (and then judged as YAML).
+  Write(dir_.path() + "/big", "# " + std::string((4 << 20) - 3, 'x') + "\n");
+  auto b = LoadKubeconfig(dir_.path() + "/big");
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.status().message().find("larger than"), std::string::npos) << b.status().ToString();
+}
+
 TEST_F(KubeconfigTest, FileFormsRelativeToKubeconfigAndTokens) {
   Write(dir_.path() + "/tok", "  secret-1\n");
   const std::string yaml = R"(current-context: c

@@ -181,6 +181,7 @@ void Reconciler::DeletePolicy(const nlohmann::json& obj) {
   policies_.erase(NameOf(obj));
   per_policy_.erase(NameOf(obj));
   retry_.Forget("finalizer-add/" + NameOf(obj));
+  retry_.Forget("status/" + NameOf(obj));
   retry_.Forget("finalizer-remove/" + NameOf(obj));
   MarkAllNodesDirtyLocked();
 }
@@ -566,7 +567,8 @@ bool Reconciler::StepApiWrites() {
         }
         if (!still_fenced) finalizers_to_remove.push_back(name);
       }
-      if (e.status_dirty && now - e.last_write >= options_.status_interval) {
+      if (e.status_dirty && now - e.last_write >= options_.status_interval &&
+          retry_.Due("status/" + name, now)) {
         status_due.push_back(name);
       }
     }
@@ -663,6 +665,7 @@ bool Reconciler::StepApiWrites() {
     it->second.last_write = clock_->MonotonicNow();
     if (ws.ok()) {
       stats_.status_writes++;
+      retry_.Forget("status/" + name);
       // Events on condition transitions.
       // `prev` may be whatever the API server held (a loose CRD): type-check every step.
       auto cond = [](const nlohmann::json& s, const std::string& type) -> std::string {
@@ -703,8 +706,11 @@ bool Reconciler::StepApiWrites() {
         events.push_back({"Normal", "Resumed", "off switch cleared: fences are applied again"});
       }
     } else {
-      it->second.status_dirty = true;  // retry next interval
-      spdlog::warn("writing status of {}: {}", name, ws.ToString());
+      // Retried with this policy's own backoff (status_interval at the least).
+      it->second.status_dirty = true;
+      const auto delay = retry_.Failed("status/" + name, clock_->MonotonicNow());
+      spdlog::warn("writing status of {}: {} (retry in {} ms)", name, ws.ToString(),
+                   std::max<int64_t>(delay.count(), options_.status_interval.count()));
     }
     l.unlock();
     for (const auto& e : events) writer_->Event(name, e.type, e.reason, e.message);

@@ -221,7 +221,7 @@ class Reconciler final : public AgentObserver {
   std::map<std::string, std::map<std::string, PolicyOnNode>> per_policy_;  // guarded by mu_
   uint64_t version_counter_ = 0;                                           // guarded by mu_
   // Failed writes wait here before their next try: keys "fence/<node>" (SetDesired),
-  // "finalizer-add/<policy>", "finalizer-remove/<policy>".
+  // "finalizer-add/<policy>", "finalizer-remove/<policy>", "status/<policy>".
   KeyedBackoff retry_;                   // guarded by mu_
   std::set<std::string> fence_retries_;  // guarded by mu_; nodes whose SetDesired failed
   ReconcilerStats stats_;                // guarded by mu_

@@ -472,7 +472,14 @@ class FlakyWriter : public FakeWriter {
     FakeWriter::AddFinalizer(name).IgnoreError();  // records the attempt
     return fail_add-- > 0 ? Unavailable("apiserver down") : OkStatus();
   }
+  Status WriteStatus(const std::string& name, const json& status) override {
+    ++status_attempts;
+    if (fail_status-- > 0) return Unavailable("apiserver down");
+    return FakeWriter::WriteStatus(name, status);
+  }
   int fail_add = 0;
+  int fail_status = 0;
+  int status_attempts = 0;
 };
 
 class FlakySink : public FakeSink {
@@ -522,6 +529,30 @@ TEST(ReconcilerRetryTest, FailedWritesBackOffPerKey) {
   ASSERT_TRUE(r->DesiredFence("gpu-1").has_value());
   EXPECT_EQ(sink->sent.back().node_name(), "gpu-1");
   EXPECT_EQ(r->DesiredFence("gpu-1")->trainers_size(), 1);
+}
+
+TEST(ReconcilerRetryTest, FailedStatusWritesBackOffPerPolicy) {
+  auto clock = std::make_shared<ManualTimeSource>();
+  auto sink = std::make_shared<FakeSink>();
+  auto writer = std::make_shared<FlakyWriter>();
+  writer->fail_status = 3;
+  ReconcilerOptions o;
+  o.clock = clock;
+  o.status_interval = std::chrono::milliseconds(0);  // pacing by the backoff alone
+  auto r = std::make_shared<Reconciler>(sink, writer, o);
+  r->UpsertNode({{"metadata", {{"name", "gpu-1"}}}});
+  r->MarkInformersSynced();
+  r->UpsertPolicy(PolicyJson(true));
+  // Passes every 5 ms: failures at 0, 10, 30 ms; the 4th write (at 70 ms) lands, then no more.
+  std::vector<int64_t> write_at;
+  for (int64_t t = 0; t <= 200; t += 5) {
+    const int before = writer->status_attempts;
+    r->Step();
+    if (writer->status_attempts > before) write_at.push_back(t);
+    clock->Advance(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(write_at, (std::vector<int64_t>{0, 10, 30, 70}));
+  EXPECT_EQ(writer->statuses["vision"].size(), 1u);
 }
 
 // The emergency off switch (issue 13, item 9): the annotation on the agent namespace withdraws
