@@ -20,6 +20,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench/scale/null_writer.h"
 #include "controller/reconciler/reconciler.h"
 
 namespace fc = feedguard::controller;
@@ -59,17 +60,6 @@ class AckingSink : public fc::FenceSink {
  private:
   mutable std::mutex mu_;
   std::map<std::string, Agent> agents_;
-};
-
-class NullWriter : public fc::PolicyWriter {
- public:
-  feedguard::Status WriteStatus(const std::string&, const json&) override {
-    return feedguard::OkStatus();
-  }
-  feedguard::Status AddFinalizer(const std::string&) override { return feedguard::OkStatus(); }
-  feedguard::Status RemoveFinalizer(const std::string&) override { return feedguard::OkStatus(); }
-  void Event(const std::string&, const std::string&, const std::string&,
-             const std::string&) override {}
 };
 
 json Policy(int64_t generation) {
@@ -117,7 +107,7 @@ int main(int argc, char** argv) {
   auto sink = std::make_shared<AckingSink>();
   fc::ReconcilerOptions o;
   o.status_interval = std::chrono::milliseconds(0);
-  fc::Reconciler rc(sink, std::make_shared<NullWriter>(), o);
+  fc::Reconciler rc(sink, std::make_shared<feedguard::bench::NullWriter>(), o);
   for (int n = 0; n < nodes; ++n) {
     rc.UpsertNode({{"metadata", {{"name", "node-" + std::to_string(n)}}}});
     rc.OnConnected("node-" + std::to_string(n), {});

@@ -18,6 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench/scale/null_writer.h"
 #include "controller/kube/store.h"
 #include "controller/reconciler/reconciler.h"
 
@@ -33,16 +34,6 @@ class NullSink : public fc::FenceSink {
     return feedguard::OkStatus();
   }
   std::optional<Agent> GetAgent(const std::string&) const override { return std::nullopt; }
-};
-class NullWriter : public fc::PolicyWriter {
- public:
-  feedguard::Status WriteStatus(const std::string&, const json&) override {
-    return feedguard::OkStatus();
-  }
-  feedguard::Status AddFinalizer(const std::string&) override { return feedguard::OkStatus(); }
-  feedguard::Status RemoveFinalizer(const std::string&) override { return feedguard::OkStatus(); }
-  void Event(const std::string&, const std::string&, const std::string&,
-             const std::string&) override {}
 };
 
 size_t HeapInUse() { return mallinfo2().uordblks; }
@@ -96,7 +87,8 @@ void Measure(size_t n, bool rich) {
   auto store = std::make_shared<fk::Store>(fk::StoreOptions{false, {}});
   for (size_t i = 0; i < n; ++i) store->Put(std::make_shared<const json>(Pod(i, rich)));
   const size_t after_store = HeapInUse();
-  fc::Reconciler rc(std::make_shared<NullSink>(), std::make_shared<NullWriter>(), {});
+  fc::Reconciler rc(std::make_shared<NullSink>(), std::make_shared<feedguard::bench::NullWriter>(),
+                    {});
   for (size_t i = 0; i < n; ++i) rc.UpsertPod(Pod(i, rich));
   const size_t after_rc = HeapInUse();
   const size_t raw_one = Pod(1, rich).dump().size();
