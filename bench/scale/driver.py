@@ -137,6 +137,8 @@ class Sampler:
 
 # ---- the simulator -----------------------------------------------------------------------
 class Sim:
+    extra_args = []  # the TLS flags of make_tls (--tls)
+
     def __init__(self, binary, target, agents, events_path, report_interval_ms=30000,
                  spread_ms=0):
         self.agents = agents
@@ -150,7 +152,7 @@ class Sim:
         self.out = open(events_path, "a")
         self.p = subprocess.Popen(
             [binary, "--target", target, "--agents", str(agents), "--report-interval-ms",
-             str(report_interval_ms), "--start-spread-ms", str(spread_ms)],
+             str(report_interval_ms), "--start-spread-ms", str(spread_ms)] + Sim.extra_args,
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
             bufsize=1)
         self.reader = threading.Thread(target=self._read, daemon=True)
@@ -223,7 +225,36 @@ def wait_for(pred, timeout, period=0.05):
 
 
 # ---- controller --------------------------------------------------------------------------
+def make_tls(work):
+    """A CA, a server certificate for the controller (127.0.0.1, feedguard-controller) and one
+    client certificate every simulated agent presents (the chart's shared-cert shape), made with
+    the openssl CLI. Returns (controller flags, simulator flags)."""
+    d = os.path.join(work, "tls")
+    os.makedirs(d, exist_ok=True)
+    def run(*args):
+        subprocess.run(["openssl", *args], check=True, capture_output=True, cwd=d)
+    run("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+        "-keyout", "ca.key", "-out", "ca.crt", "-days", "2", "-subj", "/CN=fg-scale-ca")
+    for name, ext in (("server", "subjectAltName=DNS:feedguard-controller,IP:127.0.0.1"),
+                      ("client", "extendedKeyUsage=clientAuth")):
+        run("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+            "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", f"/CN=fg-scale-{name}")
+        with open(os.path.join(d, f"{name}.ext"), "w") as f:
+            f.write(ext + "\n")
+        run("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
+            "-CAcreateserial", "-out", f"{name}.crt", "-days", "2", "-extfile", f"{name}.ext")
+    p = lambda n: os.path.join(d, n)  # noqa: E731
+    ctl = ["--tls-cert", p("server.crt"), "--tls-key", p("server.key"), "--tls-client-ca",
+           p("ca.crt"), "--agent-identity", "shared-cert"]
+    sim = ["--tls-ca", p("ca.crt"), "--tls-cert", p("client.crt"), "--tls-key", p("client.key"),
+           "--tls-server-name", "feedguard-controller"]
+    return ctl, sim
+
+
 class Controller:
+    # ["--insecure"], or the TLS flags of make_tls (--tls): set once per step.
+    transport_args = ["--insecure"]
+
     def __init__(self, binary, kubeconfig, logpath, grpc_port, name="ctl", leader_elect=False):
         self.logpath = logpath
         self.logf = open(logpath, "a")
@@ -234,7 +265,8 @@ class Controller:
         le = (["--leader-elect", "--lease-namespace", "feedguard-system", "--lease-name",
                "feedguard-scale"] if leader_elect else [])
         self.p = subprocess.Popen(
-            [binary, "--insecure", "--kubeconfig", kubeconfig, "--listen-grpc", f"127.0.0.1:{grpc_port}",
+            [binary] + Controller.transport_args +
+            ["--kubeconfig", kubeconfig, "--listen-grpc", f"127.0.0.1:{grpc_port}",
              "--metrics-addr", "127.0.0.1:0", "--agent-namespace", "feedguard-system",
              "--status-interval-ms", "500", "--identity", name] + le,
             stdin=subprocess.DEVNULL, stdout=self.logf, stderr=subprocess.STDOUT,
@@ -320,6 +352,9 @@ def run_step(a):
     row = {"nodes": a.nodes, "pods": a.pods, "agents": a.agents, "load_avg": loadavg(),
            "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "notes": []}
     os.makedirs(a.work, exist_ok=True)
+    row["transport"] = "mtls" if a.tls else "plaintext"
+    if a.tls:
+        Controller.transport_args, Sim.extra_args = make_tls(a.work)
     tb = a.testbed or os.path.join(a.work, "tb")
     loaded_file = os.path.join(tb, "fg-scale-loaded.json")
     ctl_bin = os.path.join(a.work, "feedguard-controller")
@@ -721,6 +756,9 @@ def main():
     s.add_argument("--settle-s", type=float, default=5)
     s.add_argument("--report-interval-ms", type=int, default=30000)
     s.add_argument("--phases", default="edits,relist,storm,restart,failover")
+    s.add_argument("--tls", action="store_true",
+                   help="mTLS between controller and agents (as installs run it) instead of "
+                        "--insecure; the row says so (transport)")
     s.add_argument("--keep", action="store_true")
     s.add_argument("--testbed", help="reuse (or create) this API server dir; left running")
     r = sub.add_parser("report")
@@ -729,6 +767,7 @@ def main():
     r.add_argument("--out-md", required=True)
     r.add_argument("--out-png")
     r.add_argument("--command", default="")
+    r.add_argument("--notes", help="notes to embed (default: bench/scale/NOTES.md)")
     a = ap.parse_args()
     if a.cmd == "step":
         a.controller = a.controller or os.path.join(a.build, "controller", "feedguard-controller")

@@ -214,7 +214,8 @@ def main(a):
     rows, all_rows = load_rows(a.rows)
     doc = build(rows, a.command)
     doc["rows_all"] = all_rows
-    notes_path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "NOTES.md")
+    notes_path = getattr(a, "notes", None) or os.path.join(
+        os.path.dirname(os.path.abspath(__file__)), "NOTES.md")
     notes = open(notes_path).read() if os.path.exists(notes_path) else ""
     if notes:
         doc["notes"] = notes

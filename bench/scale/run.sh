@@ -9,6 +9,7 @@
 #   env: FG_SCALE_WORK (default /tmp/fg-scale-$$), FG_SCALE_OUT (results dir, default
 #        bench/results), FG_SCALE_EDITS (10), FG_SCALE_THREADS (loader connections, 8),
 #        FG_SCALE_FRESH=1 (a fresh API server per step instead of growing one),
+#        FG_SCALE_TLS=1 (mTLS between controller and agents, as installs run it),
 #        FG_SCALE_ROWS (append rows to this file instead of WORK/rows.jsonl; the report
 #        is written from every row in it)
 # Steps must be in growing order with the same pods/node when the API server is grown.
@@ -38,7 +39,7 @@ for step in "${STEPS[@]}"; do
   echo "# step $step ($(uptime | sed 's/.*load/load/'))" >&2
   /usr/bin/python3 "$HERE/driver.py" step --build "$BUILD" --nodes "$n" --pods "$p" --agents "$a" \
     --work "$WORK/step-$n" --rows "$ROWS" --edits "${FG_SCALE_EDITS:-10}" \
-    --threads "${FG_SCALE_THREADS:-8}" "${tbarg[@]}" || { echo "run.sh: step $step failed" >&2; rc=1; }
+    --threads "${FG_SCALE_THREADS:-8}" "${tbarg[@]}" ${FG_SCALE_TLS:+--tls} || { echo "run.sh: step $step failed" >&2; rc=1; }
 done
 /usr/bin/python3 "$HERE/driver.py" report --rows "$ROWS" --out-json "$OUT/scale.json" \
   --out-md "$OUT/scale.md" --out-png "$OUT/scale.png" --command "bench/scale/run.sh BUILD ${STEPS[*]}" || rc=1
