@@ -736,6 +736,9 @@ def run_step(a):
 
 
 def main():
+    # SIGTERM (a CTest timeout, Ctrl-C of a wrapper) ends the step through its `finally`: the
+    # controller, the simulator and the step's own API server are stopped, not orphaned.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     ap = argparse.ArgumentParser()
     sub = ap.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("step")

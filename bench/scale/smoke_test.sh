@@ -6,10 +6,22 @@ set -uo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 BUILD="$(cd "${1:?usage: smoke_test.sh BUILD_DIR}" && pwd)"
 WORK="$(mktemp -d /tmp/fg-scale-smoke-XXXXXX)"
-trap 'rm -rf "$WORK"' EXIT
+# The driver stops what it started (controller, simulator, its API server) when it ends or gets
+# SIGTERM; it runs in the background so that a TERM here reaches it at once.
+drv=""
+cleanup() {
+  if [[ -n "$drv" ]] && kill -0 "$drv" 2>/dev/null; then kill -TERM "$drv"; wait "$drv"; fi
+  [[ -f "$WORK/step/tb/env" ]] && "$HERE/../../tests/testbed/testbed.sh" down "$WORK/step/tb" >/dev/null 2>&1
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+trap 'exit 143' TERM INT
 /usr/bin/python3 "$HERE/driver.py" step --build "$BUILD" --nodes 5 --pods 50 --agents 5 \
   --work "$WORK/step" --rows "$WORK/rows.jsonl" --edits 3 --edit-gap-s 0.2 --settle-s 1 \
-  --report-interval-ms 2000 --timeout 40 --phases edits,nack,relist,storm,restart,failover || { echo "FAIL: driver step"; exit 1; }
+  --report-interval-ms 2000 --timeout 40 --phases edits,nack,relist,storm,restart,failover &
+drv=$!
+wait "$drv" || { drv=""; echo "FAIL: driver step"; exit 1; }
+drv=""
 /usr/bin/python3 "$HERE/driver.py" report --rows "$WORK/rows.jsonl" --out-json "$WORK/scale.json" \
   --out-md "$WORK/scale.md" --command smoke || { echo "FAIL: report"; exit 1; }
 /usr/bin/python3 - "$WORK/scale.json" <<'PY' || exit 1
