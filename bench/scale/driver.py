@@ -439,6 +439,21 @@ def run_step(a):
             n, latest = fenced_count(min_gen, min_stream, after)
             return latest if n == a.agents else None
 
+        def mark():
+            """Each agent's current stream and the drops so far: what a handover is judged from."""
+            with sim.lock:
+                return [f[-1][1] if f else 0 for f in sim.fences], len(sim.drops)
+
+        def judge_handover(phase, streams, ndrops, t0):
+            """Waits until every agent has a full fence on a newer stream; records the time since t0
+            and the agents that got a fence with fewer pods meanwhile (a withdrawn fence)."""
+            done = wait_for(lambda: all_fenced(0, streams), a.timeout)
+            with sim.lock:
+                drops = sim.drops[ndrops:]
+            row[f"{phase}_to_all_fenced_s"] = round((done - t0) / 1000.0, 2) if done else None
+            row[f"{phase}_agents_with_withdrawn_fence"] = len({d["a"] for d in drops})
+            row[f"{phase}_drop_examples"] = [d.get("drop") for d in drops[:3]]
+
         t_all = wait_for(lambda: all_fenced(gen), a.timeout)
         if t_all is None:
             n, _ = fenced_count(gen)
@@ -628,8 +643,7 @@ def run_step(a):
         # ---- reconnect storm
         row["reconnect_storm_all_connected_s"] = None
         if "storm" in phases and t_all is not None:
-            with sim.lock:
-                before = [f[-1][1] if f else 0 for f in sim.fences]
+            before, _ = mark()
             t_s = now_ms()
             sim.send("storm")
             st = sim.wait_misc("storm", after=t_s - 1)
@@ -650,20 +664,12 @@ def run_step(a):
 
         # ---- controller restart: is any fence withdrawn?
         if "restart" in phases and t_all is not None:
-            with sim.lock:
-                before = [f[-1][1] if f else 0 for f in sim.fences]
-                ndrops0 = len(sim.drops)
+            streams, ndrops = mark()
             ctl.stop(signal.SIGTERM)
             # Same gRPC port: the agents keep dialling it with their backoff.
             ctl = Controller(ctl_bin, kubeconfig, ctl_log, port, name="ctl2")
-            t_c = ctl.start_ms
             ctl.wait_port()
-            done = wait_for(lambda: all_fenced(0, before), a.timeout)
-            with sim.lock:
-                drops = sim.drops[ndrops0:]
-            row["restart_to_all_fenced_s"] = round((done - t_c) / 1000.0, 2) if done else None
-            row["restart_agents_with_withdrawn_fence"] = len({d["a"] for d in drops})
-            row["restart_drop_examples"] = [d.get("drop") for d in drops[:3]]
+            judge_handover("restart", streams, ndrops, ctl.start_ms)
             log(f"restart: {row['restart_agents_with_withdrawn_fence']} agents got a fence "
                 f"with fewer pods; all fenced again after {row['restart_to_all_fenced_s']} s")
 
@@ -671,8 +677,7 @@ def run_step(a):
         if "failover" in phases and t_all is not None:
             # Two replicas with leader election: the current controller hands over (SIGTERM) to
             # a leader, a standby starts beside it, then the leader is killed.
-            with sim.lock:
-                streams0 = [f[-1][1] if f else 0 for f in sim.fences]
+            streams0, _ = mark()
             ctl.stop(signal.SIGTERM)
             ctl = Controller(ctl_bin, kubeconfig, os.path.join(a.work, "controller-leader.log"),
                              port, name="leader", leader_elect=True)
@@ -687,9 +692,7 @@ def run_step(a):
                 return standby.log_text().count("initial list delivered") >= 4 or None
             if not wait_for(standby_synced, a.timeout):
                 row["notes"].append("failover: standby never delivered its initial lists")
-            with sim.lock:
-                before = [f[-1][1] if f else 0 for f in sim.fences]
-                ndrops0 = len(sim.drops)
+            streams, ndrops = mark()
             t_k = now_ms()
             ctl.stop(signal.SIGKILL)
             ctl = standby
@@ -698,12 +701,7 @@ def run_step(a):
                 row["failover_leading_after_s"] = round((now_ms() - t_k) / 1000.0, 2)
             except RuntimeError as e:
                 row["notes"].append(f"failover: {e}"[:300])
-            done = wait_for(lambda: all_fenced(0, before), a.timeout)
-            with sim.lock:
-                drops = sim.drops[ndrops0:]
-            row["failover_to_all_fenced_s"] = round((done - t_k) / 1000.0, 2) if done else None
-            row["failover_agents_with_withdrawn_fence"] = len({d["a"] for d in drops})
-            row["failover_drop_examples"] = [d.get("drop") for d in drops[:3]]
+            judge_handover("failover", streams, ndrops, t_k)
             log(f"failover (SIGKILL, standby takes the Lease): "
                 f"{row['failover_agents_with_withdrawn_fence']} agents got a fence with fewer "
                 f"pods; all fenced again {row['failover_to_all_fenced_s']} s after the kill")

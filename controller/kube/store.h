@@ -77,7 +77,6 @@ class Store {
   // Objects filed under `value` in index `index` (empty for an unknown index).
   std::vector<ObjectPtr> ByIndex(const std::string& index, const std::string& value) const;
   size_t size() const;
-  bool keeps_objects() const { return options_.keep_objects; }
 
  private:
   struct Entry {

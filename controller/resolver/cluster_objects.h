@@ -49,7 +49,6 @@ class SharedLabels {
 class LabelSetPool {
  public:
   SharedLabels Intern(SharedLabels labels);
-  size_t size() const { return sets_.size(); }
 
  private:
   struct Hash {
