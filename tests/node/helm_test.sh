@@ -181,6 +181,7 @@ t1=$SECONDS
 "$HELM" install "$RELEASE" "$REPO/charts/feedguard" --namespace "$RNS" --create-namespace \
   --set controller.image.pullPolicy=Never --set agent.image.pullPolicy=Never \
   --set "agent.cgroup.root=$CGROUP_ROOT" --set agent.cgroup.driver=cgroupfs \
+  --set agent.cgroup.version=v1 \
   --wait --timeout 180s >"$WORK/helm-install.log" 2>&1 ||
   { cat "$WORK/helm-install.log"; fail "helm install failed"; }
 # helm --wait counts a DaemonSet with maxUnavailable 1 as ready with 0 of 1 pods ready: wait for
@@ -219,6 +220,29 @@ probes="$($K -n "$RNS" get pod "$agent_pod" -o 'jsonpath={.spec.containers[0].re
 connected="$($K get --raw "/api/v1/namespaces/$RNS/pods/$agent_pod:8081/proxy/metrics" 2>/dev/null | awk '$1 == "feedguard_agent_connected" {print $2}')" || true
 [[ "$connected" == 1 ]] || fail "agent $agent_pod: feedguard_agent_connected = '${connected}', expected 1"
 pass "agent $agent_pod connected to the controller Service by name (probes $probes)"
+
+# The agent sees only kubelet's pod tree (agent.cgroup.hostMount's default once the version and
+# driver are set): in the agent process's mount namespace every writable cgroup mount has its
+# root inside <cgroup root>/kubepods, and none of the host's other cgroups is mounted at all
+# (the runtime's own /sys/fs/cgroup for the container is read-only).
+agent_uid="$($K -n "$RNS" get pod "$agent_pod" -o 'jsonpath={.metadata.uid}')"
+agent_pid=""
+for p in $(pgrep -x feedguard-agent); do
+  grep -q "pod$agent_uid" "/proc/$p/cgroup" 2>/dev/null && agent_pid="$p"
+done
+[[ -n "$agent_pid" ]] || fail "the agent process of this cluster was not found"
+# mountinfo: ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPER
+cg_mounts="$(awk '{ for (i = 7; $i != "-"; i++); if ($(i + 1) ~ /^cgroup2?$/) print $4, $5, $6 }' "/proc/$agent_pid/mountinfo")"
+rw_mounts="$(awk '$3 ~ /^rw(,|$)/' <<<"$cg_mounts")"
+kp="$CGROUP_ROOT/kubepods"
+[[ -n "$rw_mounts" ]] || fail "agent: no writable cgroup mount at all: $cg_mounts"
+while read -r root mp _; do
+  [[ "$root" == "$kp" ]] || fail "agent: writable cgroup mount of $root at $mp, outside $kp"
+  [[ "$mp" == /host/cgroup/* ]] || fail "agent: writable cgroup mount at $mp, not under /host/cgroup"
+done <<<"$rw_mounts"
+n_rw="$(wc -l <<<"$rw_mounts")"
+((n_rw == 3)) || fail "agent: $n_rw writable cgroup mounts, expected 3 (cpu, cpuacct, cpuset): $rw_mounts"
+pass "agent pid $agent_pid: $n_rw writable cgroup mounts, each of $kp only ($(tr '\n' ';' <<<"$rw_mounts"))"
 
 host_rules >"$WORK/snap/host-rules.during"
 diff_snap "$WORK/snap/host-rules.before" "$WORK/snap/host-rules.during" "host iptables rules"

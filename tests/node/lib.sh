@@ -198,13 +198,15 @@ wait_qos() {
   echo $((SECONDS - t))
 }
 
-# helm_install_fg [HELM ARGS...] — charts/feedguard as it is, plus the node's cgroup root/driver
-# and the caller's --set flags; waits for both rollouts as kubectl sees them.
+# helm_install_fg [HELM ARGS...] — charts/feedguard as it is, plus the node's cgroup root, driver
+# and version (so the agent gets only kubelet's pod tree: agent.cgroup.hostMount's default) and
+# the caller's --set flags; waits for both rollouts as kubectl sees them.
 helm_install_fg() {
   local t1=$SECONDS w
   "$HELM" install "$RELEASE" "$REPO/charts/feedguard" --namespace "$RNS" --create-namespace \
     --set controller.image.pullPolicy=Never --set agent.image.pullPolicy=Never \
-    --set "agent.cgroup.root=$CGROUP_ROOT" --set agent.cgroup.driver=cgroupfs "$@" \
+    --set "agent.cgroup.root=$CGROUP_ROOT" --set agent.cgroup.driver=cgroupfs \
+    --set agent.cgroup.version=v1 "$@" \
     --wait --timeout 180s >"$WORK/helm-install.log" 2>&1 ||
     { cat "$WORK/helm-install.log"; fail "helm install failed"; }
   for w in "deployment/$RELEASE-feedguard-controller" "daemonset/$RELEASE-feedguard-agent"; do

@@ -53,3 +53,31 @@ app.kubernetes.io/component: {{ .component }}
 {{- define "feedguard.image" -}}
 {{- printf "%s:%s" .image.repository (default .ctx.Chart.AppVersion .image.tag) -}}
 {{- end -}}
+
+{{/* The agent's view of the host cgroup tree: "kubepods" (kubelet's pod tree only) or "all".
+Empty agent.cgroup.hostMount picks "kubepods" when the version and driver are known. */}}
+{{- define "feedguard.agent.cgroupHostMount" -}}
+{{- $c := .Values.agent.cgroup -}}
+{{- $known := and $c.version $c.driver -}}
+{{- if eq $c.hostMount "kubepods" -}}
+{{- if not $known -}}
+{{- fail "agent.cgroup.hostMount=kubepods needs agent.cgroup.version (v1|v2) and agent.cgroup.driver (systemd|cgroupfs) set: the chart mounts exactly kubelet's pod tree and cannot detect where it is" -}}
+{{- end -}}
+kubepods
+{{- else if eq $c.hostMount "all" -}}
+all
+{{- else if $known -}}
+kubepods
+{{- else -}}
+all
+{{- end -}}
+{{- end -}}
+
+{{/* kubelet's pod tree relative to a cgroup mount: <root>/kubepods (cgroupfs driver) or
+<root>/kubepods.slice (systemd), the layout agent/cgroup/kubelet_facts.cc computes. */}}
+{{- define "feedguard.agent.kubepodsRel" -}}
+{{- $c := .Values.agent.cgroup -}}
+{{- $root := trimAll "/" $c.root -}}
+{{- $kp := ternary "kubepods.slice" "kubepods" (eq $c.driver "systemd") -}}
+{{- if $root }}{{ $root }}/{{ $kp }}{{ else }}{{ $kp }}{{ end -}}
+{{- end -}}

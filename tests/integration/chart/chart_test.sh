@@ -230,6 +230,44 @@ else
   pass "agent.enabled=false: no DaemonSet, controller, TLS and its ServiceMonitor kept"
 fi
 
+# agent.cgroup.hostMount: with the version and driver known the agent gets kubelet's pod tree
+# only (each v1 hierarchy's <root>/kubepods, or v2's <root>/kubepods.slice), under /host/cgroup;
+# "kubepods" without them is refused by name; "all" keeps the whole tree.
+# ds_of VALUES... — the rendered agent DaemonSet as JSON.
+ds_of() { helm template "$REL" "$CHART" -n "$NS" "$@" | python3 -c '
+import json, sys, yaml
+print(json.dumps(next(d for d in yaml.safe_load_all(sys.stdin) if d and d["kind"] == "DaemonSet")))'; }
+cg_view='.spec.template.spec as $s |
+  {v: ([$s.volumes[] | select(.hostPath and (.hostPath.path | startswith("/sys/fs/cgroup"))) | {(.name): .hostPath.path}] | add),
+   m: ([$s.containers[0].volumeMounts[] | select(.name | startswith("cgroup")) | {(.name): .mountPath}] | add),
+   a: [$s.containers[0].args[] | select(startswith("--cgroup-mount"))]}'
+jqt "agent.cgroup.hostMount default, v1 cgroupfs root /k8s: only <hierarchy>/k8s/kubepods, under /host/cgroup" \
+  "$(ds_of --set agent.cgroup.version=v1 --set agent.cgroup.driver=cgroupfs --set agent.cgroup.root=/k8s/)" \
+  "$cg_view == {v: {\"cgroup-cpu\": \"/sys/fs/cgroup/cpu/k8s/kubepods\", \"cgroup-cpuacct\": \"/sys/fs/cgroup/cpuacct/k8s/kubepods\",
+                   \"cgroup-cpuset\": \"/sys/fs/cgroup/cpuset/k8s/kubepods\"},
+               m: {\"cgroup-cpu\": \"/host/cgroup/cpu/k8s/kubepods\", \"cgroup-cpuacct\": \"/host/cgroup/cpuacct/k8s/kubepods\",
+                   \"cgroup-cpuset\": \"/host/cgroup/cpuset/k8s/kubepods\"},
+               a: [\"--cgroup-mount=/host/cgroup\"]}"
+jqt "agent.cgroup.hostMount default, v2 systemd: only /sys/fs/cgroup/kubepods.slice" \
+  "$(ds_of --set agent.cgroup.version=v2 --set agent.cgroup.driver=systemd)" \
+  "$cg_view == {v: {\"cgroup-kubepods\": \"/sys/fs/cgroup/kubepods.slice\"},
+               m: {\"cgroup-kubepods\": \"/host/cgroup/kubepods.slice\"}, a: [\"--cgroup-mount=/host/cgroup\"]}"
+jqt "agent.cgroup.hostMount=all with version and driver set: the whole tree, no --cgroup-mount" \
+  "$(ds_of --set agent.cgroup.version=v2 --set agent.cgroup.driver=systemd --set agent.cgroup.hostMount=all)" \
+  "$cg_view == {v: {\"cgroup\": \"/sys/fs/cgroup\"}, m: {\"cgroup\": \"/sys/fs/cgroup\"}, a: []}"
+if out="$(helm template "$REL" "$CHART" -n "$NS" --set agent.cgroup.hostMount=kubepods 2>&1)"; then
+  bad "agent.cgroup.hostMount=kubepods without version and driver rendered"
+elif grep -q "agent.cgroup.version" <<<"$out"; then
+  pass "agent.cgroup.hostMount=kubepods without version and driver is refused, naming agent.cgroup.version"
+else
+  bad "agent.cgroup.hostMount=kubepods failed without naming agent.cgroup.version: $out"
+fi
+if helm lint --strict "$CHART" --set agent.cgroup.hostMount=some >/dev/null 2>&1; then
+  bad "values.schema.json accepted agent.cgroup.hostMount=some"
+else
+  pass "values.schema.json rejects agent.cgroup.hostMount=some"
+fi
+
 # ---- helm install into the real API server ------------------------------------------------
 if out="$(helm install "$REL" "$CHART" -n "$NS" --set metrics.dashboard.enabled=true --wait=false 2>&1)"; then
   INSTALLED=1
