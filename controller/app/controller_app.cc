@@ -103,7 +103,8 @@ class ControllerApp {
   };
   explicit ControllerApp(const Flags& f) : f_(f) {}
   void Watch(kube::Gvr gvr, std::function<void(const nlohmann::json&)> upsert,
-             std::function<void(const nlohmann::json&)> remove);
+             std::function<void(const nlohmann::json&)> remove,
+             std::shared_ptr<const kube::FieldSet> fields = nullptr);
   void StartLeading();
   void Lose() {  // leadership lost or agents cannot be served: Wait() returns 1
     lost_ = true;
@@ -175,12 +176,14 @@ Status ControllerApp::Start() {
   Watch(
       FencePolicyGvr(), [rc](const auto& o) { rc->UpsertPolicy(o); },
       [rc](const auto& o) { rc->DeletePolicy(o); });
+  // Pods and Nodes are parsed down to the fields their records read (PodFields, NodeFields):
+  // most of a Pod's JSON and a Node's image list never reach memory.
   Watch(
       kube::PodsGvr(), [rc](const auto& o) { rc->UpsertPod(o); },
-      [rc](const auto& o) { rc->DeletePod(o); });
+      [rc](const auto& o) { rc->DeletePod(o); }, PodFields());
   Watch(
       kube::NodesGvr(), [rc](const auto& o) { rc->UpsertNode(o); },
-      [rc](const auto& o) { rc->DeleteNode(o); });
+      [rc](const auto& o) { rc->DeleteNode(o); }, NodeFields());
   Watch(
       {"", "v1", "namespaces"}, [rc](const auto& o) { rc->UpsertNamespace(o); },
       [rc](const auto& o) { rc->DeleteNamespace(o); });
@@ -210,9 +213,11 @@ Status ControllerApp::Start() {
 }
 
 void ControllerApp::Watch(kube::Gvr gvr, std::function<void(const nlohmann::json&)> upsert,
-                          std::function<void(const nlohmann::json&)> remove) {
+                          std::function<void(const nlohmann::json&)> remove,
+                          std::shared_ptr<const kube::FieldSet> fields) {
   kube::ReflectorOptions o;
   o.gvr = gvr;
+  o.fields = std::move(fields);
   kube::ResourceEventHandlers h;
   h.on_add = [upsert](const kube::ObjectPtr& obj) { upsert(*obj); };
   h.on_update = [upsert](const kube::ObjectPtr&, const kube::ObjectPtr& obj) { upsert(*obj); };

@@ -59,32 +59,12 @@ Status StatusFromHttp(long http_status, const std::string& body) {
   return Internal(msg);
 }
 
-namespace {
-
-// Where an object's metadata.managedFields key sits, as nlohmann's parser callback counts depth.
-constexpr int kManagedFieldsDepthInList = 4;   // {"items": [{"metadata": {"managedFields"
-constexpr int kManagedFieldsDepthInEvent = 3;  // {"object": {"metadata": {"managedFields"
-
-// Parses JSON, leaving out metadata.managedFields (server-side apply's field ownership: ~1 KB
-// per object and write manager, never read here) at `depth` only (a label or annotation of that
-// name is kept). Not for objects that are written back (an Update carries what it read).
-Json ParseReadOnly(std::string_view text, int depth) {
-  const Json::parser_callback_t drop = [depth](int d, Json::parse_event_t event, Json& parsed) {
-    return !(d == depth && event == Json::parse_event_t::key && parsed.is_string() &&
-             parsed.get_ref<const std::string&>() == "managedFields");
-  };
-  return Json::parse(text, drop, /*allow_exceptions=*/false);
-}
-
-}  // namespace
-
-Result<Json> Client::Call(const HttpRequest& req, bool read_only) {
+Result<Json> Client::Call(const HttpRequest& req, const FieldSet* fields) {
   FG_ASSIGN_OR_RETURN(HttpResponse resp, transport_->Do(req));
   Status s = StatusFromHttp(resp.status, resp.body);
   if (!s.ok()) return s.Annotate(req.method + " " + req.path);
   if (resp.body.empty()) return Json::object();
-  Json j = read_only ? ParseReadOnly(resp.body, kManagedFieldsDepthInList)
-                     : Json::parse(resp.body, nullptr, false);
+  Json j = ParseFields(resp.body, fields);
   if (j.is_discarded()) return Internal(req.method + " " + req.path + ": response is not JSON");
   return j;
 }
@@ -107,7 +87,11 @@ Result<ListPage> Client::ListOnePage(const Gvr& gvr, const std::string& ns,
                           {"resourceVersion", opts.resource_version},
                           {"resourceVersionMatch", opts.resource_version_match}});
   req.timeout = std::chrono::seconds(60);
-  FG_ASSIGN_OR_RETURN(Json j, Call(req, /*read_only=*/true));
+  // Listed objects are only read: what they keep is opts.fields (by default all but
+  // metadata.managedFields).
+  const auto fields =
+      FieldSet::ListEnvelope(opts.fields ? opts.fields : FieldSet::AllButManagedFields());
+  FG_ASSIGN_OR_RETURN(Json j, Call(req, fields.get()));
   ListPage page;
   if (j.contains("metadata") && j["metadata"].is_object()) {
     const Json& m = j["metadata"];
@@ -257,8 +241,10 @@ Status Client::Watch(const Gvr& gvr, const std::string& ns, const WatchOptions& 
   LineSplitter splitter;
   Status parse_error;
   bool stopped_by_handler = false;
+  const auto fields =
+      FieldSet::EventEnvelope(opts.fields ? opts.fields : FieldSet::AllButManagedFields());
   auto on_line = [&](std::string_view line) {
-    Json ev = ParseReadOnly(line, kManagedFieldsDepthInEvent);
+    Json ev = ParseFields(line, fields.get());
     if (ev.is_discarded() || !ev.is_object()) {
       parse_error = Internal("watch event is not a JSON object");
       return false;

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "controller/kube/field_set.h"
 #include "controller/kube/resource.h"
 #include "controller/kube/transport.h"
 #include "feedguard/common/status.h"
@@ -32,6 +33,8 @@ struct ListOptions {
   std::string continue_token;  // from the previous page
   std::string resource_version;
   std::string resource_version_match;  // "", "Exact", "NotOlderThan"
+  // What each listed object keeps (parsed away otherwise); null: all but metadata.managedFields.
+  std::shared_ptr<const FieldSet> fields;
 };
 
 struct ListPage {
@@ -46,6 +49,8 @@ struct WatchOptions {
   std::string resource_version;
   int timeout_seconds = 0;  // the server ends the watch after this (0: server default)
   bool allow_bookmarks = true;
+  // What each event's object keeps (parsed away otherwise); null: all but metadata.managedFields.
+  std::shared_ptr<const FieldSet> fields;
 };
 
 enum class PatchType { kMerge, kJson, kApply };
@@ -107,10 +112,9 @@ class Client {
   const HttpTransportPtr& transport() const { return transport_; }
 
  private:
-  // `read_only`: the body is a list whose items are only read: their metadata.managedFields,
-  // often a third of an object and never read by feedguard, is dropped while parsing (watch
-  // events likewise).
-  Result<Json> Call(const HttpRequest& req, bool read_only = false);
+  // `fields`: what of the body to keep while parsing (null: all of it). Lists and watch events
+  // are only read, and keep what their options' FieldSet selects.
+  Result<Json> Call(const HttpRequest& req, const FieldSet* fields = nullptr);
   HttpTransportPtr transport_;
 };
 using ClientPtr = std::shared_ptr<Client>;

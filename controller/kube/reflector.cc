@@ -90,6 +90,7 @@ Status Reflector::ListAndReplace(const std::string& resource_version, std::stop_
   ListOptions opts;
   opts.label_selector = options_.label_selector;
   opts.field_selector = options_.field_selector;
+  opts.fields = options_.fields;
   opts.limit = options_.page_size;
   opts.resource_version = resource_version;
   std::string list_rv;
@@ -247,6 +248,7 @@ Status Reflector::WatchOnce(std::stop_token stop, int* events) {
   WatchOptions w;
   w.label_selector = options_.label_selector;
   w.field_selector = options_.field_selector;
+  w.fields = options_.fields;
   w.resource_version = LastResourceVersion();
   w.timeout_seconds = timeout(rng);
   w.allow_bookmarks = true;

@@ -34,6 +34,9 @@ struct ReflectorOptions {
   std::string ns;  // "" = all namespaces
   std::string label_selector;
   std::string field_selector;  // e.g. "spec.nodeName=gpu-17"
+  // The fields of each object the handlers read; the rest is never built (null: all but
+  // metadata.managedFields). Must include metadata.name, .namespace and .resourceVersion.
+  std::shared_ptr<const FieldSet> fields;
   int64_t page_size = 500;
   int min_watch_timeout_s = 300;
   int max_watch_timeout_s = 600;

@@ -201,8 +201,9 @@ PodInfo PodFromJson(const nlohmann::json& pod, const GpuResourceNames& gpu_names
             if (ec != std::errc() || end != t.data() + t.size()) n = 0;
           } else if (v.is_number_integer() && !v.is_number_unsigned()) {
             n = v.get<int64_t>();
-          } else if (v.is_number_unsigned()) {
-            n = kMaxGpusPerContainer;
+          } else if (v.is_number_unsigned()) {  // nlohmann reads every positive integer so
+            n = static_cast<int64_t>(
+                std::min<uint64_t>(v.get<uint64_t>(), static_cast<uint64_t>(kMaxGpusPerContainer)));
           }
           gpus = SaturatingAdd(gpus, std::clamp<int64_t>(n, 0, kMaxGpusPerContainer));
         }
@@ -232,6 +233,21 @@ PodInfo PodFromJson(const nlohmann::json& pod, const GpuResourceNames& gpu_names
     }
   }
   return p;
+}
+
+std::shared_ptr<const kube::FieldSet> PodFields() {
+  return kube::FieldSet::Only(
+      {"metadata.name", "metadata.namespace", "metadata.uid", "metadata.resourceVersion",
+       "metadata.labels", "metadata.deletionTimestamp",      //
+       "spec.nodeName", "spec.priorityClassName",            //
+       "spec.containers.name", "spec.containers.resources",  //
+       "status.phase", "status.qosClass",                    //
+       "status.containerStatuses.name", "status.containerStatuses.containerID"});
+}
+
+std::shared_ptr<const kube::FieldSet> NodeFields() {
+  return kube::FieldSet::Only({"metadata.name", "metadata.uid", "metadata.resourceVersion",
+                               "metadata.labels", "metadata.deletionTimestamp"});
 }
 
 NodeInfo NodeFromJson(const nlohmann::json& node) {

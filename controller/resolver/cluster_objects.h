@@ -12,6 +12,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "controller/kube/field_set.h"
 #include "controller/policy/label_selector.h"
 #include "feedguard/common/gpu_resource_names.h"
 #include "feedguard/common/status.h"
@@ -95,6 +96,14 @@ struct NamespaceInfo {
   std::string name;
   Labels labels;
 };
+
+// The fields of a Pod / Node the records below read, plus what an informer needs (name,
+// namespace, resourceVersion): the informers parse nothing else of these objects (a Node's
+// image list, a Pod's volumes, env, probes, conditions, managedFields never reach memory).
+// Kept beside the parsers so that a field read there is a field listed here; tested by
+// comparing the records of full and trimmed objects (cluster_objects_test, fuzz).
+std::shared_ptr<const kube::FieldSet> PodFields();
+std::shared_ptr<const kube::FieldSet> NodeFields();
 
 // Kubernetes CPU quantity ("250m", "2", "1.5", "0.1") → millicores.
 Result<int64_t> ParseCpuMilli(const std::string& quantity);

@@ -335,5 +335,78 @@ TEST(ClusterObjectsTest, MalformedPodsProjectWithoutThrowing) {
   EXPECT_EQ(p.gpus, 20 * 1024);
 }
 
+// The informers parse Pods and Nodes down to PodFields() / NodeFields(). Whatever the records
+// read must survive that: the record of the trimmed object equals the record of the whole one.
+// The pod is shaped as the API server serves a Deployment's (defaults, volumes, env, probes,
+// conditions, managedFields) with every field the record reads set.
+TEST(ClusterObjectsTest, RecordsOfTrimmedObjectsEqualRecordsOfWholeOnes) {
+  const std::string pod_text = R"({"kind": "Pod", "apiVersion": "v1",
+    "metadata": {"name": "train-7d9f-x2", "generateName": "train-7d9f-", "namespace": "ml",
+      "uid": "6dcb31a9-064c-43d6-886d-022e736aae1f", "resourceVersion": "225", "generation": 1,
+      "creationTimestamp": "2026-11-23T15:49:19Z", "deletionTimestamp": "2026-11-23T16:00:00Z",
+      "labels": {"app": "train", "pod-template-hash": "7d9f", "feedguard.io/role": "trainer"},
+      "annotations": {"kubectl.kubernetes.io/restartedAt": "2026-11-23T15:00:00Z"},
+      "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "train-7d9f",
+                           "uid": "11111111-2222-3333-4444-555555555555", "controller": true}],
+      "managedFields": [{"manager": "kube-controller-manager", "operation": "Update",
+                         "fieldsType": "FieldsV1", "fieldsV1": {"f:metadata": {"f:labels": {}}}}]},
+    "spec": {
+      "volumes": [{"name": "kube-api-access-x", "projected": {"sources": [
+        {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}}], "defaultMode": 420}}],
+      "initContainers": [{"name": "init", "image": "busybox", "resources": {"requests": {"cpu": "8"}}}],
+      "containers": [
+        {"name": "main", "image": "registry.example/train:1.0",
+         "env": [{"name": "NCCL_DEBUG", "value": "INFO"}],
+         "resources": {"limits": {"cpu": "8", "memory": "32Gi", "nvidia.com/gpu": "2"},
+                       "requests": {"cpu": "8", "memory": "32Gi", "nvidia.com/gpu": "2"}},
+         "livenessProbe": {"httpGet": {"path": "/healthz", "port": 8080}},
+         "volumeMounts": [{"name": "kube-api-access-x", "readOnly": true,
+                           "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount"}],
+         "terminationMessagePath": "/dev/termination-log", "imagePullPolicy": "IfNotPresent"},
+        {"name": "loader", "image": "registry.example/loader:1.0",
+         "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"amd.com/gpu": 1}}}],
+      "restartPolicy": "Always", "dnsPolicy": "ClusterFirst", "nodeName": "gpu-node-1",
+      "priorityClassName": "training", "priority": 1000, "schedulerName": "default-scheduler",
+      "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]},
+    "status": {"phase": "Running", "qosClass": "Burstable", "hostIP": "10.0.0.7",
+      "conditions": [{"type": "Ready", "status": "True"}],
+      "containerStatuses": [
+        {"name": "loader", "containerID": "containerd://bbbb", "ready": true, "restartCount": 0,
+         "state": {"running": {"startedAt": "2026-11-23T15:49:25Z"}}},
+        {"name": "main", "containerID": "containerd://aaaa", "ready": true}],
+      "initContainerStatuses": [{"name": "init", "containerID": "containerd://cccc"}]}})";
+  const nlohmann::json whole = nlohmann::json::parse(pod_text);
+  const nlohmann::json trimmed = kube::ParseFields(pod_text, PodFields().get());
+  EXPECT_LT(trimmed.dump().size() * 2, whole.dump().size()) << trimmed.dump();
+  const PodInfo a = PodFromJson(whole), b = PodFromJson(trimmed);
+  EXPECT_EQ(a, b);
+  // The record is the interesting one (not defaults on both sides).
+  EXPECT_EQ(b.uid, "6dcb31a9-064c-43d6-886d-022e736aae1f");
+  EXPECT_EQ(b.ns + "/" + b.name + "@" + b.node_name + ":" + b.priority_class + ":" + b.phase,
+            "ml/train-7d9f-x2@gpu-node-1:training:Running");
+  EXPECT_TRUE(b.terminating);
+  EXPECT_EQ(b.gpus, 3);
+  EXPECT_EQ(b.cpu_request_milli, 8500);
+  EXPECT_EQ(b.qos, PodQos::kBurstable);
+  ASSERT_EQ(b.containers.size(), 2u);
+  EXPECT_EQ(b.containers[1].id, "containerd://bbbb");
+  EXPECT_EQ(static_cast<const Labels&>(b.labels).size(), 3u);
+  EXPECT_EQ(trimmed["metadata"]["resourceVersion"], "225");
+
+  const std::string node_text = R"({"kind": "Node", "metadata": {"name": "gpu-node-1",
+    "uid": "u", "resourceVersion": "9", "labels": {"nvidia.com/gpu.present": "true"},
+    "managedFields": [{"manager": "kubelet"}]},
+    "spec": {"podCIDR": "10.1.0.0/24", "taints": [{"key": "k", "effect": "NoSchedule"}]},
+    "status": {"images": [{"names": ["registry.example/train:1.0"], "sizeBytes": 123456789}],
+               "capacity": {"cpu": "64"}}})";
+  const nlohmann::json node_whole = nlohmann::json::parse(node_text);
+  const nlohmann::json node_trimmed = kube::ParseFields(node_text, NodeFields().get());
+  EXPECT_FALSE(node_trimmed.contains("status"));
+  const NodeInfo n1 = NodeFromJson(node_whole), n2 = NodeFromJson(node_trimmed);
+  EXPECT_EQ(n1.name, n2.name);
+  EXPECT_EQ(n1.labels, n2.labels);
+  EXPECT_EQ(n2.labels.size(), 1u);
+}
+
 }  // namespace
 }  // namespace feedguard::controller

@@ -19,7 +19,7 @@
 #      the release binaries (tests/node/images.sh), the workload image feedguard.local/wedge:1
 #      (examples/demo/image.sh: the trainer and spinner binaries + busybox), imports them with ctr;
 #   4. `helm install feedguard charts/feedguard`: the controller Deployment (2 replicas, leader
-#      election) and the agent DaemonSet run as pods (pullPolicy Never; agent.cgroup.root/driver
+#      election) and the agent DaemonSet run as pods (pullPolicy Never; agent.cgroup.root/driver/version
 #      set to the node's kubelet settings);
 #   5. runs a trainer pod (Job ml/trainer-*: fg-wedge-trainer, Burstable, request 500m, wants ~1.85
 #      cores; its "GPU step" is a sleep) and N batch neighbour pods (Deployment batch/spinner:
@@ -253,15 +253,18 @@ build_images() {
 
 # ---- step 4: the chart ----------------------------------------------------------------------
 install_chart() {
-  local chart="$REPO/charts/feedguard" t0=$SECONDS w
+  local chart="$REPO/charts/feedguard" t0=$SECONDS w cgv=v1
+  # With the cgroup version and driver given, the agent mounts kubelet's pod tree only.
+  [[ "$(stat -fc %T /sys/fs/cgroup)" == cgroup2fs ]] && cgv=v2
   say "helm install $HELM_RELEASE charts/feedguard -n $SYSTEM_NS (controller Deployment + agent DaemonSet)"
-  info "--set controller.image.pullPolicy=Never,agent.image.pullPolicy=Never,agent.cgroup.root=$CGROUP_ROOT,agent.cgroup.driver=cgroupfs"
+  info "--set controller.image.pullPolicy=Never,agent.image.pullPolicy=Never,agent.cgroup.root=$CGROUP_ROOT,agent.cgroup.driver=cgroupfs,agent.cgroup.version=$cgv"
   HELM_INSTALLED=1
   # helm's cache/config/data under the demo's temp dir: nothing left in root's home.
   if ! HELM_CACHE_HOME="$WORK/helm/cache" HELM_CONFIG_HOME="$WORK/helm/config" HELM_DATA_HOME="$WORK/helm/data" \
     "$HELM" install "$HELM_RELEASE" "$chart" --namespace "$SYSTEM_NS" --create-namespace \
     --set controller.image.pullPolicy=Never --set agent.image.pullPolicy=Never \
     --set "agent.cgroup.root=$CGROUP_ROOT" --set agent.cgroup.driver=cgroupfs \
+    --set "agent.cgroup.version=$cgv" \
     --wait --timeout 240s >"$WORK/logs/helm-install.log" 2>&1; then
     tail -n 20 "$WORK/logs/helm-install.log" | indent >&2
     die "helm install failed"

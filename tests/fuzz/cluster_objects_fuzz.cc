@@ -2,9 +2,10 @@
 // controller's records (controller/resolver/cluster_objects: PodFromJson, NodeFromJson,
 // NamespaceFromJson), the only copy the controller keeps of them.
 //
-// Properties: never a throw; parsing is deterministic (two records of one object are equal,
-// label sets interned or not); counts are never negative; the object then lands in a live
-// Reconciler whose outputs are checked.
+// Properties: never a throw; the records of objects trimmed to PodFields()/NodeFields() while
+// parsing (as the informers do) equal those of the whole objects; parsing is deterministic (two
+// records of one object are equal, label sets interned or not); counts are never negative; the
+// object then lands in a live Reconciler whose outputs are checked.
 #include <string>
 #include <utility>
 
@@ -26,8 +27,20 @@ extern "C" int LLVMFuzzerTestOneInput(const unsigned char* data, size_t size) {
   interned.labels = pool.Intern(std::move(interned.labels));
   FG_FUZZ_CHECK(pod == interned);
 
+  // The informers parse pods and nodes down to PodFields()/NodeFields(): the records of the
+  // trimmed objects must equal those of the whole ones.
+  const nlohmann::json pod_trimmed =
+      feedguard::kube::ParseFields(AsText(data, size), controller::PodFields().get());
+  FG_FUZZ_CHECK(!pod_trimmed.is_discarded());
+  FG_FUZZ_CHECK(pod == controller::PodFromJson(pod_trimmed));
+
   const auto node = controller::NodeFromJson(j);
   FG_FUZZ_CHECK(node.name == controller::NodeFromJson(j).name);
+  const nlohmann::json node_trimmed =
+      feedguard::kube::ParseFields(AsText(data, size), controller::NodeFields().get());
+  FG_FUZZ_CHECK(!node_trimmed.is_discarded());
+  const auto node_of_trimmed = controller::NodeFromJson(node_trimmed);
+  FG_FUZZ_CHECK(node.name == node_of_trimmed.name && node.labels == node_of_trimmed.labels);
   (void)controller::NamespaceFromJson(j);
 
   feedguard::fuzz::FuzzCluster cluster;

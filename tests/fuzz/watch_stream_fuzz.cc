@@ -1,5 +1,6 @@
 // watch_stream_fuzz.cc — a watch response body from the API server, end to end through the
-// controller: libcurl's chunks → LineSplitter → JSON → Reflector (event decoding, store,
+// controller: libcurl's chunks → LineSplitter → JSON (pods and nodes trimmed to the controller's
+// FieldSets) → Reflector (event decoding, store,
 // resourceVersion bookkeeping, versions-only as the controller runs it or keeping objects) → the
 // Reconciler's handlers → resolution, fences and status writes (checked by controller_fuzz.h).
 //
@@ -14,6 +15,7 @@
 #include "controller/app/kube_adapters.h"  // FencePolicyGvr
 #include "controller/kube/fake_transport.h"
 #include "controller/kube/reflector.h"
+#include "controller/resolver/cluster_objects.h"  // PodFields, NodeFields
 #include "tests/fuzz/controller_fuzz.h"
 
 namespace {
@@ -47,6 +49,7 @@ extern "C" int LLVMFuzzerTestOneInput(const unsigned char* data, size_t size) {
   switch (kind) {
     case 0:
       o.gvr = kube::PodsGvr();
+      o.fields = controller::PodFields();  // as the controller watches them
       upsert = [rc](const auto& j) { rc->UpsertPod(j); };
       remove = [rc](const auto& j) { rc->DeletePod(j); };
       listed = feedguard::fuzz::SeedPod("trainer-0", "5f0c3c1e-1d2b-4a7e-9c1f-000000000001",
@@ -54,6 +57,7 @@ extern "C" int LLVMFuzzerTestOneInput(const unsigned char* data, size_t size) {
       break;
     case 1:
       o.gvr = kube::NodesGvr();
+      o.fields = controller::NodeFields();
       upsert = [rc](const auto& j) { rc->UpsertNode(j); };
       remove = [rc](const auto& j) { rc->DeleteNode(j); };
       listed = feedguard::fuzz::SeedNode();
