@@ -706,6 +706,10 @@ def run_step(a):
                 f"{row['failover_agents_with_withdrawn_fence']} agents got a fence with fewer "
                 f"pods; all fenced again {row['failover_to_all_fenced_s']} s after the kill")
 
+        # Counted before the probe pods are deleted: their removal from the probe node's fence
+        # is a real change, not a withdrawn fence.
+        with sim.lock:
+            row["drops_total"] = len(sim.drops)
         for name in probe_pods:  # the next step expects exactly the loaded pods
             code, resp = api.request("DELETE", f"/api/v1/namespaces/scale/pods/{name}",
                                      {"gracePeriodSeconds": 0})
@@ -714,8 +718,6 @@ def run_step(a):
         row["sim_cpu_s"] = (sim_sampler.last() or (0, None))[1]
         row["sim_rss_mb"] = sim_sampler.peak_rss()
         sim_sampler.stop()
-        with sim.lock:
-            row["drops_total"] = len(sim.drops)
     finally:
         if sim is not None:
             sim.close()

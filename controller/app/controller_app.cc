@@ -58,6 +58,11 @@ void DefineFlags(Flags& f) {
            "cap on gRPC's memory for agent connections (buffers, calls); past it new connections "
            "are refused (agents retry); about 60 KiB counted per mTLS agent (raise it past ~8,000 "
            "agents); 0: no cap");
+  f.Define("list-page-size", "0",
+           "informers' lists: 0 = one unpaginated list, parsed item by item as it arrives (served "
+           "from the API server's watch cache, Kubernetes >= 1.31; no continue token for etcd "
+           "compaction to expire); N = pages of N objects (for API servers that would read an "
+           "unpaginated list from etcd in one piece)");
   f.Define("status-interval-ms", "1000", "at most one status write per policy per interval");
   f.Define("gpu-resource-names", std::string(kDefaultGpuResourceNames),
            "extended resources that count as GPUs, comma-separated; a trailing - or * makes an "
@@ -218,6 +223,7 @@ void ControllerApp::Watch(kube::Gvr gvr, std::function<void(const nlohmann::json
   kube::ReflectorOptions o;
   o.gvr = gvr;
   o.fields = std::move(fields);
+  if (auto n = f_.GetInt("list-page-size"); n.ok()) o.page_size = *n;  // checked in RunController
   kube::ResourceEventHandlers h;
   h.on_add = [upsert](const kube::ObjectPtr& obj) { upsert(*obj); };
   h.on_update = [upsert](const kube::ObjectPtr&, const kube::ObjectPtr& obj) { upsert(*obj); };
@@ -366,6 +372,10 @@ int RunController(int argc, char** argv) {
   if (f.Get("agent-identity") != "token" && f.Get("agent-identity") != "cert" &&
       f.Get("agent-identity") != "shared-cert") {
     std::cerr << "feedguard-controller: --agent-identity must be token, cert or shared-cert\n";
+    return 2;
+  }
+  if (auto n = f.GetInt("list-page-size"); !n.ok() || *n < 0 || *n > 100000) {
+    std::cerr << "feedguard-controller: --list-page-size must be 0 (streamed) or 1-100000\n";
     return 2;
   }
   if (auto q = f.GetInt("agent-memory-quota-mb"); !q.ok() || *q < 0 || *q > (1 << 20)) {

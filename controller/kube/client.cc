@@ -1,6 +1,7 @@
 #include "controller/kube/client.h"
 
 #include "controller/kube/line_splitter.h"
+#include "controller/kube/list_splitter.h"
 
 namespace feedguard::kube {
 namespace {
@@ -105,6 +106,53 @@ Result<ListPage> Client::ListOnePage(const Gvr& gvr, const std::string& ns,
     for (auto& item : j["items"]) page.items.push_back(std::move(item));
   }
   return page;
+}
+
+Result<std::string> Client::ListStream(const Gvr& gvr, const std::string& ns,
+                                       const ListOptions& opts,
+                                       const std::function<void(Json&& item)>& on_item,
+                                       std::stop_token stop) {
+  HttpRequest req;
+  req.path = CollectionPath(gvr, ns) +
+             QueryString({{"labelSelector", opts.label_selector},
+                          {"fieldSelector", opts.field_selector},
+                          {"resourceVersion", opts.resource_version},
+                          {"resourceVersionMatch", opts.resource_version_match}});
+  // The whole list in one response: bounded by time, not by a page's size.
+  req.timeout = std::chrono::minutes(10);
+  const auto fields = opts.fields ? opts.fields : FieldSet::AllButManagedFields();
+  ListSplitter splitter;
+  Status error;
+  auto on_chunk = [&](std::string_view chunk) {
+    auto r = splitter.Feed(chunk, [&](std::string_view text) {
+      Json item = ParseFields(text, fields.get());
+      if (item.is_discarded() || !item.is_object()) {
+        error = Internal("GET " + req.path + ": a list item is not a JSON object");
+        return false;
+      }
+      on_item(std::move(item));
+      return true;
+    });
+    if (!r.ok()) {
+      error = r.status().Annotate("GET " + req.path);
+      return false;
+    }
+    return *r;
+  };
+  FG_ASSIGN_OR_RETURN(HttpResponse resp, transport_->Stream(req, on_chunk, stop));
+  if (Status s = StatusFromHttp(resp.status, resp.body); !s.ok()) {
+    return s.Annotate(req.method + " " + req.path);
+  }
+  if (!error.ok()) return error;
+  FG_ASSIGN_OR_RETURN(std::string rest, splitter.Finish());
+  const Json list = Json::parse(rest, nullptr, /*allow_exceptions=*/false);
+  if (list.is_discarded() || !list.is_object()) {
+    return Internal("GET " + req.path + ": the list is not a JSON object");
+  }
+  auto m = list.find("metadata");
+  if (m == list.end() || !m->is_object()) return std::string();
+  auto rv = m->find("resourceVersion");
+  return rv != m->end() && rv->is_string() ? rv->get<std::string>() : std::string();
 }
 
 Result<ListPage> Client::List(const Gvr& gvr, const std::string& ns, ListOptions opts) {

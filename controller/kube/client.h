@@ -75,6 +75,15 @@ class Client {
                    const std::string& subresource = "");
   // One page.
   Result<ListPage> ListOnePage(const Gvr& gvr, const std::string& ns, const ListOptions& opts);
+
+  // One unpaginated list (opts.limit and opts.continue_token are ignored), parsed as it arrives:
+  // each item, trimmed to opts.fields, goes to `on_item` before the next is read, so the list is
+  // never held whole. Returns the list's resourceVersion. No continue token can expire midway
+  // (etcd compaction), and the API server serves it from its watch cache. An error after some
+  // items were delivered leaves those delivered (each is a state the server had).
+  Result<std::string> ListStream(const Gvr& gvr, const std::string& ns, const ListOptions& opts,
+                                 const std::function<void(Json&& item)>& on_item,
+                                 std::stop_token stop = {});
   // All pages (follows `continue`); the resource version is the first page's.
   Result<ListPage> List(const Gvr& gvr, const std::string& ns, ListOptions opts = {});
   Result<Json> Create(const Gvr& gvr, const std::string& ns, const Json& obj);

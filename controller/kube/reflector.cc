@@ -81,11 +81,12 @@ ObjectPtr Reflector::Prepare(Json raw) const {
 }
 
 Status Reflector::ListAndReplace(const std::string& resource_version, std::stop_token stop) {
-  // Page by page, never the whole list at once: each listed object is compared with what the
-  // handlers have seen (its resourceVersion in the store) and delivered at once when new or
-  // changed; objects the list did not contain are deleted once it is complete. Memory stays at
-  // one page beside the store (a relist of 150,000 pods does not hold a second copy), and a list
-  // cut short leaves every delivered object correct (each is a state the server really had).
+  // Item by item (streamed) or page by page, never the whole list at once: each listed object
+  // is compared with what the handlers have seen (its resourceVersion in the store) and
+  // delivered at once when new or changed; objects the list did not contain are deleted once it
+  // is complete. Memory stays at one item or page beside the store (a relist of 150,000 pods
+  // does not hold a second copy), and a list cut short leaves every delivered object correct
+  // (each is a state the server really had).
   const uint64_t epoch = ++list_epoch_;
   ListOptions opts;
   opts.label_selector = options_.label_selector;
@@ -95,49 +96,59 @@ Status Reflector::ListAndReplace(const std::string& resource_version, std::stop_
   opts.resource_version = resource_version;
   std::string list_rv;
   int restarts = 0;
-  bool first = true;
-  // The next page is fetched (HTTP and JSON parsing, on a thread of its own) while this one is
-  // delivered: the API server's work and ours overlap instead of taking turns.
-  auto fetch = [this](ListOptions o) { return client_->ListOnePage(options_.gvr, options_.ns, o); };
-  Result<ListPage> page = fetch(opts);
-  while (true) {
-    if (stop.stop_requested()) return Aborted("stopped");
-    if (!page.ok() && IsExpired(page.status()) && !first && restarts < kMaxListRestarts) {
-      // The continue token outlived the server's compaction (every 5 min by default): a long
-      // paged list can meet one. Start a fresh list at once (client-go's pager falls back to one
-      // unpaginated list, which would hold every object in memory at once); what this list
-      // already delivered is not delivered again, the new one only marks it seen.
-      ++restarts;
-      spdlog::info("reflector {}: continue token expired, listing again (restart {})",
-                   options_.gvr.resource, restarts);
-      opts.continue_token.clear();
-      opts.resource_version.clear();
-      first = true;
-      page = fetch(opts);
-      continue;
+  // Each listed object: delivered when new or changed, else only marked seen in this list.
+  auto deliver = [&](Json&& item) {
+    const std::string key = ObjectKey(item);
+    if (store_->MarkIfSame(key, ResourceVersionOf(item), epoch)) return;
+    ObjectPtr obj = Prepare(std::move(item));
+    Store::Previous prev = store_->Put(obj, epoch);
+    if (!prev.existed) {
+      if (handlers_.on_add) Deliver(*obj, [&] { handlers_.on_add(obj); });
+    } else if (handlers_.on_update) {
+      Deliver(*obj, [&] { handlers_.on_update(prev.object, obj); });
     }
-    if (!page.ok()) return page.status();
-    if (first) list_rv = page->resource_version;
-    first = false;
-    std::future<Result<ListPage>> next;
-    if (!page->continue_token.empty()) {
-      opts.continue_token = page->continue_token;
-      opts.resource_version.clear();
-      next = std::async(std::launch::async, fetch, opts);
-    }
-    for (auto& item : page->items) {
-      const std::string key = ObjectKey(item);
-      if (store_->MarkIfSame(key, ResourceVersionOf(item), epoch)) continue;
-      ObjectPtr obj = Prepare(std::move(item));
-      Store::Previous prev = store_->Put(obj, epoch);
-      if (!prev.existed) {
-        if (handlers_.on_add) Deliver(*obj, [&] { handlers_.on_add(obj); });
-      } else if (handlers_.on_update) {
-        Deliver(*obj, [&] { handlers_.on_update(prev.object, obj); });
+  };
+  if (options_.page_size <= 0) {
+    // One unpaginated list, split into items as it arrives (no continue token to expire).
+    FG_ASSIGN_OR_RETURN(list_rv,
+                        client_->ListStream(options_.gvr, options_.ns, opts, deliver, stop));
+  } else {
+    bool first = true;
+    // The next page is fetched (HTTP and JSON parsing, on a thread of its own) while this one
+    // is delivered: the API server's work and ours overlap instead of taking turns.
+    auto fetch = [this](ListOptions o) {
+      return client_->ListOnePage(options_.gvr, options_.ns, o);
+    };
+    Result<ListPage> page = fetch(opts);
+    while (true) {
+      if (stop.stop_requested()) return Aborted("stopped");
+      if (!page.ok() && IsExpired(page.status()) && !first && restarts < kMaxListRestarts) {
+        // The continue token outlived the server's compaction (every 5 min by default): a long
+        // paged list can meet one. Start a fresh list at once (client-go's pager falls back to
+        // one unpaginated list, which would hold every object in memory at once); what this
+        // list already delivered is not delivered again, the new one only marks it seen.
+        ++restarts;
+        spdlog::info("reflector {}: continue token expired, listing again (restart {})",
+                     options_.gvr.resource, restarts);
+        opts.continue_token.clear();
+        opts.resource_version.clear();
+        first = true;
+        page = fetch(opts);
+        continue;
       }
+      if (!page.ok()) return page.status();
+      if (first) list_rv = page->resource_version;
+      first = false;
+      std::future<Result<ListPage>> next;
+      if (!page->continue_token.empty()) {
+        opts.continue_token = page->continue_token;
+        opts.resource_version.clear();
+        next = std::async(std::launch::async, fetch, opts);
+      }
+      for (auto& item : page->items) deliver(std::move(item));
+      if (!next.valid()) break;
+      page = next.get();
     }
-    if (!next.valid()) break;
-    page = next.get();
   }
   // Objects that vanished while we were not watching: synthetic deletes with the last known
   // object (a stub naming it when the store keeps versions only).

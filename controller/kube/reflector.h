@@ -37,6 +37,9 @@ struct ReflectorOptions {
   // The fields of each object the handlers read; the rest is never built (null: all but
   // metadata.managedFields). Must include metadata.name, .namespace and .resourceVersion.
   std::shared_ptr<const FieldSet> fields;
+  // Lists: pages of this many objects, each page parsed whole (continue tokens, which etcd's
+  // compaction can expire mid-list); 0: one unpaginated list split into its items as it arrives
+  // (served from the API server's watch cache; nothing to expire).
   int64_t page_size = 500;
   int min_watch_timeout_s = 300;
   int max_watch_timeout_s = 600;

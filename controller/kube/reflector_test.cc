@@ -254,6 +254,68 @@ TEST_F(ReflectorTest, TrimmedObjectsAndAnInStream410StillRelists) {
   EXPECT_FALSE(store_->Get("ns/a")->contains("data")) << store_->Get("ns/a")->dump();
 }
 
+// page_size 0: one unpaginated list, split into items as its bytes arrive (any chunking), with
+// the same difference, delete and resourceVersion bookkeeping as pages; a 410 relists the same
+// way.
+TEST_F(ReflectorTest, StreamedListDeliversItemByItemAndRelistsTheSameWay) {
+  for (uint32_t seed = 1; seed <= 10; ++seed) {
+    SCOPED_TRACE("chunk seed " + std::to_string(seed));
+    steps_.clear();
+    paths_.clear();
+    rec_ = Recorder();
+    store_ = std::make_shared<Store>();
+    stop_ = std::make_unique<std::stop_source>();
+    steps_.push_back(
+        {"/configmaps",
+         {HttpResponse{200, ""}, RandomChunks(ListBody(10, {Cm("a", 5), Cm("b", 6)}), seed, 17)}});
+    steps_.push_back({"resourceVersion=10",
+                      {HttpResponse{200, ""},
+                       {Ev("ADDED", Cm("c", 11)) +
+                        Json{{"type", "ERROR"}, {"object", Json::parse(Gone())}}.dump() + "\n"}}});
+    steps_.push_back({"resourceVersion=11", {HttpResponse{410, Gone()}}});  // relist at last RV
+    steps_.push_back(
+        {"/configmaps",
+         {HttpResponse{200, ""},
+          RandomChunks(ListBody(20, {Cm("a", 12, "x"), Cm("c", 11), Cm("d", 17)}), seed, 23)}});
+    steps_.push_back({"resourceVersion=20", {HttpResponse{200, ""}, {Ev("DELETED", Cm("d", 21))}}});
+    ReflectorOptions o;
+    o.page_size = 0;
+    auto r = Make(o);
+    r->Run(stop_->get_token());
+    EXPECT_EQ(rec_.log,
+              (std::vector<std::string>{"add a@5", "add b@6", "add c@11", "update a 5->12",
+                                        "add d@17", "delete b", "delete d"}));
+    EXPECT_EQ(rec_.synced, 1);
+    EXPECT_EQ(r->LastResourceVersion(), "21");
+    EXPECT_EQ(r->stats().expired_relists, 1);
+    ASSERT_GE(paths_.size(), 4u);
+    for (size_t i : {size_t{0}, size_t{2}, size_t{3}}) {  // the lists: no limit, no watch
+      EXPECT_EQ(paths_[i].find("limit="), std::string::npos) << paths_[i];
+      EXPECT_EQ(paths_[i].find("watch=1"), std::string::npos) << paths_[i];
+    }
+    EXPECT_EQ(paths_[3].find("resourceVersion="), std::string::npos) << paths_[3];
+  }
+}
+
+// A streamed list cut short (connection lost mid-body) delivers what arrived, is an error, and
+// the next list completes the picture: nothing is deleted on the strength of a partial list.
+TEST_F(ReflectorTest, StreamedListCutShortDeletesNothing) {
+  const std::string body = ListBody(10, {Cm("a", 5), Cm("b", 6), Cm("c", 7)});
+  steps_.push_back({"/configmaps",
+                    {HttpResponse{200, ""}, {ListBody(9, {Cm("a", 1), Cm("b", 2), Cm("c", 3)})}}});
+  steps_.push_back({"resourceVersion=9", {HttpResponse{410, Gone()}}});
+  steps_.push_back(
+      {"/configmaps", {Unavailable("connection reset"), {body.substr(0, body.find("\"b\""))}}});
+  steps_.push_back({"/configmaps", {HttpResponse{200, ""}, {body}}});
+  ReflectorOptions o;
+  o.page_size = 0;
+  auto r = Make(o);
+  r->Run(stop_->get_token());
+  EXPECT_EQ(rec_.log, (std::vector<std::string>{"add a@1", "add b@2", "add c@3", "update a 1->5",
+                                                "update b 2->6", "update c 3->7"}));
+  EXPECT_EQ(store_->Keys().size(), 3u);
+}
+
 TEST_F(ReflectorTest, MalformedEventsAndThrowingHandlersNeverEscape) {
   steps_.push_back({"limit=500", {HttpResponse{200, ListBody(10, {Cm("a", 5)})}}});
   // Wrong JSON types in every place the reflector reads: the watch is re-opened, no throw.

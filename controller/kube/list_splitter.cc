@@ -1,0 +1,141 @@
+// list_splitter.cc — ListSplitter: a byte-level walk of the list's JSON structure (strings,
+// escapes, nesting), not a parser: each item is parsed afterwards on its own.
+#include "controller/kube/list_splitter.h"
+
+namespace feedguard::kube {
+
+namespace {
+bool IsSpace(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+}  // namespace
+
+Result<bool> ListSplitter::Feed(std::string_view chunk,
+                                const std::function<bool(std::string_view)>& on_item) {
+  for (char c : chunk) {
+    bool stop = false;
+    FG_RETURN_IF_ERROR(Step(c, on_item, &stop));
+    if (stop) return false;
+  }
+  return true;
+}
+
+Status ListSplitter::Step(char c, const std::function<bool(std::string_view)>& on_item,
+                          bool* stop) {
+  if (done_) {
+    if (IsSpace(c)) return OkStatus();
+    return InvalidArgument("list response: bytes after the list");
+  }
+  if (mode_ == Mode::kBetweenItems) {
+    // Inside "items": [ … ] at depth 2, between elements.
+    if (IsSpace(c) || c == ',') return OkStatus();
+    if (c == ']') {
+      --depth_;
+      mode_ = Mode::kOutside;
+      rest_ += "[]";
+      return OkStatus();
+    }
+    if (c != '{') return InvalidArgument("list response: an item is not a JSON object");
+    mode_ = Mode::kInItem;
+    item_.assign(1, c);
+    ++depth_;
+    return OkStatus();
+  }
+  if (mode_ == Mode::kInItem) {
+    if (item_.size() >= max_item_) {
+      return Status(StatusCode::kResourceExhausted,
+                    "list response: an item exceeds " + std::to_string(max_item_) + " bytes");
+    }
+    item_ += c;
+    if (in_string_) {
+      if (escape_) {
+        escape_ = false;
+      } else if (c == '\\') {
+        escape_ = true;
+      } else if (c == '"') {
+        in_string_ = false;
+      }
+      return OkStatus();
+    }
+    if (c == '"') {
+      in_string_ = true;
+    } else if (c == '{' || c == '[') {
+      ++depth_;
+    } else if (c == '}' || c == ']') {
+      if (--depth_ == 2) {
+        mode_ = Mode::kBetweenItems;
+        if (!on_item(item_)) *stop = true;
+        item_.clear();
+      }
+    }
+    return OkStatus();
+  }
+
+  // Outside the items: kept in rest_, and watched for the top-level "items" key.
+  if (rest_.size() >= max_rest_) {
+    return Status(
+        StatusCode::kResourceExhausted,
+        "list response: more than " + std::to_string(max_rest_) + " bytes outside its items");
+  }
+  if (in_string_) {
+    rest_ += c;
+    if (escape_) {
+      escape_ = false;
+    } else if (c == '\\') {
+      escape_ = true;
+    } else if (c == '"') {
+      in_string_ = false;
+      if (in_key_) {
+        in_key_ = false;
+        key_is_items_ = key_ == "items";
+      }
+    } else if (in_key_ && key_.size() < 8) {
+      key_ += c;
+    }
+    return OkStatus();
+  }
+  if (IsSpace(c)) {
+    rest_ += c;
+    return OkStatus();
+  }
+  if (!started_) {
+    if (c != '{') return InvalidArgument("list response is not a JSON object");
+    started_ = true;
+  }
+  if (c == '"') {
+    in_string_ = true;
+    if (depth_ == 1 && expect_key_) {
+      in_key_ = true;
+      expect_key_ = false;
+      key_.clear();
+    }
+    rest_ += c;
+    return OkStatus();
+  }
+  if (c == '[' && depth_ == 1 && key_is_items_) {
+    // The value of the top-level "items": its elements are split out, not kept.
+    key_is_items_ = false;
+    ++depth_;
+    mode_ = Mode::kBetweenItems;
+    return OkStatus();
+  }
+  rest_ += c;
+  if (c == '{' || c == '[') {
+    ++depth_;
+    if (depth_ == 1) expect_key_ = true;
+  } else if (c == '}' || c == ']') {
+    if (--depth_ < 0) return InvalidArgument("list response: unbalanced brackets");
+    if (depth_ == 0) done_ = true;
+  } else if (c == ',' && depth_ == 1) {
+    expect_key_ = true;
+    key_is_items_ = false;
+  } else if (c != ':' && depth_ == 1) {
+    key_is_items_ = false;  // a scalar value at depth 1: the key was not followed by '['
+  }
+  return OkStatus();
+}
+
+Result<std::string> ListSplitter::Finish() const {
+  if (!done_) return Unavailable("list response ended before the list did");
+  return rest_;
+}
+
+}  // namespace feedguard::kube
