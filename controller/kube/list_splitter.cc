@@ -8,6 +8,22 @@ namespace {
 bool IsSpace(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 }  // namespace
 
+ListSplitter::StringPart ListSplitter::StringByte(char c) {
+  if (escape_) {
+    escape_ = false;
+    return StringPart::kEscape;
+  }
+  if (c == '\\') {
+    escape_ = true;
+    return StringPart::kEscape;
+  }
+  if (c == '"') {
+    in_string_ = false;
+    return StringPart::kEnd;
+  }
+  return StringPart::kChar;
+}
+
 Result<bool> ListSplitter::Feed(std::string_view chunk,
                                 const std::function<bool(std::string_view)>& on_item) {
   for (char c : chunk) {
@@ -46,13 +62,7 @@ Status ListSplitter::Step(char c, const std::function<bool(std::string_view)>& o
     }
     item_ += c;
     if (in_string_) {
-      if (escape_) {
-        escape_ = false;
-      } else if (c == '\\') {
-        escape_ = true;
-      } else if (c == '"') {
-        in_string_ = false;
-      }
+      StringByte(c);
       return OkStatus();
     }
     if (c == '"') {
@@ -77,17 +87,11 @@ Status ListSplitter::Step(char c, const std::function<bool(std::string_view)>& o
   }
   if (in_string_) {
     rest_ += c;
-    if (escape_) {
-      escape_ = false;
-    } else if (c == '\\') {
-      escape_ = true;
-    } else if (c == '"') {
-      in_string_ = false;
-      if (in_key_) {
-        in_key_ = false;
-        key_is_items_ = key_ == "items";
-      }
-    } else if (in_key_ && key_.size() < 8) {
+    const StringPart part = StringByte(c);
+    if (part == StringPart::kEnd && in_key_) {
+      in_key_ = false;
+      key_is_items_ = key_ == "items";
+    } else if (part == StringPart::kChar && in_key_ && key_.size() < 8) {
       key_ += c;
     }
     return OkStatus();

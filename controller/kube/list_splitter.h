@@ -30,7 +30,10 @@ class ListSplitter {
 
  private:
   enum class Mode { kOutside, kBetweenItems, kInItem };
+  enum class StringPart { kChar, kEscape, kEnd };
   Status Step(char c, const std::function<bool(std::string_view)>& on_item, bool* stop);
+  // A byte inside a string: a plain character, part of an escape, or the closing quote.
+  StringPart StringByte(char c);
 
   size_t max_item_, max_rest_;
   Mode mode_ = Mode::kOutside;

@@ -73,6 +73,14 @@ class ReflectorTest : public ::testing::Test {
     return std::make_unique<Reflector>(std::make_shared<Client>(Server()), store_, o,
                                        rec_.Handlers(), clock_, sleeper_);
   }
+  // A fresh script, recorder, store and stop source (for a test that runs several scenarios).
+  void Reset() {
+    steps_.clear();
+    paths_.clear();
+    rec_ = Recorder();
+    store_ = std::make_shared<Store>();
+    stop_ = std::make_unique<std::stop_source>();
+  }
   std::deque<Step> steps_;
   std::vector<std::string> paths_;
   std::unique_ptr<std::stop_source> stop_ = std::make_unique<std::stop_source>();
@@ -85,11 +93,7 @@ class ReflectorTest : public ::testing::Test {
 TEST_F(ReflectorTest, BookmarkRvThen410RelistEmitsOnlyTheDifference) {
   for (uint32_t seed = 1; seed <= 20; ++seed) {
     SCOPED_TRACE("chunk seed " + std::to_string(seed));
-    steps_.clear();
-    paths_.clear();
-    rec_ = Recorder();
-    store_ = std::make_shared<Store>();
-    stop_ = std::make_unique<std::stop_source>();
+    Reset();
     const std::string watch1 = Ev("ADDED", Cm("c", 11)) + Ev("MODIFIED", Cm("a", 12, "x")) +
                                Ev("MODIFIED", Cm("a", 12, "x")) +  // duplicate: ignored
                                Ev("BOOKMARK", {{"metadata", {{"resourceVersion", "15"}}}});
@@ -260,11 +264,7 @@ TEST_F(ReflectorTest, TrimmedObjectsAndAnInStream410StillRelists) {
 TEST_F(ReflectorTest, StreamedListDeliversItemByItemAndRelistsTheSameWay) {
   for (uint32_t seed = 1; seed <= 10; ++seed) {
     SCOPED_TRACE("chunk seed " + std::to_string(seed));
-    steps_.clear();
-    paths_.clear();
-    rec_ = Recorder();
-    store_ = std::make_shared<Store>();
-    stop_ = std::make_unique<std::stop_source>();
+    Reset();
     steps_.push_back(
         {"/configmaps",
          {HttpResponse{200, ""}, RandomChunks(ListBody(10, {Cm("a", 5), Cm("b", 6)}), seed, 17)}});
