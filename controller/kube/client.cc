@@ -19,6 +19,20 @@ std::string ServerMessage(long http_status, const std::string& body, std::string
   return msg;
 }
 
+// What a listed or watched object keeps: the caller's FieldSet, by default all but
+// metadata.managedFields (read by nothing here).
+std::shared_ptr<const FieldSet> ObjectFields(const std::shared_ptr<const FieldSet>& fields) {
+  return fields ? fields : FieldSet::AllButManagedFields();
+}
+
+// A list's metadata.<key> ("resourceVersion", "continue"); "" when absent or not a string.
+std::string ListMeta(const Json& list, const char* key) {
+  auto m = list.find("metadata");
+  if (m == list.end() || !m->is_object()) return "";
+  auto v = m->find(key);
+  return v != m->end() && v->is_string() ? v->get<std::string>() : "";
+}
+
 }  // namespace
 
 Status ExpiredError(const std::string& message) {
@@ -88,18 +102,13 @@ Result<ListPage> Client::ListOnePage(const Gvr& gvr, const std::string& ns,
                           {"resourceVersion", opts.resource_version},
                           {"resourceVersionMatch", opts.resource_version_match}});
   req.timeout = std::chrono::seconds(60);
-  // Listed objects are only read: what they keep is opts.fields (by default all but
-  // metadata.managedFields).
-  const auto fields =
-      FieldSet::ListEnvelope(opts.fields ? opts.fields : FieldSet::AllButManagedFields());
+  // Listed objects are only read: they keep what ObjectFields selects.
+  const auto fields = FieldSet::ListEnvelope(ObjectFields(opts.fields));
   FG_ASSIGN_OR_RETURN(Json j, Call(req, fields.get()));
   ListPage page;
-  if (j.contains("metadata") && j["metadata"].is_object()) {
-    const Json& m = j["metadata"];
-    if (m.contains("resourceVersion") && m["resourceVersion"].is_string()) {
-      page.resource_version = m["resourceVersion"];
-    }
-    if (m.contains("continue") && m["continue"].is_string()) page.continue_token = m["continue"];
+  if (j.is_object()) {
+    page.resource_version = ListMeta(j, "resourceVersion");
+    page.continue_token = ListMeta(j, "continue");
   }
   if (j.contains("items") && j["items"].is_array()) {
     page.items.reserve(j["items"].size());
@@ -120,7 +129,7 @@ Result<std::string> Client::ListStream(const Gvr& gvr, const std::string& ns,
                           {"resourceVersionMatch", opts.resource_version_match}});
   // The whole list in one response: bounded by time, not by a page's size.
   req.timeout = std::chrono::minutes(10);
-  const auto fields = opts.fields ? opts.fields : FieldSet::AllButManagedFields();
+  const auto fields = ObjectFields(opts.fields);
   ListSplitter splitter;
   Status error;
   auto on_chunk = [&](std::string_view chunk) {
@@ -149,10 +158,7 @@ Result<std::string> Client::ListStream(const Gvr& gvr, const std::string& ns,
   if (list.is_discarded() || !list.is_object()) {
     return Internal("GET " + req.path + ": the list is not a JSON object");
   }
-  auto m = list.find("metadata");
-  if (m == list.end() || !m->is_object()) return std::string();
-  auto rv = m->find("resourceVersion");
-  return rv != m->end() && rv->is_string() ? rv->get<std::string>() : std::string();
+  return ListMeta(list, "resourceVersion");
 }
 
 Result<ListPage> Client::List(const Gvr& gvr, const std::string& ns, ListOptions opts) {
@@ -289,8 +295,7 @@ Status Client::Watch(const Gvr& gvr, const std::string& ns, const WatchOptions& 
   LineSplitter splitter;
   Status parse_error;
   bool stopped_by_handler = false;
-  const auto fields =
-      FieldSet::EventEnvelope(opts.fields ? opts.fields : FieldSet::AllButManagedFields());
+  const auto fields = FieldSet::EventEnvelope(ObjectFields(opts.fields));
   auto on_line = [&](std::string_view line) {
     Json ev = ParseFields(line, fields.get());
     if (ev.is_discarded() || !ev.is_object()) {

@@ -5,20 +5,25 @@
 
 namespace feedguard::kube {
 
-std::shared_ptr<const FieldSet> FieldSet::All() {
+const std::shared_ptr<const FieldSet>& FieldSet::All() {
+  static const std::shared_ptr<const FieldSet> kAll = [] {  // an immutable constant, not state
+    auto f = std::shared_ptr<FieldSet>(new FieldSet());
+    f->keep_rest_ = true;
+    return f;
+  }();
+  return kAll;
+}
+
+std::shared_ptr<FieldSet> FieldSet::AllBut(const std::string& key,
+                                           std::shared_ptr<const FieldSet> child) {
   auto f = std::shared_ptr<FieldSet>(new FieldSet());
   f->keep_rest_ = true;
+  f->children_.emplace(key, std::move(child));
   return f;
 }
 
 std::shared_ptr<const FieldSet> FieldSet::AllButManagedFields() {
-  auto meta = std::shared_ptr<FieldSet>(new FieldSet());
-  meta->keep_rest_ = true;
-  meta->children_.emplace("managedFields", nullptr);
-  auto f = std::shared_ptr<FieldSet>(new FieldSet());
-  f->keep_rest_ = true;
-  f->children_.emplace("metadata", std::move(meta));
-  return f;
+  return AllBut("metadata", AllBut("managedFields", nullptr));
 }
 
 std::shared_ptr<const FieldSet> FieldSet::Build(const std::vector<std::string_view>& paths) {
@@ -50,20 +55,11 @@ std::shared_ptr<const FieldSet> FieldSet::Only(std::initializer_list<std::string
 
 const FieldSet* FieldSet::Child(std::string_view key) const {
   if (auto it = children_.find(key); it != children_.end()) return it->second.get();
-  if (!keep_rest_) return nullptr;
-  static const FieldSet kAll = [] {  // an immutable constant, not state
-    FieldSet f;
-    f.keep_rest_ = true;
-    return f;
-  }();
-  return &kAll;
+  return keep_rest_ ? All().get() : nullptr;
 }
 
 std::shared_ptr<const FieldSet> FieldSet::ListEnvelope(std::shared_ptr<const FieldSet> object) {
-  auto f = std::shared_ptr<FieldSet>(new FieldSet());
-  f->keep_rest_ = true;
-  f->children_.emplace("items", std::move(object));
-  return f;
+  return AllBut("items", object ? std::move(object) : All());
 }
 
 std::shared_ptr<const FieldSet> FieldSet::EventEnvelope(std::shared_ptr<const FieldSet> object) {
@@ -71,24 +67,16 @@ std::shared_ptr<const FieldSet> FieldSet::EventEnvelope(std::shared_ptr<const Fi
   // of the watched kind, and JSON does not promise that "type" is read first: keep a Status's
   // fields beside the object's own. (Found by bench/scale: a 410 trimmed to a pod's fields read
   // as "watch error 0", and the informer re-watched a compacted version forever.)
-  auto obj = std::shared_ptr<FieldSet>(new FieldSet());
-  if (object) {
-    obj->keep_rest_ = object->keep_rest_;
-    obj->children_ = object->children_;
+  if (!object || object->keep_rest_) return AllBut("object", object ? std::move(object) : All());
+  auto obj = std::shared_ptr<FieldSet>(new FieldSet(*object));
+  // Scalars whole, an object of the watched kind under the same key as {} (e.g. a Pod's
+  // "status" when `object` does not select it); emplace keeps what `object` selects.
+  const auto scalars = std::shared_ptr<const FieldSet>(new FieldSet());
+  for (const char* key : {"kind", "apiVersion", "status", "message", "reason", "code"}) {
+    obj->children_.emplace(key, scalars);
   }
-  if (!obj->keep_rest_) {
-    // Scalars whole, an object of the watched kind under the same key as {} (e.g. a Pod's
-    // "status" when `object` does not select it); emplace keeps what `object` selects.
-    const auto scalars = std::shared_ptr<const FieldSet>(new FieldSet());
-    for (const char* key : {"kind", "apiVersion", "status", "message", "reason", "code"}) {
-      obj->children_.emplace(key, scalars);
-    }
-    obj->children_.emplace("details", All());
-  }
-  auto f = std::shared_ptr<FieldSet>(new FieldSet());
-  f->keep_rest_ = true;
-  f->children_.emplace("object", std::move(obj));
-  return f;
+  obj->children_.emplace("details", All());
+  return AllBut("object", std::move(obj));
 }
 
 nlohmann::json ParseFields(std::string_view text, const FieldSet* fields) {

@@ -33,7 +33,8 @@ class FieldSet {
   const FieldSet* Child(std::string_view key) const;
 
   // For the parser: an envelope around objects of `object` (a list page's "items", a watch
-  // event's "object"); the envelope's own fields are kept, and so are the fields of the Status
+  // event's "object"; null: whole objects); the envelope's own fields are kept, and so are the
+  // fields of the Status
   // an ERROR event carries in place of an object (kind, apiVersion, status, message, reason,
   // details, code) — whatever `object` selects.
   static std::shared_ptr<const FieldSet> ListEnvelope(std::shared_ptr<const FieldSet> object);
@@ -41,7 +42,11 @@ class FieldSet {
 
  private:
   FieldSet() = default;
-  static std::shared_ptr<const FieldSet> All();
+  // Everything below (one shared constant; Child() of a keep-rest set returns it too).
+  static const std::shared_ptr<const FieldSet>& All();
+  // Everything but `key`, whose value keeps `child` (null: dropped).
+  static std::shared_ptr<FieldSet> AllBut(const std::string& key,
+                                          std::shared_ptr<const FieldSet> child);
   static std::shared_ptr<const FieldSet> Build(const std::vector<std::string_view>& paths);
   bool keep_rest_ = false;  // keys not in children_: kept whole (true) or dropped (false)
   // A key in children_ with a null FieldSet is dropped even when keep_rest_ is set.

@@ -225,12 +225,8 @@ pass "agent $agent_pod connected to the controller Service by name (probes $prob
 # driver are set): in the agent process's mount namespace every writable cgroup mount has its
 # root inside <cgroup root>/kubepods, and none of the host's other cgroups is mounted at all
 # (the runtime's own /sys/fs/cgroup for the container is read-only).
-agent_uid="$($K -n "$RNS" get pod "$agent_pod" -o 'jsonpath={.metadata.uid}')"
-agent_pid=""
-for p in $(pgrep -x feedguard-agent); do
-  grep -q "pod$agent_uid" "/proc/$p/cgroup" 2>/dev/null && agent_pid="$p"
-done
-[[ -n "$agent_pid" ]] || fail "the agent process of this cluster was not found"
+agent_pid="$(agent_pids)"
+[[ -n "$agent_pid" && "$agent_pid" != *$'\n'* ]] || fail "not exactly one agent process on this node: '$agent_pid'"
 # mountinfo: ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPER
 cg_mounts="$(awk '{ for (i = 7; $i != "-"; i++); if ($(i + 1) ~ /^cgroup2?$/) print $4, $5, $6 }' "/proc/$agent_pid/mountinfo")"
 rw_mounts="$(awk '$3 ~ /^rw(,|$)/' <<<"$cg_mounts")"
