@@ -1,5 +1,6 @@
 #include "agent/client/fence_client.h"
 
+#include <algorithm>
 #include <fstream>
 #include <iterator>
 #include <random>
@@ -146,23 +147,25 @@ FenceClient::Stats FenceClient::stats() const {
 void FenceClient::RunLoop(std::stop_token stop) {
   Backoff backoff(options_.backoff, options_.jitter_seed);
   for (uint64_t attempt = 1;; ++attempt) {
-    if (RunStream(attempt)) backoff.Reset();
+    const StreamEnd end = RunStream(attempt);
+    if (end == StreamEnd::kHealthy) backoff.Reset();
     {
       std::lock_guard lock(mu_);
       if (stopping_) return;
     }
-    const auto delay = backoff.Next();
+    auto delay = backoff.Next();
+    if (end == StreamEnd::kUnreached) delay = std::min(delay, options_.unreached_backoff_cap);
     spdlog::info("fence client: reconnecting to {} in {} ms (failure {})", options_.target,
                  delay.count(), backoff.failures());
     if (!options_.sleeper->Sleep(delay, stop)) return;  // Stop() was called
   }
 }
 
-bool FenceClient::RunStream(uint64_t attempt) {
+FenceClient::StreamEnd FenceClient::RunStream(uint64_t attempt) {
   auto h = std::make_shared<StreamHandle>();
   {
     std::lock_guard lock(mu_);
-    if (stopping_) return false;
+    if (stopping_) return StreamEnd::kFailed;
     dialing_ = h;
     ++stats_.attempts;
   }
@@ -186,7 +189,7 @@ bool FenceClient::RunStream(uint64_t attempt) {
       dialing_.reset();
       stats_.last_error = token.status().ToString();
       spdlog::warn("fence client: stream {}: {}", attempt, stats_.last_error);
-      return false;
+      return StreamEnd::kFailed;
     }
     h->ctx.AddMetadata("authorization", "Bearer " + *token);
   }
@@ -224,6 +227,12 @@ bool FenceClient::RunStream(uint64_t attempt) {
   const grpc::Status status = h->rw->Finish();
   const bool healthy =
       got_update || options_.clock->MonotonicNow() - started >= options_.healthy_after;
+  // The dial's own channel (local subchannel pool): READY or IDLE once it had a connection (a
+  // controller's answer, or a connection the controller closed); still CONNECTING or in
+  // TRANSIENT_FAILURE when no connection was ever made.
+  const grpc_connectivity_state channel_state = channel->GetState(false);
+  const bool reached = status.ok() || channel_state == GRPC_CHANNEL_READY ||
+                       channel_state == GRPC_CHANNEL_IDLE || channel_state == GRPC_CHANNEL_SHUTDOWN;
   std::lock_guard lock(mu_);
   dialing_.reset();
   stats_.last_error = status.ok()
@@ -233,7 +242,8 @@ bool FenceClient::RunStream(uint64_t attempt) {
     spdlog::warn("fence client: stream {} to {} ended: {} (keeping the applied fence)", attempt,
                  options_.target, stats_.last_error);
   }
-  return healthy;
+  if (healthy) return StreamEnd::kHealthy;
+  return reached ? StreamEnd::kFailed : StreamEnd::kUnreached;
 }
 
 void FenceClient::HandleUpdate(StreamHandle& h, const feedguard::v1::FenceUpdate& update) {

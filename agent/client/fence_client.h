@@ -60,6 +60,12 @@ struct FenceClientOptions {
   BackoffPolicy backoff;
   // A stream that lived this long (or delivered a fence) resets the backoff.
   std::chrono::milliseconds healthy_after{10'000};
+  // A dial that never reached a controller (connection refused or not established: nothing
+  // listens where the Service sent it) waits at most this long before the next, whatever the
+  // backoff has grown to: behind one Service the next dial may reach another replica (a standby
+  // that leads now), and a refused connection costs no controller anything. Refusals by a
+  // controller (RESOURCE_EXHAUSTED, UNAVAILABLE, …) keep the full backoff.
+  std::chrono::milliseconds unreached_backoff_cap{5'000};
   std::chrono::milliseconds keepalive_time{30'000};
   std::chrono::milliseconds keepalive_timeout{10'000};
   SleeperPtr sleeper;        // default: RealSleeper; Stop() ends the sleep between attempts
@@ -101,8 +107,13 @@ class FenceClient {
               std::shared_ptr<grpc::experimental::CertificateProviderInterface> provider);
   void RunLoop(std::stop_token stop);
   void ReportLoop();
-  // One stream from dial to end; returns whether it was healthy (resets the backoff).
-  bool RunStream(uint64_t attempt);
+  enum class StreamEnd {
+    kHealthy,    // delivered a fence or lived healthy_after: resets the backoff
+    kFailed,     // a controller answered, then the stream ended early
+    kUnreached,  // the channel never connected: at most unreached_backoff_cap until the next
+  };
+  // One stream from dial to end.
+  StreamEnd RunStream(uint64_t attempt);
   void HandleUpdate(StreamHandle& h, const feedguard::v1::FenceUpdate& update);
   bool SendReport(StreamHandle& h, const feedguard::v1::NodeReport& report);
 

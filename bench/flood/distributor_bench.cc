@@ -125,7 +125,7 @@ int Usage(const char* argv0) {
                "  [--max-pending-hellos N] [--new-streams-per-second R] [--max-streams N]\n"
                "  [--max-receive-bytes B] [--hello-timeout-ms T] [--review-latency-ms L]\n"
                "  [--review-workers W] [--review-queue Q] [--tls-ca F --tls-cert F --tls-key F]\n"
-               "  [--tsi-max-frame-bytes B]\n",
+               "  [--tsi-max-frame-bytes B] [--grpc-arg NAME=INT ...]\n",
                argv0);
   return 2;
 }
@@ -167,6 +167,10 @@ int Main(int argc, char** argv) {
         a.d.tls.cert_file = v;
       } else if (k == "--tls-key") {
         a.d.tls.key_file = v;
+      } else if (k == "--grpc-arg") {  // e.g. grpc.minimal_stack=1 (experiments)
+        const size_t eq = v.find('=');
+        if (eq == std::string::npos) return Usage(argv[0]);
+        a.d.extra_grpc_args[v.substr(0, eq)] = std::stoi(v.substr(eq + 1));
       } else if (k == "--tsi-max-frame-bytes") {
         a.d.tls_max_frame_bytes = std::stoi(v);
       } else if (k == "--review-latency-ms") {

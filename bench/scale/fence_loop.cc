@@ -31,7 +31,7 @@ namespace {
 // Keeps what the distributor would hand back: desired and acknowledged versions per node.
 class AckingSink : public fc::FenceSink {
  public:
-  feedguard::Status SetDesired(std::shared_ptr<const feedguard::v1::NodeFence> f) override {
+  feedguard::Status SetDesired(fc::NodeFencePtr f) override {
     std::lock_guard<std::mutex> l(mu_);
     auto& a = agents_[f->node_name()];
     a.desired_version = f->version();

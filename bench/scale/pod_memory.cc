@@ -7,6 +7,12 @@
 // (Before issue 14's rework the store kept a trimmed JSON copy of each pod: 4.2 / 6.7 KB per pod
 // for these two shapes, and the reconciler 1.0 / 1.9 KB.)
 //
+// Then, as in the scale bench, one node per 30 pods, a FencePolicy whose trainer is each node's
+// first pod and whose neighbours are the rest: the heap the nodes' desired fences add (held
+// serialized, wire_fence.h), and the heap one report per node adds (the reconciler keeps its
+// tallies, policy_status.h). For comparison, protobuf's SpaceUsedLong() of the same fences and
+// reports parsed: what holding them as messages would cost.
+//
 //   fg-pod-memory [N]      (default 20000)
 #include <malloc.h>
 
@@ -30,9 +36,7 @@ namespace {
 
 class NullSink : public fc::FenceSink {
  public:
-  feedguard::Status SetDesired(std::shared_ptr<const feedguard::v1::NodeFence>) override {
-    return feedguard::OkStatus();
-  }
+  feedguard::Status SetDesired(fc::NodeFencePtr) override { return feedguard::OkStatus(); }
   std::optional<Agent> GetAgent(const std::string&) const override { return std::nullopt; }
 };
 
@@ -48,10 +52,12 @@ json Pod(size_t i, bool rich) {
   const std::string node = "node-" + std::to_string(i / 30);
   const std::string uid = Hex(i, 8) + "-1111-2222-3333-" + Hex(i, 12);
   json labels = {{"app", "batch"}};
+  if (i % 30 == 0) labels["feedguard.io/role"] = "trainer";
   if (rich) {
     labels = {{"app.kubernetes.io/name", "batch-worker"}, {"app.kubernetes.io/instance", "team-a"},
               {"app.kubernetes.io/component", "worker"},  {"app.kubernetes.io/managed-by", "Helm"},
               {"pod-template-hash", Hex(i / 100, 10)},    {"team", "ml-platform"}};
+    if (i % 30 == 0) labels["feedguard.io/role"] = "trainer";
   }
   json containers = json::array();
   json statuses = json::array();
@@ -81,6 +87,37 @@ json Pod(size_t i, bool rich) {
            {{"phase", "Running"}, {"qosClass", "Burstable"}, {"containerStatuses", statuses}}}};
 }
 
+// What the scale bench's simulated agent reports for a fence (agent_sim.cc MakeReport).
+feedguard::v1::NodeReport SimReport(const feedguard::v1::NodeFence& f) {
+  feedguard::v1::NodeReport r;
+  r.set_applied_version(f.version());
+  int core = 0;
+  for (const auto& t : f.trainers()) {
+    auto* p = r.add_pods();
+    p->set_uid(t.pod().uid());
+    p->set_namespace_(t.pod().namespace_());
+    p->set_name(t.pod().name());
+    p->set_policy(t.policy());
+    p->set_role(feedguard::v1::PodReport::TRAINER);
+    p->set_enforced(true);
+    p->set_cpus(std::to_string(core) + "-" + std::to_string(core + 3));
+    core += 4;
+    p->set_cpu_pressure_some_avg10(0.5);
+    p->set_cpu_usage_cores(3.8);
+  }
+  for (const auto& nb : f.neighbours()) {
+    auto* p = r.add_pods();
+    p->set_uid(nb.pod().uid());
+    p->set_namespace_(nb.pod().namespace_());
+    p->set_name(nb.pod().name());
+    p->set_policy(nb.policy());
+    p->set_role(feedguard::v1::PodReport::NEIGHBOUR);
+    p->set_enforced(true);
+    p->set_cpu_usage_cores(0.2);
+  }
+  return r;
+}
+
 void Measure(size_t n, bool rich) {
   // The informer's store as the controller fills it: versions only (no JSON kept).
   const size_t base = HeapInUse();
@@ -91,13 +128,56 @@ void Measure(size_t n, bool rich) {
                     {});
   for (size_t i = 0; i < n; ++i) rc.UpsertPod(Pod(i, rich));
   const size_t after_rc = HeapInUse();
+
+  // Fences: nodes, the policy, one full resolution.
+  const size_t nodes = (n + 29) / 30;
+  for (size_t k = 0; k < nodes; ++k) {
+    rc.UpsertNode({{"metadata",
+                    {{"name", "node-" + std::to_string(k)},
+                     {"resourceVersion", "1"},
+                     {"labels", {{"nvidia.com/gpu.present", "true"}}}}}});
+  }
+  rc.UpsertPolicy(
+      {{"apiVersion", "feedguard.io/v1alpha1"},
+       {"kind", "FencePolicy"},
+       {"metadata", {{"name", "bench"}, {"generation", 1}, {"resourceVersion", "1"}}},
+       {"spec",
+        {{"nodeSelector", {{"matchLabels", {{"nvidia.com/gpu.present", "true"}}}}},
+         {"trainers", {{"podSelector", {{"matchLabels", {{"feedguard.io/role", "trainer"}}}}}}},
+         {"neighbours", {{"fence", "Idle"}}}}}});
+  rc.MarkInformersSynced();
+  const size_t before_fences = HeapInUse();
+  while (rc.StepFences()) {
+  }
+  const size_t after_fences = HeapInUse();
+  size_t fence_parsed = 0, report_parsed = 0, fenced_pods = 0;
+  std::vector<feedguard::v1::NodeReport> reports;
+  reports.reserve(nodes);
+  for (size_t k = 0; k < nodes; ++k) {
+    auto f = rc.DesiredFence("node-" + std::to_string(k));
+    if (!f) continue;
+    fence_parsed += f->SpaceUsedLong();
+    fenced_pods += static_cast<size_t>(f->trainers_size() + f->neighbours_size());
+    reports.push_back(SimReport(*f));
+    report_parsed += reports.back().SpaceUsedLong();
+  }
+  const size_t before_reports = HeapInUse();
+  for (size_t k = 0; k < reports.size(); ++k) rc.OnReport("node-" + std::to_string(k), reports[k]);
+  const size_t after_reports = HeapInUse();
+
+  const double per = static_cast<double>(n);
   const size_t raw_one = Pod(1, rich).dump().size();
   std::printf(
       "{\"shape\":\"%s\",\"pods\":%zu,\"pod_json_bytes\":%zu,\"store_bytes_per_pod\":%.0f,"
-      "\"reconciler_bytes_per_pod\":%.0f}\n",
-      rich ? "deployment" : "loader", n, raw_one,
-      static_cast<double>(after_store - base) / static_cast<double>(n),
-      static_cast<double>(after_rc - after_store) / static_cast<double>(n));
+      "\"reconciler_bytes_per_pod\":%.0f,\"nodes\":%zu,\"fenced_pods\":%zu,"
+      "\"fences_held_bytes_per_pod\":%.0f,\"fences_parsed_bytes_per_pod\":%.0f,"
+      "\"report_tallies_bytes_per_pod\":%.0f,\"reports_parsed_bytes_per_pod\":%.0f}\n",
+      rich ? "deployment" : "loader", n, raw_one, static_cast<double>(after_store - base) / per,
+      static_cast<double>(after_rc - after_store) / per, nodes, fenced_pods,
+      static_cast<double>(after_fences - before_fences) / per,
+      static_cast<double>(fence_parsed) / per,
+      static_cast<double>(after_reports - before_reports) / per,
+      static_cast<double>(report_parsed) / per);
 }
 
 }  // namespace

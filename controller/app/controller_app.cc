@@ -318,7 +318,7 @@ std::string ControllerApp::RenderMetrics() {
       else if (a.acked_version >= a.desired_version)
         enforced++;
       if (a.last_report) {
-        overwrites_by_node[a.node] = static_cast<double>(a.last_report->overwrites_total());
+        overwrites_by_node[a.node] = static_cast<double>(a.last_report->overwrites_total);
       }
     }
     out += RenderLabelled("feedguard_nodes", "nodes by enforcement state", "gauge",

@@ -82,7 +82,7 @@ void KubePolicyWriter::Event(const std::string& policy, const std::string& type,
   events_->Record(ref, type, SafeReason(reason), SafeText(message, 1024)).IgnoreError();
 }
 
-Status DistributorSink::SetDesired(std::shared_ptr<const feedguard::v1::NodeFence> fence) {
+Status DistributorSink::SetDesired(NodeFencePtr fence) {
   Distributor* d = distributor_.load();
   if (!d) return Unavailable("distributor not started (not the leader)");
   return d->SetDesired(std::move(fence));
@@ -108,7 +108,6 @@ std::optional<FenceSink::Agent> DistributorSink::GetAgent(const std::string& nod
   a.desired_version = s->desired_version;
   if (s->last_nack && s->last_nack->version == s->desired_version)
     a.nack_error = s->last_nack->error;
-  a.report = s->last_report;
   return a;
 }
 

@@ -36,7 +36,7 @@ class KubePolicyWriter final : public PolicyWriter {
 class DistributorSink final : public FenceSink {
  public:
   void Attach(Distributor* d) { distributor_.store(d); }
-  Status SetDesired(std::shared_ptr<const feedguard::v1::NodeFence> fence) override;
+  Status SetDesired(NodeFencePtr fence) override;
   std::optional<Agent> GetAgent(const std::string& node) const override;
   void Forget(const std::string& node) override;
   void OnNodesKnown() override;

@@ -152,8 +152,7 @@ class Distributor::AgentStream final
   void OnWriteDone(bool ok) override {
     std::lock_guard lock(d_->mu_);
     write_pending_ = false;
-    ReturnLentFenceLocked();
-    ControllerMessage().Swap(&out_);
+    ControllerMessage().Swap(&out_);  // frees the fence's bytes
     if (!ok) {
       FinishLocked(grpc::Status(grpc::StatusCode::UNAVAILABLE, "write failed"));
       return;
@@ -201,11 +200,6 @@ class Distributor::AgentStream final
     Finish(std::move(status));
   }
 
-  // A stream that ends with a write still pending (never answered) returns the lent fence here.
-  ~AgentStream() override {
-    if (lent_ != nullptr) (void)out_.mutable_update()->unsafe_arena_release_fence();
-  }
-
   const std::string& peer() const { return peer_; }
 
   // requires d_->mu_
@@ -214,22 +208,15 @@ class Distributor::AgentStream final
     std::optional<PendingUpdate> next = n.slot.TakeNext(d_->NextNonceLocked());
     if (!next) return;
     feedguard::v1::FenceUpdate* update = out_.mutable_update();
-    // The node's fence is lent to the outgoing message, not copied (a 30-pod fence is ~150
-    // allocations, for every agent on every policy edit): grpc serialises it in place, the
-    // shared fence is immutable and kept alive by lent_, and OnWriteDone takes it back before
-    // the message is cleared.
-    lent_ = next->fence;
-    update->unsafe_arena_set_allocated_fence(const_cast<feedguard::v1::NodeFence*>(lent_.get()));
+    // The fence is held serialized (wire_fence.h): its bytes go into the update as field
+    // `fence`, unparsed (one copy, freed in OnWriteDone); on the wire this is the same message
+    // as a parsed fence set there.
+    next->fence->AppendVersioned(
+        update->GetReflection()->MutableUnknownFields(update)->AddLengthDelimited(
+            feedguard::v1::FenceUpdate::kFenceFieldNumber));
     update->set_nonce(next->nonce);
     write_pending_ = true;
     StartWrite(&out_);
-  }
-
-  // requires d_->mu_. Takes the lent fence back out of out_ (it is not out_'s to delete).
-  void ReturnLentFenceLocked() {
-    if (lent_ == nullptr) return;
-    (void)out_.mutable_update()->unsafe_arena_release_fence();
-    lent_.reset();
   }
 
  private:
@@ -282,7 +269,9 @@ class Distributor::AgentStream final
       case AgentMessage::kReport: {
         auto report =
             std::make_shared<const feedguard::v1::NodeReport>(std::move(*in_.mutable_report()));
-        n->last_report = report;
+        n->last_report =
+            ReportSummary{report->applied_version(), report->dry_run(), report->overwrites_total(),
+                          static_cast<size_t>(report->pods_size())};
         events.push_back(
             [node = node_, r = std::move(report)](AgentObserver& o) { o.OnReport(node, *r); });
         break;
@@ -393,7 +382,6 @@ class Distributor::AgentStream final
   bool write_pending_ = false;
   AgentMessage in_;
   ControllerMessage out_;
-  NodeFencePtr lent_;  // the fence out_ points at while a write is pending
 };
 
 class Distributor::Service final : public feedguard::v1::FenceDistribution::CallbackService {
@@ -473,6 +461,7 @@ Result<std::unique_ptr<Distributor>> Distributor::Start(DistributorOptions optio
     quota.Resize(o.memory_quota_bytes);
     builder.SetResourceQuota(quota);
   }
+  for (const auto& [name, value] : o.extra_grpc_args) builder.AddChannelArgument(name, value);
   d->server_ = builder.BuildAndStart();
   if (!d->server_ || d->port_ == 0) {
     return Unavailable("cannot listen on " + o.listen_address);
@@ -618,8 +607,8 @@ std::string Distributor::NextNonceLocked() {
   return nonce_prefix_ + "-" + std::to_string(++nonce_seq_);
 }
 
-Status Distributor::SetDesired(feedguard::v1::NodeFence fence) {
-  return SetDesired(std::make_shared<const feedguard::v1::NodeFence>(std::move(fence)));
+Status Distributor::SetDesired(const feedguard::v1::NodeFence& fence) {
+  return SetDesired(WireFence::From(fence));
 }
 
 Status Distributor::SetDesired(NodeFencePtr ptr) {

@@ -141,6 +141,9 @@ struct DistributorOptions {
   std::chrono::milliseconds forget_after{600'000};
   // How often streams without hello and long-gone agents are looked for.
   std::chrono::milliseconds sweep_interval{1'000};
+  // Further integer grpc channel arguments for the server, set after the ones above (bench
+  // experiments: bench/flood `--grpc-arg NAME=VALUE`).
+  std::map<std::string, int> extra_grpc_args;
   // Whether an agent may speak for this node (e.g. a Node object of that name exists). Called
   // under the Distributor's lock: it must not call back into the Distributor. Unset: any node.
   std::function<bool(const std::string& node)> admit_node;
@@ -148,19 +151,28 @@ struct DistributorOptions {
   AgentObserverPtr observer;  // optional
 };
 
+// What the Distributor keeps of an agent's last report: its header, not its pods (the
+// AgentObserver is handed the whole report; the reconciler keeps only what status reads).
+struct ReportSummary {
+  uint64_t applied_version = 0;
+  bool dry_run = false;
+  uint64_t overwrites_total = 0;
+  size_t pods = 0;
+};
+
 // A snapshot of what the controller knows about one node's agent.
 struct AgentState {
   std::string node;
   bool connected = false;
   bool stale = false;  // not connected for longer than stale_after
-  // The last accepted hello and report, shared with the Distributor (never copied per read).
+  // The last accepted hello, shared with the Distributor (never copied per read).
   std::shared_ptr<const feedguard::v1::AgentHello> hello;
   std::string peer;  // address of the current or last stream
   uint64_t desired_version = 0;
   uint64_t acked_version = 0;
   uint64_t in_flight_version = 0;  // 0: nothing awaiting an answer
   std::optional<NackRecord> last_nack;
-  std::shared_ptr<const feedguard::v1::NodeReport> last_report;
+  std::optional<ReportSummary> last_report;
   std::chrono::steady_clock::time_point last_seen;  // last message, connect or disconnect
   uint64_t streams = 0;                             // streams accepted for this node so far
   uint64_t sends = 0;                               // updates written to this node so far
@@ -178,8 +190,8 @@ class Distributor {
 
   // Replaces the desired fence of fence.node_name() and sends it if the node's stream is idle.
   // Versions must strictly increase per node.
-  Status SetDesired(feedguard::v1::NodeFence fence);
-  // The same, sharing the caller's immutable fence (the reconciler's copy is the only one).
+  Status SetDesired(const feedguard::v1::NodeFence& fence);
+  // The same, sharing the caller's immutable serialized fence (the reconciler's is the only one).
   Status SetDesired(NodeFencePtr fence);
   // Ends the node's current stream (the agent reconnects); NotFound if it has none.
   Status Disconnect(const std::string& node);
@@ -208,7 +220,7 @@ class Distributor {
     FenceSlot slot;
     AgentStream* stream = nullptr;  // current stream; it unregisters itself in OnDone
     std::shared_ptr<const feedguard::v1::AgentHello> hello;
-    std::shared_ptr<const feedguard::v1::NodeReport> last_report;
+    std::optional<ReportSummary> last_report;
     std::string peer;
     std::chrono::steady_clock::time_point last_seen;
     uint64_t streams = 0;

@@ -128,7 +128,7 @@ TEST_F(DistributorBoundsTest, OversizeMessageEndsTheStreamAndIsNotKept) {
   EXPECT_EQ(st.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << st.error_message();
   auto a = d->GetAgent("gpu-1");
   ASSERT_TRUE(a.has_value());
-  EXPECT_TRUE(a->last_report == nullptr);
+  EXPECT_FALSE(a->last_report.has_value());
 }
 
 TEST_F(DistributorBoundsTest, StreamWithoutHelloIsEndedAtTheDeadline) {
@@ -305,7 +305,7 @@ TEST_F(DistributorBoundsTest, LongGoneAgentsShedTheirState) {
   clock->Advance(9min);
   d->Sweep();
   EXPECT_EQ(d->NodeCount(), 2u);  // within the grace period: kept
-  ASSERT_TRUE(d->GetAgent("gpu-1")->last_report != nullptr);
+  ASSERT_TRUE(d->GetAgent("gpu-1")->last_report.has_value());
   clock->Advance(2min);
   d->Sweep();
   EXPECT_FALSE(d->GetAgent("gpu-1").has_value());  // no fence held: gone entirely
@@ -313,7 +313,7 @@ TEST_F(DistributorBoundsTest, LongGoneAgentsShedTheirState) {
   ASSERT_TRUE(g2.has_value());  // the fence stays for when the agent comes back
   EXPECT_EQ(g2->desired_version, 5u);
   EXPECT_TRUE(g2->hello == nullptr);
-  EXPECT_TRUE(g2->last_report == nullptr);
+  EXPECT_FALSE(g2->last_report.has_value());
 }
 
 TEST_F(DistributorBoundsTest, NackErrorIsMadeSafe) {

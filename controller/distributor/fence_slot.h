@@ -12,12 +12,10 @@
 #include <optional>
 #include <string>
 
+#include "controller/distributor/wire_fence.h"
 #include "feedguard/common/status.h"
-#include "feedguard/v1/nodefence.pb.h"
 
 namespace feedguard::controller {
-
-using NodeFencePtr = std::shared_ptr<const feedguard::v1::NodeFence>;
 
 // One update handed to a stream: the fence and the nonce that its ACK/NACK must echo.
 struct PendingUpdate {

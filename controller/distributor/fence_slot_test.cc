@@ -6,10 +6,10 @@ namespace feedguard::controller {
 namespace {
 
 NodeFencePtr Fence(uint64_t version) {
-  auto f = std::make_shared<feedguard::v1::NodeFence>();
-  f->set_node_name("gpu-1");
-  f->set_version(version);
-  return f;
+  feedguard::v1::NodeFence f;
+  f.set_node_name("gpu-1");
+  f.set_version(version);
+  return WireFence::From(f);
 }
 
 const auto kNow = std::chrono::steady_clock::time_point(std::chrono::seconds(5));

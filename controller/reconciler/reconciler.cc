@@ -341,56 +341,30 @@ void Reconciler::OnNack(const std::string& node, uint64_t version, const std::st
 }
 
 void Reconciler::OnReport(const std::string& node, const feedguard::v1::NodeReport& report) {
-  // What ComputePolicyStatus reads of a report, per policy (policy_status.cc); usage counters,
-  // overwrite counts and pressure values below the starved threshold are not in it.
-  std::map<std::string, std::string> seen;
-  for (const auto& p : report.pods()) {
-    std::string& d = seen[p.policy()];
-    d += p.uid();
-    d += '\x1f';
-    d += p.planned() ? '1' : '0';
-    d += static_cast<char>('0' + static_cast<int>(p.role()));
-    d += p.enforced() ? '1' : '0';
-    d += TrainerStarved(p) ? '1' : '0';
-    // The GPU busy aggregate in the status moves in steps of 5 %.
-    if (p.gpus_sampled() > 0 && std::isfinite(p.gpu_busy_percent())) {
-      d += std::to_string(static_cast<int>(std::clamp(p.gpu_busy_percent(), 0.0, 100.0) / 5));
-    }
-    if (!p.enforced()) {
-      d += p.reason();
-      d += '\x1f';
-      d += p.message();
-      d += '\x1f';
-      d += p.namespace_();
-      d += '\x1f';
-      d += p.name();
-    }
-    d += '\x1e';
-  }
-  std::map<std::string, size_t> digest;
-  for (const auto& [policy, d] : seen) digest[policy] = std::hash<std::string>{}(d);
+  // What the policies' status reads of the report (policy_status.h); the report itself is not
+  // kept. Usage counters, overwrite counts and pressure below the starved threshold are not in
+  // it, so the periodic report of a steady node changes nothing.
+  ReportTallies tallies = TallyReport(report);
   std::lock_guard<std::mutex> l(mu_);
   auto it = nodes_.find(node);
   if (it == nodes_.end()) {
-    for (const auto& [policy, d] : digest) MarkPolicyDirtyLocked(policy);
+    for (const auto& [policy, t] : tallies) MarkPolicyDirtyLocked(policy);
     return;
   }
-  auto& prev = it->second.report_digest;
-  for (const auto& [policy, d] : digest) {
+  auto& prev = it->second.tallies;
+  for (const auto& [policy, t] : tallies) {
     auto p = prev.find(policy);
-    if (p == prev.end() || p->second != d) MarkPolicyDirtyLocked(policy);
+    if (p == prev.end() || !p->second.SameForStatus(t)) MarkPolicyDirtyLocked(policy);
   }
-  for (const auto& [policy, d] : prev) {
-    if (!digest.count(policy)) MarkPolicyDirtyLocked(policy);
+  for (const auto& [policy, t] : prev) {
+    if (!tallies.count(policy)) MarkPolicyDirtyLocked(policy);
   }
-  prev = std::move(digest);
+  prev = std::move(tallies);
 }
 
 // ---- the loop ----
 
-void Reconciler::RecomputeNodeLocked(
-    const std::string& node,
-    std::vector<std::shared_ptr<const feedguard::v1::NodeFence>>* to_send) {
+void Reconciler::RecomputeNodeLocked(const std::string& node, std::vector<NodeFencePtr>* to_send) {
   NodeEntry& n = nodes_[node];
   static const std::vector<const PodInfo*> kNoPods;
   auto np = node_pods_.find(node);
@@ -413,12 +387,14 @@ void Reconciler::RecomputeNodeLocked(
   for (auto& [policy, per_node] : per_policy_) {
     if (!r.policies.count(policy)) per_node.erase(node);
   }
-  if (n.sent && n.desired && SameFence(*n.desired, r.fence)) return;
-  r.fence.set_version(NextVersionLocked());
-  n.sent_policies[r.fence.version()] = PoliciesIn(r.fence);
+  // Held serialized (wire_fence.h); an unchanged resolution has the same bytes.
+  std::string bytes = WireFence::Serialize(r.fence);
+  if (n.sent && n.desired && n.desired->unversioned() == bytes) return;
+  const uint64_t version = NextVersionLocked();
+  n.sent_policies[version] = PoliciesIn(r.fence);
   // Bound the bookkeeping: the sink keeps one slot, older unacked versions never get acked.
   while (n.sent_policies.size() > 8) n.sent_policies.erase(n.sent_policies.begin());
-  n.desired = std::make_shared<const feedguard::v1::NodeFence>(std::move(r.fence));
+  n.desired = std::make_shared<const WireFence>(node, version, std::move(bytes));
   n.sent = true;
   to_send->push_back(n.desired);
 }
@@ -461,7 +437,7 @@ bool Reconciler::StepFences() {
   const size_t chunk = std::max<size_t>(1, options_.fence_chunk);
   for (size_t begin = 0; begin < dirty.size(); begin += chunk) {
     const size_t end = std::min(dirty.size(), begin + chunk);
-    std::vector<std::shared_ptr<const feedguard::v1::NodeFence>> to_send;
+    std::vector<NodeFencePtr> to_send;
     {
       std::lock_guard<std::mutex> l(mu_);
       for (size_t i = begin; i < end; ++i) {
@@ -489,8 +465,7 @@ bool Reconciler::StepFences() {
   return sent > 0 || first_resolution;
 }
 
-void Reconciler::SendFences(
-    const std::vector<std::shared_ptr<const feedguard::v1::NodeFence>>& to_send) {
+void Reconciler::SendFences(const std::vector<NodeFencePtr>& to_send) {
   std::vector<std::pair<std::string, Status>> results;
   for (const auto& f : to_send) results.emplace_back(f->node_name(), sink_->SetDesired(f));
   if (results.empty()) return;
@@ -627,9 +602,19 @@ bool Reconciler::StepApiWrites() {
     if (policy_copy.deleting) continue;  // nothing to report on an object about to go
     in.policy = &policy_copy;
     in.now = clock_->WallNow();
-    // Shared with the distributor: the reports are read in place, never copied.
-    std::vector<std::shared_ptr<const feedguard::v1::NodeReport>> reports;
-    reports.reserve(in.per_node.size());
+    // This policy's tallies of the matched nodes' last reports, copied under the lock (counters
+    // and the failed pods only).
+    std::map<std::string, ReportTally> tallies;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      for (const auto& [node, on] : in.per_node) {
+        if (!on.node_matched) continue;
+        auto n = nodes_.find(node);
+        if (n == nodes_.end()) continue;
+        auto t = n->second.tallies.find(name);
+        if (t != n->second.tallies.end()) tallies.emplace(node, t->second);
+      }
+    }
     for (const auto& [node, on] : in.per_node) {
       if (!on.node_matched) continue;
       auto agent = sink_->GetAgent(node);
@@ -640,8 +625,8 @@ bool Reconciler::StepApiWrites() {
       v.acked_version = agent->acked_version;
       v.desired_version = agent->desired_version;
       v.nack_error = agent->nack_error;
-      v.report = agent->report.get();
-      if (agent->report) reports.push_back(std::move(agent->report));
+      auto t = tallies.find(node);
+      v.tally = t == tallies.end() ? nullptr : &t->second;
       in.agents[node] = v;
     }
     nlohmann::json st = ComputePolicyStatus(in);
@@ -756,7 +741,7 @@ std::optional<feedguard::v1::NodeFence> Reconciler::DesiredFence(const std::stri
   std::lock_guard<std::mutex> l(mu_);
   auto it = nodes_.find(node);
   if (it == nodes_.end() || !it->second.sent || !it->second.desired) return std::nullopt;
-  return *it->second.desired;
+  return it->second.desired->Parse();
 }
 
 }  // namespace feedguard::controller

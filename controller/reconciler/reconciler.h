@@ -28,8 +28,10 @@
 
 #include "common/backoff.h"
 #include "controller/distributor/agent_observer.h"
+#include "controller/distributor/wire_fence.h"
 #include "controller/policy/fence_policy.h"
 #include "controller/resolver/resolver.h"
+#include "controller/status/policy_status.h"
 #include "feedguard/common/status.h"
 #include "feedguard/common/time_source.h"
 #include "feedguard/v1/nodefence.pb.h"
@@ -40,15 +42,15 @@ namespace feedguard::controller {
 class FenceSink {
  public:
   virtual ~FenceSink() = default;
-  // The fence is shared, never copied: the reconciler keeps the same immutable object.
-  virtual Status SetDesired(std::shared_ptr<const feedguard::v1::NodeFence> fence) = 0;
+  // The fence is shared, never copied: the reconciler keeps the same immutable, serialized
+  // object (wire_fence.h).
+  virtual Status SetDesired(NodeFencePtr fence) = 0;
   struct Agent {
     bool connected = false;
     bool stale = false;
     uint64_t acked_version = 0;
     uint64_t desired_version = 0;
-    std::string nack_error;                                   // for desired_version
-    std::shared_ptr<const feedguard::v1::NodeReport> report;  // null: none yet
+    std::string nack_error;  // for desired_version
   };
   // nullopt: no agent ever connected for this node.
   virtual std::optional<Agent> GetAgent(const std::string& node) const = 0;
@@ -164,8 +166,8 @@ class Reconciler final : public AgentObserver {
   };
   struct NodeEntry {
     NodeInfo info;
-    bool exists = false;                                      // a Node object exists
-    std::shared_ptr<const feedguard::v1::NodeFence> desired;  // shared with the sink
+    bool exists = false;   // a Node object exists
+    NodeFencePtr desired;  // shared with the sink
     bool sent = false;
     // Policies contained in each sent version not yet acknowledged, and in the acked one.
     std::map<uint64_t, std::set<std::string>> sent_policies;
@@ -174,10 +176,9 @@ class Reconciler final : public AgentObserver {
     // sent (after a restart or a failover, what an agent holds from the last leader is unknown).
     bool ack_known = false;
     bool agent_connected = false;  // its agent has a stream to this process now
-    // Per policy, a hash of what its status reads from this node's last report (pods, roles,
-    // enforced, reasons, starved or not): an agent's periodic report that changes none of it
-    // does not make the policy's status be recomputed.
-    std::map<std::string, size_t> report_digest;
+    // Per policy, what its status reads of this node's last report (counters and failed pods,
+    // policy_status.h): the report itself is not kept.
+    ReportTallies tallies;
   };
 
   void MarkAllNodesDirtyLocked();
@@ -189,10 +190,9 @@ class Reconciler final : public AgentObserver {
   void MarkPolicyDirtyLocked(const std::string& name);
   // Every policy whose status reads this node's agent.
   void MarkNodePoliciesDirtyLocked(const std::string& node);
-  void RecomputeNodeLocked(const std::string& node,
-                           std::vector<std::shared_ptr<const feedguard::v1::NodeFence>>* to_send);
+  void RecomputeNodeLocked(const std::string& node, std::vector<NodeFencePtr>* to_send);
   // Hands fences to the sink; a failed one is retried with per-node backoff.
-  void SendFences(const std::vector<std::shared_ptr<const feedguard::v1::NodeFence>>& to_send);
+  void SendFences(const std::vector<NodeFencePtr>& to_send);
   // Takes `pod` out of its node's list and marks the node dirty (the caller erases it).
   void UnlinkPodLocked(const PodInfo& pod);
   uint64_t NextVersionLocked();

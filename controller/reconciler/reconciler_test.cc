@@ -11,8 +11,8 @@ using nlohmann::json;
 
 class FakeSink : public FenceSink {
  public:
-  Status SetDesired(std::shared_ptr<const feedguard::v1::NodeFence> fence) override {
-    sent.push_back(*fence);
+  Status SetDesired(NodeFencePtr fence) override {
+    sent.push_back(fence->Parse());
     agents[fence->node_name()].desired_version = fence->version();
     return OkStatus();
   }
@@ -405,7 +405,6 @@ TEST_F(ReconcilerTest, UnchangedPeriodicReportsDoNotRecomputeStatus) {
   pod->set_role(feedguard::v1::PodReport::TRAINER);
   pod->set_enforced(true);
   pod->set_cpu_pressure_some_avg10(3.0);
-  sink_->agents["gpu-1"].report = std::make_shared<const feedguard::v1::NodeReport>(report);
   auto step = [&] {
     clock_->Advance(std::chrono::milliseconds(1500));
     r_->Step();
@@ -423,7 +422,6 @@ TEST_F(ReconcilerTest, UnchangedPeriodicReportsDoNotRecomputeStatus) {
   EXPECT_EQ(step(), after_first);
   // Starved now: recomputed.
   pod->set_cpu_pressure_some_avg10(90.0);
-  sink_->agents["gpu-1"].report = std::make_shared<const feedguard::v1::NodeReport>(report);
   r_->OnReport("gpu-1", report);
   EXPECT_EQ(step(), after_first + 1);
   EXPECT_EQ(writer_->statuses["vision"].back()["trainers"]["starved"], 1);
@@ -449,7 +447,6 @@ TEST_F(ReconcilerTest, HostileReportLeavesStatusWritable) {
     pod->set_cpu_pressure_some_avg10(1e308);
     pod->set_overwrites(UINT64_MAX);
   }
-  sink_->agents["gpu-1"].report = std::make_shared<const feedguard::v1::NodeReport>(report);
   r_->OnReport("gpu-1", report);
   clock_->Advance(std::chrono::milliseconds(1500));
   ASSERT_NO_THROW(r_->Step());
@@ -484,7 +481,7 @@ class FlakyWriter : public FakeWriter {
 
 class FlakySink : public FakeSink {
  public:
-  Status SetDesired(std::shared_ptr<const feedguard::v1::NodeFence> fence) override {
+  Status SetDesired(NodeFencePtr fence) override {
     attempts.push_back(fence->node_name());
     if (fence->node_name() == fail_node && fail-- > 0) return Unavailable("no slot");
     return FakeSink::SetDesired(std::move(fence));

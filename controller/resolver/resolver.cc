@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <tuple>
 
-#include <google/protobuf/util/message_differencer.h>
-
 namespace feedguard::controller {
 namespace {
 
@@ -216,14 +214,6 @@ NodeResolution ResolveNode(const NodeInfo& node, const std::vector<const PodInfo
     if (t > 0) FillOptions(*p, out.fence.add_policies());
   }
   return out;
-}
-
-bool SameFence(const feedguard::v1::NodeFence& a, const feedguard::v1::NodeFence& b) {
-  // Field by field, the version ignored, without copying either fence (a copy of a 30-pod
-  // fence is ~150 allocations, and this runs for every node on every policy edit).
-  google::protobuf::util::MessageDifferencer d;
-  d.IgnoreField(feedguard::v1::NodeFence::descriptor()->FindFieldByName("version"));
-  return d.Compare(a, b);
 }
 
 }  // namespace feedguard::controller

@@ -55,7 +55,4 @@ NodeResolution ResolveNode(const NodeInfo& node, const std::vector<const PodInfo
                            const std::vector<const FencePolicy*>& policies,
                            const std::map<std::string, Labels>& namespaces, const Rails& rails);
 
-// True when two fences ask for the same thing (ignores version).
-bool SameFence(const feedguard::v1::NodeFence& a, const feedguard::v1::NodeFence& b);
-
 }  // namespace feedguard::controller

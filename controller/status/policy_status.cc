@@ -72,15 +72,18 @@ std::string PreviousSince(const nlohmann::json& previous, const Failure& f,
 // What an agent said about one pod, made fit for status: a reason outside the CRD's pattern
 // becomes AgentReported (the original, made safe, leads the message), all text valid UTF-8 and
 // bounded.
-Failure AgentFailure(const std::string& node, const v1::PodReport& pod) {
+ReportTally::Failure AgentFailure(const v1::PodReport& pod) {
   std::string reason = pod.reason().empty() ? "NotEnforced" : SafeReason(pod.reason());
   std::string message = SafeText(pod.namespace_(), 63) + "/" + SafeText(pod.name(), 253) + ": ";
   if (reason != pod.reason() && !pod.reason().empty()) {
     message += "(" + SafeText(pod.reason(), 64) + ") ";
   }
   message += SafeText(pod.message(), kMaxFailureMessage);
-  return {node, std::move(reason), SafeText(message, kMaxFailureMessage)};
+  return {std::move(reason), SafeText(message, kMaxFailureMessage)};
 }
+
+// The status's GPU busy figures move in whole steps of 5 %.
+int BusyBucket(double percent) { return static_cast<int>(percent / 5); }
 
 // At most `max` bytes of `s`, cut on a UTF-8 character boundary (a status object with a split
 // character is not valid JSON).
@@ -132,6 +135,40 @@ std::string Rfc3339(std::chrono::system_clock::time_point t) {
   char buf[32];
   std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
   return buf;
+}
+
+bool ReportTally::SameForStatus(const ReportTally& o) const {
+  return protected_trainers == o.protected_trainers && starved == o.starved && fenced == o.fenced &&
+         gpu_sampled == o.gpu_sampled && BusyBucket(gpu_busy_sum) == BusyBucket(o.gpu_busy_sum) &&
+         BusyBucket(gpu_busy_min) == BusyBucket(o.gpu_busy_min) && failures == o.failures;
+}
+
+ReportTallies TallyReport(const v1::NodeReport& report) {
+  ReportTallies out;
+  for (const auto& pod : report.pods()) {
+    ReportTally& t = out[pod.policy()];
+    const bool trainer = pod.role() == v1::PodReport::TRAINER;
+    if (pod.planned()) {  // DryRun: what Enforce would protect / fence, not a failure
+      ++(trainer ? t.protected_trainers : t.fenced);
+      continue;
+    }
+    if (!pod.enforced()) {
+      t.failures.push_back(AgentFailure(pod));
+    } else if (!trainer) {
+      ++t.fenced;
+    } else {
+      ++t.protected_trainers;
+      if (TrainerStarved(pod)) ++t.starved;
+      // An agent's number, checked: NaN or infinity counts as not sampled.
+      if (pod.gpus_sampled() > 0 && std::isfinite(pod.gpu_busy_percent())) {
+        const double busy = std::clamp(pod.gpu_busy_percent(), 0.0, 100.0);
+        ++t.gpu_sampled;
+        t.gpu_busy_sum += busy;
+        t.gpu_busy_min = std::min(t.gpu_busy_min, busy);
+      }
+    }
+  }
+  return out;
 }
 
 bool TrainerStarved(const v1::PodReport& pod) {
@@ -186,32 +223,18 @@ nlohmann::json ComputePolicyStatus(const PolicyStatusInput& in) {
       }
       if (a.acked_version < a.desired_version) continue;  // in flight: neither yet
       bool node_ok = true;
-      if (a.report) {
-        for (const auto& pod : a.report->pods()) {
-          if (pod.policy() != p.name) continue;
-          if (pod.planned()) {  // DryRun: what Enforce would protect / fence, not a failure
-            ++(pod.role() == v1::PodReport::TRAINER ? protected_trainers : fenced);
-            continue;
-          }
-          if (pod.role() == v1::PodReport::TRAINER) {
-            if (pod.enforced()) {
-              ++protected_trainers;
-              if (TrainerStarved(pod)) ++starved;
-              // An agent's number, checked: NaN or infinity counts as not sampled.
-              if (pod.gpus_sampled() > 0 && std::isfinite(pod.gpu_busy_percent())) {
-                const double busy = std::clamp(pod.gpu_busy_percent(), 0.0, 100.0);
-                ++gpu_sampled;
-                gpu_busy_sum += busy;
-                gpu_busy_min = std::min(gpu_busy_min, busy);
-              }
-            }
-          } else if (pod.enforced()) {
-            ++fenced;
-          }
-          if (!pod.enforced()) {
-            node_ok = false;
-            failures.push_back(AgentFailure(node, pod));
-          }
+      if (const ReportTally* t = a.tally) {
+        protected_trainers += t->protected_trainers;
+        starved += t->starved;
+        fenced += t->fenced;
+        if (t->gpu_sampled > 0) {
+          gpu_sampled += t->gpu_sampled;
+          gpu_busy_sum += t->gpu_busy_sum;
+          gpu_busy_min = std::min(gpu_busy_min, t->gpu_busy_min);
+        }
+        for (const auto& f : t->failures) {
+          node_ok = false;
+          failures.push_back({node, f.reason, f.message});
         }
       }
       if (node_ok)
@@ -227,7 +250,7 @@ nlohmann::json ComputePolicyStatus(const PolicyStatusInput& in) {
   if (gpu_sampled > 0) {
     // Whole percents, rounded down to a multiple of 5: the status changes when the picture does,
     // not with every sample.
-    auto bucket = [](double v) { return static_cast<int>(v / 5) * 5; };
+    auto bucket = [](double v) { return BusyBucket(v) * 5; };
     st["trainers"]["gpuBusy"] = {{"sampled", gpu_sampled},
                                  {"avgPercent", bucket(gpu_busy_sum / gpu_sampled)},
                                  {"minPercent", bucket(gpu_busy_min)}};

@@ -30,14 +30,41 @@ inline constexpr double kUnderBusyGpuPercent = 60.0;
 // (< kUnderBusyGpuPercent). Without NVML on the node: CPU pressure alone.
 bool TrainerStarved(const feedguard::v1::PodReport& pod);
 
+// What one policy's status reads of one node's report: counters, and the pods the agent could
+// not enforce. Taken from each report as it arrives (TallyReport); the controller keeps this,
+// never the report (a 30-pod NodeReport is ~13 KB parsed, ~0.3 KB per pod across a cluster).
+struct ReportTally {
+  int protected_trainers = 0;  // trainers enforced, or planned (DryRun)
+  int starved = 0;             // of those enforced, TrainerStarved
+  int fenced = 0;              // neighbours enforced, or planned (DryRun)
+  int gpu_sampled = 0;         // enforced trainers whose agent reads their GPUs (NVML)
+  double gpu_busy_sum = 0;     // their GPU busy %, each clamped to [0, 100]
+  double gpu_busy_min = 100;
+  struct Failure {
+    std::string reason;   // a CamelCase reason (SafeReason), "NotEnforced" when none was given
+    std::string message;  // "namespace/name: what the agent said", bounded, valid UTF-8
+    bool operator==(const Failure&) const = default;
+  };
+  std::vector<Failure> failures;  // pods not enforced, in report order
+
+  // Equal as far as a status can tell (GPU busy compared in the status's 5 % steps): a report
+  // that changes nothing else does not make the policy's status be recomputed.
+  bool SameForStatus(const ReportTally& other) const;
+};
+using ReportTallies = std::map<std::string, ReportTally>;  // by policy name
+
+// One tally per policy named in the report's pods.
+ReportTallies TallyReport(const feedguard::v1::NodeReport& report);
+
 // What the controller knows of one node's agent.
 struct AgentView {
   bool connected = false;
   bool stale = false;            // no stream for longer than the grace period
   uint64_t desired_version = 0;  // latest NodeFence version for the node
   uint64_t acked_version = 0;
-  std::string nack_error;                             // last NACK for desired_version, if any
-  const feedguard::v1::NodeReport* report = nullptr;  // last report, may be null
+  std::string nack_error;  // last NACK for desired_version, if any
+  // The policy's pods in the node's last report; null: no report, or none of its pods in it.
+  const ReportTally* tally = nullptr;
 };
 
 struct PolicyStatusInput {

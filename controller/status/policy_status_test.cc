@@ -38,8 +38,19 @@ class PolicyStatusTest : public ::testing::Test {
   }
   v1::NodeReport* Report(const std::string& node) {
     reports_[node] = v1::NodeReport();
-    in_.agents[node].report = &reports_[node];
+    (void)in_.agents[node];
     return &reports_[node];
+  }
+  // As the controller does: each node's report tallied (TallyReport), the status computed from
+  // the policy's tallies.
+  nlohmann::json Compute() {
+    tallies_.clear();
+    for (const auto& [node, r] : reports_) {
+      ReportTallies& all = tallies_[node] = TallyReport(r);
+      auto t = all.find(policy_.name);
+      in_.agents[node].tally = t == all.end() ? nullptr : &t->second;
+    }
+    return ComputePolicyStatus(in_);
   }
   static void AddPod(v1::NodeReport* r, const std::string& name, v1::PodReport::Role role,
                      bool enforced, const std::string& reason = "", double psi = 0) {
@@ -55,6 +66,7 @@ class PolicyStatusTest : public ::testing::Test {
   FencePolicy policy_;
   PolicyStatusInput in_;
   std::map<std::string, v1::NodeReport> reports_;
+  std::map<std::string, ReportTallies> tallies_;
 };
 
 TEST_F(PolicyStatusTest, AllEnforcedIsReady) {
@@ -63,7 +75,7 @@ TEST_F(PolicyStatusTest, AllEnforcedIsReady) {
   AddPod(r, "t", v1::PodReport::TRAINER, true);
   AddPod(r, "n1", v1::PodReport::NEIGHBOUR, true);
   AddPod(r, "n2", v1::PodReport::NEIGHBOUR, true);
-  auto st = ComputePolicyStatus(in_);
+  auto st = Compute();
   EXPECT_EQ(st["observedGeneration"], 4);
   EXPECT_EQ(st["nodes"]["matched"], 1);
   EXPECT_EQ(st["nodes"]["enforced"], 1);
@@ -88,7 +100,7 @@ TEST_F(PolicyStatusTest, GpuBusyAggregateAndStarvedUsesIt) {
   gpu("waits-but-gpu-busy", 55.0, 97.0);  // fed: not starved (was starved by PSI alone)
   gpu("no-wait-gpu-idle", 2.0, 41.0);     // under-busy for another reason: not starved
   AddPod(r, "no-nvml", v1::PodReport::TRAINER, true, "", 35.0);  // PSI alone decides
-  auto st = ComputePolicyStatus(in_);
+  auto st = Compute();
   EXPECT_EQ(st["trainers"]["protected"], 4);
   EXPECT_EQ(st["trainers"]["starved"], 2);
   EXPECT_EQ(st["trainers"]["gpuBusy"]["sampled"], 3);
@@ -96,11 +108,11 @@ TEST_F(PolicyStatusTest, GpuBusyAggregateAndStarvedUsesIt) {
   EXPECT_EQ(st["trainers"]["gpuBusy"]["minPercent"], 20);
   // An agent's nonsense is not sampled.
   r->mutable_pods(0)->set_gpu_busy_percent(std::nan(""));
-  st = ComputePolicyStatus(in_);
+  st = Compute();
   EXPECT_EQ(st["trainers"]["gpuBusy"]["sampled"], 2);
   // No trainer sampled: no aggregate at all.
   for (auto& p : *r->mutable_pods()) p.set_gpus_sampled(0);
-  st = ComputePolicyStatus(in_);
+  st = Compute();
   EXPECT_FALSE(st["trainers"].contains("gpuBusy"));
   EXPECT_EQ(st["trainers"]["starved"], 3);  // PSI alone again
 }
@@ -115,7 +127,7 @@ TEST_F(PolicyStatusTest, FailuresStaleAndStarved) {
   Node("d", 1, true, 6, 6);
   in_.agents["d"].nack_error = "bad fence";
   Node("e", 1, true, 7, 6);  // in flight
-  auto st = ComputePolicyStatus(in_);
+  auto st = Compute();
   EXPECT_EQ(st["nodes"]["matched"], 5);
   EXPECT_EQ(st["nodes"]["enforced"], 1);
   EXPECT_EQ(st["nodes"]["failed"], 2);
@@ -135,13 +147,13 @@ TEST_F(PolicyStatusTest, FailuresStaleAndStarved) {
 TEST_F(PolicyStatusTest, DisconnectedIsStaleOnlyAfterGrace) {
   Node("a", 1, false, 3, 3);
   AddPod(Report("a"), "t", v1::PodReport::TRAINER, true);
-  auto st = ComputePolicyStatus(in_);
+  auto st = Compute();
   EXPECT_EQ(st["nodes"]["enforced"], 1);
   EXPECT_EQ(st["nodes"]["stale"], 0);
   EXPECT_EQ((*FindCondition(st, "Ready"))["status"], "True");
   EXPECT_EQ((*FindCondition(st, "Degraded"))["status"], "False");
   in_.agents["a"].stale = true;
-  st = ComputePolicyStatus(in_);
+  st = Compute();
   EXPECT_EQ(st["nodes"]["enforced"], 0);
   EXPECT_EQ(st["nodes"]["stale"], 1);
   EXPECT_EQ((*FindCondition(st, "Ready"))["status"], "False");
@@ -155,12 +167,12 @@ TEST_F(PolicyStatusTest, DisconnectedIsStaleOnlyAfterGrace) {
 TEST_F(PolicyStatusTest, CrossTierNeighboursAreSaid) {
   Node("a", 1, true, 3, 3);
   AddPod(Report("a"), "t", v1::PodReport::TRAINER, true);
-  auto st = ComputePolicyStatus(in_);
+  auto st = Compute();
   EXPECT_EQ((*FindCondition(st, "CrossTier"))["status"], "False");
   EXPECT_EQ((*FindCondition(st, "CrossTier"))["reason"], "SameQoSTier");
   in_.per_node["a"].cross_tier_neighbours = 2;
   in_.per_node["a"].cross_tier_example = "b/n (Burstable) vs trainer ml/t (Guaranteed)";
-  st = ComputePolicyStatus(in_);
+  st = Compute();
   const auto& c = *FindCondition(st, "CrossTier");
   EXPECT_EQ(c["status"], "True");
   EXPECT_EQ(c["reason"], "NeighboursInOtherQoSTier");
@@ -180,7 +192,7 @@ TEST_F(PolicyStatusTest, DryRunPodsArePlannedNotFailures) {
   AddPod(r, "n1", v1::PodReport::NEIGHBOUR, false, "DryRun");
   AddPod(r, "n2", v1::PodReport::NEIGHBOUR, false, "DryRun");
   for (auto& p : *r->mutable_pods()) p.set_planned(true);
-  auto st = ComputePolicyStatus(in_);
+  auto st = Compute();
   EXPECT_EQ(st["nodes"]["enforced"], 1);
   EXPECT_EQ(st["nodes"]["failed"], 0);
   EXPECT_EQ(st["trainers"]["protected"], 1);
@@ -202,7 +214,7 @@ TEST_F(PolicyStatusTest, FailuresOfOneNodeAreOneEntry) {
   AddPod(r, "n2", v1::PodReport::NEIGHBOUR, false, "WriteFailed");
   Node("b", 1, true, 3, 3);
   AddPod(Report("b"), "t2", v1::PodReport::TRAINER, false, "ProtectedPod");
-  auto st = ComputePolicyStatus(in_);
+  auto st = Compute();
   EXPECT_EQ(st["nodes"]["failed"], 2);
   ASSERT_EQ(st["failures"].size(), 2u);
   EXPECT_EQ(st["failures"][0]["node"], "a");
@@ -226,7 +238,7 @@ TEST_F(PolicyStatusTest, LongFailureMessageIsCutOnACharacterBoundary) {
   std::string m = "abc";
   while (m.size() < 600) m += "needs \u2265 5.15; ";
   r->mutable_pods(0)->set_message(m);
-  auto st = ComputePolicyStatus(in_);
+  auto st = Compute();
   const std::string msg = st["failures"][0]["message"];
   EXPECT_LE(msg.size(), 512u);
   EXPECT_GT(msg.size(), 500u);
@@ -238,14 +250,14 @@ TEST_F(PolicyStatusTest, FailureListIsBoundedAndSinceIsKept) {
     Node("n" + std::to_string(1000 + i), 1, false, 1, 0);
     in_.agents["n" + std::to_string(1000 + i)].stale = true;
   }
-  auto st = ComputePolicyStatus(in_);
+  auto st = Compute();
   EXPECT_EQ(st["failures"].size(), kMaxFailures);
   EXPECT_EQ(st["failuresOmitted"], 80);
   std::string first_since = st["failures"][0]["since"];
   std::string ready_since = (*FindCondition(st, "Ready"))["lastTransitionTime"];
   in_.previous_status = st;
   in_.now += std::chrono::minutes(5);
-  auto st2 = ComputePolicyStatus(in_);
+  auto st2 = Compute();
   EXPECT_EQ(st2["failures"][0]["since"], first_since);
   EXPECT_EQ((*FindCondition(st2, "Ready"))["lastTransitionTime"], ready_since);
   EXPECT_EQ(st2, st);  // nothing changed → identical object → no write needed
@@ -254,7 +266,7 @@ TEST_F(PolicyStatusTest, FailureListIsBoundedAndSinceIsKept) {
 TEST_F(PolicyStatusTest, InvalidNamesTheField) {
   in_.invalid = {{"spec.trainers.cpu", "set at most one of cores and coresPerGPU"}};
   Node("a", 1, true, 1, 1);
-  auto st = ComputePolicyStatus(in_);
+  auto st = Compute();
   const auto* inv = FindCondition(st, "Invalid");
   ASSERT_NE(inv, nullptr);
   EXPECT_EQ((*inv)["status"], "True");
@@ -265,7 +277,7 @@ TEST_F(PolicyStatusTest, InvalidNamesTheField) {
 TEST_F(PolicyStatusTest, ConflictsAreReported) {
   Node("a", 0, true, 1, 1);
   in_.per_node["a"].lost.push_back({"ml/t", "other", "vision"});
-  auto st = ComputePolicyStatus(in_);
+  auto st = Compute();
   const auto* c = FindCondition(st, "Conflicting");
   EXPECT_EQ((*c)["status"], "True");
   EXPECT_EQ((*c)["message"], "1 pods: ml/t is claimed by higher-ranked policy other");
@@ -299,7 +311,7 @@ TEST_F(PolicyStatusTest, HostileReportStillGivesAStatusTheCrdAccepts) {
   r2->set_overwrites_total(UINT64_MAX);
   in_.agents["b"].nack_error.clear();
   nlohmann::json st;
-  ASSERT_NO_THROW(st = ComputePolicyStatus(in_));
+  ASSERT_NO_THROW(st = Compute());
   ASSERT_NO_THROW((void)st.dump());  // what the status write does first
   ASSERT_EQ(st["failures"].size(), 2u);
   for (const auto& f : st["failures"]) {
@@ -315,11 +327,56 @@ TEST_F(PolicyStatusTest, HostileReportStillGivesAStatusTheCrdAccepts) {
 TEST_F(PolicyStatusTest, NackErrorIsMadeSafeForStatus) {
   Node("a", 1, true, 3, 2);
   in_.agents["a"].nack_error = "bad\xff\nline " + std::string(5000, 'e');
-  nlohmann::json st = ComputePolicyStatus(in_);
+  nlohmann::json st = Compute();
   ASSERT_NO_THROW((void)st.dump());
   ASSERT_EQ(st["failures"].size(), 1u);
   EXPECT_TRUE(FailureFitsTheCrd(st["failures"][0]));
   EXPECT_EQ(st["failures"][0]["message"].get<std::string>().find('\n'), std::string::npos);
+}
+
+}  // namespace
+}  // namespace feedguard::controller
+
+namespace feedguard::controller {
+namespace {
+
+TEST(ReportTallyTest, CountsWhatStatusReadsAndComparesInItsSteps) {
+  v1::NodeReport r;
+  auto add = [&](const std::string& policy, v1::PodReport::Role role, bool enforced) {
+    auto* p = r.add_pods();
+    p->set_policy(policy);
+    p->set_role(role);
+    p->set_enforced(enforced);
+    p->set_namespace_("ml");
+    p->set_name("p" + std::to_string(r.pods_size()));
+    return p;
+  };
+  auto* t = add("vision", v1::PodReport::TRAINER, true);
+  t->set_gpus_sampled(1);
+  t->set_gpu_busy_percent(71);
+  add("vision", v1::PodReport::NEIGHBOUR, true);
+  add("vision", v1::PodReport::NEIGHBOUR, false)->set_reason("CgroupNotFound");
+  add("speech", v1::PodReport::TRAINER, false)->set_planned(true);
+  const ReportTallies a = TallyReport(r);
+  ASSERT_EQ(a.size(), 2u);
+  const ReportTally& v = a.at("vision");
+  EXPECT_EQ(v.protected_trainers, 1);
+  EXPECT_EQ(v.fenced, 1);
+  EXPECT_EQ(v.gpu_sampled, 1);
+  EXPECT_DOUBLE_EQ(v.gpu_busy_sum, 71);
+  ASSERT_EQ(v.failures.size(), 1u);
+  EXPECT_EQ(v.failures[0].reason, "CgroupNotFound");
+  EXPECT_EQ(v.failures[0].message, "ml/p3: ");
+  EXPECT_EQ(a.at("speech").protected_trainers, 1);  // planned (DryRun)
+  EXPECT_TRUE(a.at("speech").failures.empty());
+
+  t->set_gpu_busy_percent(73);  // same 5 % step: the status would not change
+  EXPECT_TRUE(TallyReport(r).at("vision").SameForStatus(v));
+  t->set_gpu_busy_percent(76);
+  EXPECT_FALSE(TallyReport(r).at("vision").SameForStatus(v));
+  t->set_gpu_busy_percent(71);
+  r.mutable_pods(2)->set_message("gone");
+  EXPECT_FALSE(TallyReport(r).at("vision").SameForStatus(v));
 }
 
 }  // namespace

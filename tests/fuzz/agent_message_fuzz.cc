@@ -45,9 +45,7 @@ extern "C" int LLVMFuzzerTestOneInput(const unsigned char* data, size_t size) {
       break;
     }
     case feedguard::v1::AgentMessage::kReport:
-      cluster.sink->agents[node].report =
-          std::make_shared<const feedguard::v1::NodeReport>(msg.report());
-      rc.OnReport(node, msg.report());
+      rc.OnReport(node, msg.report());  // the reconciler keeps its tallies, not the report
       break;
     default:
       break;

@@ -67,10 +67,15 @@ inline void CheckStatus(const nlohmann::json& st) {
 
 class CheckingSink final : public controller::FenceSink {
  public:
-  Status SetDesired(std::shared_ptr<const feedguard::v1::NodeFence> fence) override {
+  Status SetDesired(feedguard::controller::NodeFencePtr fence) override {
+    // What an agent receives: the bytes parse back into a NodeFence of that node and version.
     std::string bytes;
-    FG_FUZZ_CHECK(fence->SerializeToString(&bytes));
-    fences[fence->node_name()] = *fence;
+    fence->AppendVersioned(&bytes);
+    feedguard::v1::NodeFence parsed;
+    FG_FUZZ_CHECK(parsed.ParseFromString(bytes));
+    FG_FUZZ_CHECK(parsed.node_name() == fence->node_name());
+    FG_FUZZ_CHECK(parsed.version() == fence->version());
+    fences[fence->node_name()] = std::move(parsed);
     return OkStatus();
   }
   std::optional<Agent> GetAgent(const std::string& node) const override {

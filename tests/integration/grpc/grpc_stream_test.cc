@@ -110,7 +110,8 @@ class RecordingObserver final : public controller::AgentObserver {
     Add("nack " + node + " " + std::to_string(v) + " " + e);
   }
   void OnReport(const std::string& node, const v1::NodeReport& r) override {
-    Add("report " + node + " " + std::to_string(r.applied_version()));
+    Add("report " + node + " " + std::to_string(r.applied_version()) +
+        (r.pods_size() > 0 ? " cpus=" + r.pods(0).cpus() : ""));
   }
   bool Has(const std::string& prefix) const {
     std::lock_guard lock(mu_);
@@ -290,10 +291,11 @@ TEST_F(GrpcStreamTest, HelloFenceAckRoundTrip) {
   EXPECT_EQ(st.hello->topology().cores(), 8);
   EXPECT_EQ(st.in_flight_version, 0u);
   EXPECT_EQ(st.sends, 2u);
-  ASSERT_NE(st.last_report, nullptr);
-  EXPECT_EQ(st.last_report->applied_version(), 2u);
-  ASSERT_EQ(st.last_report->pods_size(), 1);
-  EXPECT_EQ(st.last_report->pods(0).cpus(), "0-3");
+  // The distributor keeps the report's header; the observer got the whole report.
+  ASSERT_TRUE(st.last_report.has_value());
+  EXPECT_EQ(st.last_report->applied_version, 2u);
+  EXPECT_EQ(st.last_report->pods, 1u);
+  EXPECT_TRUE(observer_->Has("report gpu-1 2 cpus=0-3"));
   EXPECT_TRUE(observer_->Has("connected gpu-1 last_applied=0"));
   EXPECT_TRUE(observer_->Has("ack gpu-1 1"));
   EXPECT_TRUE(observer_->Has("ack gpu-1 2"));
@@ -384,6 +386,43 @@ TEST_F(GrpcStreamTest, ControllerGoneAgentKeepsFenceBacksOffAndGetsLatest) {
   EXPECT_EQ(server2->GetAgent("gpu-1")->hello->last_applied_version(), 1u)
       << "the agent told the new controller what it kept applied";
   EXPECT_GE(client->stats().attempts, 6u);
+}
+
+// Behind one Service, a dial can land on a replica that does not listen (a standby): a refused
+// connection must not grow the wait to the full backoff, the next dial may reach the leader.
+TEST_F(GrpcStreamTest, UnreachedDialsWaitAtMostTheUnreachedCap) {
+  auto gone = StartServer(ServerOptions());
+  ASSERT_TRUE(gone);
+  const int port = gone->port();
+  gone.reset();  // nothing listens on `port` now
+  auto o = ClientOptions("gpu-1", port);
+  o.backoff = {milliseconds(20), 2.0, milliseconds(5'000), 0.2};
+  o.unreached_backoff_cap = milliseconds(50);
+  auto client = StartClient(std::move(o));
+  ASSERT_TRUE(client);
+  ASSERT_TRUE(WaitUntil([&] { return sleeper_->delays().size() >= 6; }));
+  const auto delays = sleeper_->delays();
+  for (size_t i = 0; i < 6; ++i) EXPECT_LE(delays[i], milliseconds(50)) << "attempt " << i;
+  EXPECT_EQ(delays[5], milliseconds(50)) << "the backoff grew underneath, the cap held";
+}
+
+// A controller that answers and refuses (here: no Node object for the agent's node) keeps the
+// agent on the full backoff: the cap is only for dials that reached nobody.
+TEST_F(GrpcStreamTest, RefusalByAControllerKeepsTheFullBackoff) {
+  auto so = ServerOptions();
+  so.admit_node = [](const std::string&) { return false; };
+  auto server = StartServer(std::move(so));
+  ASSERT_TRUE(server);
+  auto o = ClientOptions("gpu-1", server->port());
+  o.backoff = {milliseconds(20), 2.0, milliseconds(5'000), 0.0};
+  o.unreached_backoff_cap = milliseconds(50);
+  auto client = StartClient(std::move(o));
+  ASSERT_TRUE(client);
+  ASSERT_TRUE(WaitUntil([&] { return sleeper_->delays().size() >= 4; }));
+  const auto delays = sleeper_->delays();
+  EXPECT_GE(delays[3], milliseconds(160)) << "20, 40, 80, 160 (+jitter): past the 50 ms cap";
+  EXPECT_EQ(client->stats().last_error.rfind("9: ", 0), 0u)  // FAILED_PRECONDITION
+      << client->stats().last_error;
 }
 
 TEST_F(GrpcStreamTest, ServerDisconnectThenReconnectAndResendIsIdempotent) {
@@ -582,7 +621,7 @@ TEST_F(GrpcStreamTest, PeriodicAndOnChangeReports) {
   client->PushReport(changed);
   ASSERT_TRUE(WaitUntil([&] {
     auto st = server->GetAgent("gpu-1");
-    return st->last_report && st->last_report->overwrites_total() == 7;
+    return st->last_report && st->last_report->overwrites_total == 7;
   }));
 }
 

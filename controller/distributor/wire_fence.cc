@@ -1,0 +1,57 @@
+#include "controller/distributor/wire_fence.h"
+
+#include <utility>
+
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+
+namespace feedguard::controller {
+
+namespace pbio = google::protobuf::io;
+
+std::string WireFence::Serialize(const feedguard::v1::NodeFence& fence) {
+  std::string out;
+  if (fence.version() != 0) {
+    feedguard::v1::NodeFence copy = fence;
+    copy.clear_version();
+    return Serialize(copy);
+  }
+  out.reserve(fence.ByteSizeLong());
+  {
+    pbio::StringOutputStream zero_copy(&out);
+    pbio::CodedOutputStream coded(&zero_copy);
+    coded.SetSerializationDeterministic(true);
+    fence.SerializeWithCachedSizes(&coded);
+  }
+  out.shrink_to_fit();
+  return out;
+}
+
+std::shared_ptr<const WireFence> WireFence::From(const feedguard::v1::NodeFence& fence) {
+  return std::make_shared<const WireFence>(fence.node_name(), fence.version(), Serialize(fence));
+}
+
+WireFence::WireFence(std::string node_name, uint64_t version, std::string unversioned)
+    : node_name_(std::move(node_name)), version_(version), bytes_(std::move(unversioned)) {}
+
+void WireFence::AppendVersioned(std::string* out) const {
+  // Field 2 (version), wire type 0 (varint): one tag byte and at most ten bytes of varint.
+  static_assert(feedguard::v1::NodeFence::kVersionFieldNumber == 2);
+  constexpr uint8_t kVersionTag = (2 << 3) | 0;
+  out->reserve(out->size() + bytes_.size() + 11);
+  out->append(bytes_);
+  if (version_ == 0) return;  // proto3: a zero scalar is not written
+  uint8_t buf[11];
+  buf[0] = kVersionTag;
+  uint8_t* end = pbio::CodedOutputStream::WriteVarint64ToArray(version_, buf + 1);
+  out->append(reinterpret_cast<const char*>(buf), static_cast<size_t>(end - buf));
+}
+
+feedguard::v1::NodeFence WireFence::Parse() const {
+  feedguard::v1::NodeFence f;
+  (void)f.ParseFromString(bytes_);  // our own serialization: it parses
+  f.set_version(version_);
+  return f;
+}
+
+}  // namespace feedguard::controller

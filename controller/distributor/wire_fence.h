@@ -1,0 +1,50 @@
+// wire_fence.h — a node's desired NodeFence as the controller holds it: serialized.
+//
+// The controller keeps one desired fence per node (5,000 at its design point), shared between
+// the reconciler, the node's FenceSlot and the write in flight. As a parsed protobuf, each
+// fenced pod cost ~0.7 KB (a heap std::string per field, a message per pod and per container);
+// as wire bytes ~0.2 KB, and the bytes are what every send needs anyway. The version is kept
+// beside the bytes, not in them: two resolutions of a node compare byte for byte (Same()), and a
+// send appends the version field (protobuf's last-field-wins merge: bytes ‖ version is the
+// versioned message).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "feedguard/v1/nodefence.pb.h"
+
+namespace feedguard::controller {
+
+class WireFence {
+ public:
+  // Serializes `fence` deterministically; its version is taken out of the bytes and kept beside.
+  static std::shared_ptr<const WireFence> From(const feedguard::v1::NodeFence& fence);
+  // `unversioned`: a NodeFence serialized with version 0 (e.g. Serialize(), or the bytes of
+  // another WireFence), `version` its version.
+  WireFence(std::string node_name, uint64_t version, std::string unversioned);
+
+  const std::string& node_name() const { return node_name_; }
+  uint64_t version() const { return version_; }
+  // The NodeFence without its version.
+  const std::string& unversioned() const { return bytes_; }
+  // Appends the whole NodeFence, version included, to `out` (one allocation at most).
+  void AppendVersioned(std::string* out) const;
+  // Whether two fences ask for the same thing (everything but the version equal).
+  bool Same(const WireFence& other) const { return bytes_ == other.bytes_; }
+  // The parsed NodeFence, version included (tests, debugging; a send never parses).
+  feedguard::v1::NodeFence Parse() const;
+
+  // `fence` serialized deterministically with its version left out (what Same() compares).
+  static std::string Serialize(const feedguard::v1::NodeFence& fence);
+
+ private:
+  std::string node_name_;
+  uint64_t version_ = 0;
+  std::string bytes_;
+};
+
+using NodeFencePtr = std::shared_ptr<const WireFence>;
+
+}  // namespace feedguard::controller
