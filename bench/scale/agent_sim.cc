@@ -6,7 +6,8 @@
 // right after each apply and every --report-interval-ms, shaped like the real agent's (one
 // PodReport per trainer and neighbour of the fence, marked enforced), and the real agent's
 // reconnect backoff (common/backoff.h: 500 ms ×2 to 30 s, ±20 %; reset after a healthy
-// stream), with a new channel (own TCP connection) per attempt, as FenceClient does. Plaintext
+// stream; at most 5 s after a dial that reached no controller, as FenceClient's
+// unreached_backoff_cap), with a new channel (own TCP connection) per attempt. Plaintext
 // by default; --tls-ca/--tls-cert/--tls-key: mTLS as the real agent (one handshake per attempt).
 //
 // Built on grpc's callback API: no thread per stream; grpc's own pool runs the reactions, one
@@ -49,6 +50,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench/scale/sim_report.h"
 #include "common/backoff.h"
 #include "feedguard/v1/nodefence.grpc.pb.h"
 
@@ -73,6 +75,7 @@ struct Options {
   int first_index = 0;
   int64_t report_interval_ms = 30'000;
   int64_t healthy_after_ms = 10'000;
+  int64_t unreached_backoff_cap_ms = 5'000;  // FenceClientOptions::unreached_backoff_cap
   std::string watch_policy = "bench";
   int64_t start_spread_ms = 0;  // agents start uniformly spread over this window
   uint64_t seed = 1;
@@ -317,7 +320,7 @@ class Sim {
         answer.mutable_ack()->set_version(f.version());
         answer.mutable_ack()->set_nonce(u.nonce());
         a.applied_version = f.version();
-        a.report = MakeReport(f);
+        a.report = feedguard::bench::SimReport(f);
         a.has_report = true;
       }
     }
@@ -358,6 +361,14 @@ class Sim {
       if (a.stream == s) a.stream = nullptr;
       if (healthy) a.backoff->Reset();
       delay = a.backoff->Next();
+      // As FenceClient: a channel that never connected reached no controller.
+      const grpc_connectivity_state cs =
+          a.channel ? a.channel->GetState(false) : GRPC_CHANNEL_TRANSIENT_FAILURE;
+      const bool reached = st.ok() || cs == GRPC_CHANNEL_READY || cs == GRPC_CHANNEL_IDLE ||
+                           cs == GRPC_CHANNEL_SHUTDOWN;
+      if (!healthy && !reached) {
+        delay = std::min(delay, std::chrono::milliseconds(opt_.unreached_backoff_cap_ms));
+      }
     }
     std::string msg = st.error_message();
     if (msg.size() > 200) msg.resize(200);
@@ -443,36 +454,6 @@ class Sim {
   const Options& options() const { return opt_; }
 
  private:
-  static feedguard::v1::NodeReport MakeReport(const feedguard::v1::NodeFence& f) {
-    feedguard::v1::NodeReport r;
-    r.set_applied_version(f.version());
-    int core = 0;
-    for (const auto& t : f.trainers()) {
-      auto* p = r.add_pods();
-      p->set_uid(t.pod().uid());
-      p->set_namespace_(t.pod().namespace_());
-      p->set_name(t.pod().name());
-      p->set_policy(t.policy());
-      p->set_role(feedguard::v1::PodReport::TRAINER);
-      p->set_enforced(true);
-      p->set_cpus(std::to_string(core) + "-" + std::to_string(core + 3));
-      core += 4;
-      p->set_cpu_pressure_some_avg10(0.5);
-      p->set_cpu_usage_cores(3.8);
-    }
-    for (const auto& n : f.neighbours()) {
-      auto* p = r.add_pods();
-      p->set_uid(n.pod().uid());
-      p->set_namespace_(n.pod().namespace_());
-      p->set_name(n.pod().name());
-      p->set_policy(n.policy());
-      p->set_role(feedguard::v1::PodReport::NEIGHBOUR);
-      p->set_enforced(true);
-      p->set_cpu_usage_cores(0.2);
-    }
-    return r;
-  }
-
   const Options opt_;
   std::shared_ptr<grpc::ChannelCredentials> creds_;
   std::vector<AgentState> agents_;

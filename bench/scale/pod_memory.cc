@@ -25,6 +25,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/scale/null_writer.h"
+#include "bench/scale/sim_report.h"
 #include "controller/kube/store.h"
 #include "controller/reconciler/reconciler.h"
 
@@ -87,37 +88,6 @@ json Pod(size_t i, bool rich) {
            {{"phase", "Running"}, {"qosClass", "Burstable"}, {"containerStatuses", statuses}}}};
 }
 
-// What the scale bench's simulated agent reports for a fence (agent_sim.cc MakeReport).
-feedguard::v1::NodeReport SimReport(const feedguard::v1::NodeFence& f) {
-  feedguard::v1::NodeReport r;
-  r.set_applied_version(f.version());
-  int core = 0;
-  for (const auto& t : f.trainers()) {
-    auto* p = r.add_pods();
-    p->set_uid(t.pod().uid());
-    p->set_namespace_(t.pod().namespace_());
-    p->set_name(t.pod().name());
-    p->set_policy(t.policy());
-    p->set_role(feedguard::v1::PodReport::TRAINER);
-    p->set_enforced(true);
-    p->set_cpus(std::to_string(core) + "-" + std::to_string(core + 3));
-    core += 4;
-    p->set_cpu_pressure_some_avg10(0.5);
-    p->set_cpu_usage_cores(3.8);
-  }
-  for (const auto& nb : f.neighbours()) {
-    auto* p = r.add_pods();
-    p->set_uid(nb.pod().uid());
-    p->set_namespace_(nb.pod().namespace_());
-    p->set_name(nb.pod().name());
-    p->set_policy(nb.policy());
-    p->set_role(feedguard::v1::PodReport::NEIGHBOUR);
-    p->set_enforced(true);
-    p->set_cpu_usage_cores(0.2);
-  }
-  return r;
-}
-
 void Measure(size_t n, bool rich) {
   // The informer's store as the controller fills it: versions only (no JSON kept).
   const size_t base = HeapInUse();
@@ -158,7 +128,7 @@ void Measure(size_t n, bool rich) {
     if (!f) continue;
     fence_parsed += f->SpaceUsedLong();
     fenced_pods += static_cast<size_t>(f->trainers_size() + f->neighbours_size());
-    reports.push_back(SimReport(*f));
+    reports.push_back(feedguard::bench::SimReport(*f));
     report_parsed += reports.back().SpaceUsedLong();
   }
   const size_t before_reports = HeapInUse();
