@@ -144,6 +144,11 @@ FenceClient::Stats FenceClient::stats() const {
   return stats_;
 }
 
+bool DialReachedController(const grpc::Status& status, grpc_connectivity_state channel_state) {
+  return status.ok() || channel_state == GRPC_CHANNEL_READY || channel_state == GRPC_CHANNEL_IDLE ||
+         channel_state == GRPC_CHANNEL_SHUTDOWN;
+}
+
 void FenceClient::RunLoop(std::stop_token stop) {
   Backoff backoff(options_.backoff, options_.jitter_seed);
   for (uint64_t attempt = 1;; ++attempt) {
@@ -227,12 +232,7 @@ FenceClient::StreamEnd FenceClient::RunStream(uint64_t attempt) {
   const grpc::Status status = h->rw->Finish();
   const bool healthy =
       got_update || options_.clock->MonotonicNow() - started >= options_.healthy_after;
-  // The dial's own channel (local subchannel pool): READY or IDLE once it had a connection (a
-  // controller's answer, or a connection the controller closed); still CONNECTING or in
-  // TRANSIENT_FAILURE when no connection was ever made.
-  const grpc_connectivity_state channel_state = channel->GetState(false);
-  const bool reached = status.ok() || channel_state == GRPC_CHANNEL_READY ||
-                       channel_state == GRPC_CHANNEL_IDLE || channel_state == GRPC_CHANNEL_SHUTDOWN;
+  const bool reached = DialReachedController(status, channel->GetState(false));
   std::lock_guard lock(mu_);
   dialing_.reset();
   stats_.last_error = status.ok()

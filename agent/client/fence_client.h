@@ -21,6 +21,8 @@
 #include <string>
 #include <thread>
 
+#include <grpc/impl/codegen/connectivity_state.h>
+
 #include "agent/client/fence_applier.h"
 #include "common/backoff.h"
 #include "feedguard/common/status.h"
@@ -29,7 +31,8 @@
 
 namespace grpc {
 class ChannelCredentials;
-}
+class Status;
+}  // namespace grpc
 namespace grpc::experimental {
 class CertificateProviderInterface;
 }
@@ -72,6 +75,12 @@ struct FenceClientOptions {
   TimeSourcePtr clock;       // default: RealTimeSource
   uint64_t jitter_seed = 0;  // 0: random
 };
+
+// Whether a dial reached a controller: the stream ended OK, or the dial's own channel (a local
+// subchannel pool: one channel per dial) had a connection — READY, or IDLE/SHUTDOWN after the
+// controller closed it. Still CONNECTING or in TRANSIENT_FAILURE: nothing answered (the
+// FenceClientOptions::unreached_backoff_cap case).
+bool DialReachedController(const grpc::Status& status, grpc_connectivity_state channel_state);
 
 class FenceClient {
  public:

@@ -50,6 +50,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "agent/client/fence_client.h"
 #include "bench/scale/sim_report.h"
 #include "common/backoff.h"
 #include "feedguard/v1/nodefence.grpc.pb.h"
@@ -75,7 +76,8 @@ struct Options {
   int first_index = 0;
   int64_t report_interval_ms = 30'000;
   int64_t healthy_after_ms = 10'000;
-  int64_t unreached_backoff_cap_ms = 5'000;  // FenceClientOptions::unreached_backoff_cap
+  int64_t unreached_backoff_cap_ms =  // the real agent's
+      feedguard::agent::FenceClientOptions{}.unreached_backoff_cap.count();
   std::string watch_policy = "bench";
   int64_t start_spread_ms = 0;  // agents start uniformly spread over this window
   uint64_t seed = 1;
@@ -361,12 +363,10 @@ class Sim {
       if (a.stream == s) a.stream = nullptr;
       if (healthy) a.backoff->Reset();
       delay = a.backoff->Next();
-      // As FenceClient: a channel that never connected reached no controller.
-      const grpc_connectivity_state cs =
-          a.channel ? a.channel->GetState(false) : GRPC_CHANNEL_TRANSIENT_FAILURE;
-      const bool reached = st.ok() || cs == GRPC_CHANNEL_READY || cs == GRPC_CHANNEL_IDLE ||
-                           cs == GRPC_CHANNEL_SHUTDOWN;
-      if (!healthy && !reached) {
+      // As FenceClient: a dial that reached no controller waits at most the cap.
+      if (!healthy &&
+          !feedguard::agent::DialReachedController(
+              st, a.channel ? a.channel->GetState(false) : GRPC_CHANNEL_TRANSIENT_FAILURE)) {
         delay = std::min(delay, std::chrono::milliseconds(opt_.unreached_backoff_cap_ms));
       }
     }

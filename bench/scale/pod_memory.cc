@@ -53,13 +53,12 @@ json Pod(size_t i, bool rich) {
   const std::string node = "node-" + std::to_string(i / 30);
   const std::string uid = Hex(i, 8) + "-1111-2222-3333-" + Hex(i, 12);
   json labels = {{"app", "batch"}};
-  if (i % 30 == 0) labels["feedguard.io/role"] = "trainer";
   if (rich) {
     labels = {{"app.kubernetes.io/name", "batch-worker"}, {"app.kubernetes.io/instance", "team-a"},
               {"app.kubernetes.io/component", "worker"},  {"app.kubernetes.io/managed-by", "Helm"},
               {"pod-template-hash", Hex(i / 100, 10)},    {"team", "ml-platform"}};
-    if (i % 30 == 0) labels["feedguard.io/role"] = "trainer";
   }
+  if (i % 30 == 0) labels["feedguard.io/role"] = "trainer";  // each node's first pod
   json containers = json::array();
   json statuses = json::array();
   for (int c = 0; c < (rich ? 2 : 1); ++c) {

@@ -587,6 +587,8 @@ bool Reconciler::StepApiWrites() {
     std::vector<std::string> nodes;
     bool suspended = false;
     size_t held = 0;  // suspended: nodes whose agent has not yet acknowledged the withdrawal
+    // This policy's tallies of the matched nodes' last reports (counters and failed pods only).
+    std::map<std::string, ReportTally> tallies;
     {
       std::lock_guard<std::mutex> l(mu_);
       auto it = policies_.find(name);
@@ -598,15 +600,6 @@ bool Reconciler::StepApiWrites() {
       in.per_node = per_policy_[name];
       in.previous_status = it->second.last_status;
       it->second.status_dirty = false;
-    }
-    if (policy_copy.deleting) continue;  // nothing to report on an object about to go
-    in.policy = &policy_copy;
-    in.now = clock_->WallNow();
-    // This policy's tallies of the matched nodes' last reports, copied under the lock (counters
-    // and the failed pods only).
-    std::map<std::string, ReportTally> tallies;
-    {
-      std::lock_guard<std::mutex> l(mu_);
       for (const auto& [node, on] : in.per_node) {
         if (!on.node_matched) continue;
         auto n = nodes_.find(node);
@@ -615,6 +608,9 @@ bool Reconciler::StepApiWrites() {
         if (t != n->second.tallies.end()) tallies.emplace(node, t->second);
       }
     }
+    if (policy_copy.deleting) continue;  // nothing to report on an object about to go
+    in.policy = &policy_copy;
+    in.now = clock_->WallNow();
     for (const auto& [node, on] : in.per_node) {
       if (!on.node_matched) continue;
       auto agent = sink_->GetAgent(node);
