@@ -43,9 +43,12 @@ class NullSink : public fc::FenceSink {
 
 size_t HeapInUse() { return mallinfo2().uordblks; }
 
+// `width` hex digits (at most: a uid's groups have their exact lengths, as the API server's).
 std::string Hex(size_t i, int width) {
+  uint64_t v = i * 2654435761u;
+  if (width < 16) v &= (uint64_t{1} << (4 * width)) - 1;
   char buf[80];
-  std::snprintf(buf, sizeof buf, "%0*zx", width, i * 2654435761u);
+  std::snprintf(buf, sizeof buf, "%0*llx", width, static_cast<unsigned long long>(v));
   return buf;
 }
 

@@ -134,6 +134,9 @@ Result<std::string> Client::ListStream(const Gvr& gvr, const std::string& ns,
   Status error;
   auto on_chunk = [&](std::string_view chunk) {
     auto r = splitter.Feed(chunk, [&](std::string_view text) {
+      if (opts.skip) {
+        if (auto id = PeekIdentity(text); id && opts.skip(*id)) return true;
+      }
       Json item = ParseFields(text, fields.get());
       if (item.is_discarded() || !item.is_object()) {
         error = Internal("GET " + req.path + ": a list item is not a JSON object");

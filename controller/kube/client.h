@@ -35,6 +35,10 @@ struct ListOptions {
   std::string resource_version_match;  // "", "Exact", "NotOlderThan"
   // What each listed object keeps (parsed away otherwise); null: all but metadata.managedFields.
   std::shared_ptr<const FieldSet> fields;
+  // Streamed lists (ListStream) only: asked with each item's key and resourceVersion, read by
+  // PeekIdentity before the item is parsed; true: the caller holds that version already, and the
+  // item is neither parsed nor handed over (a relist parses only what changed).
+  std::function<bool(const ObjectIdentity&)> skip;
 };
 
 struct ListPage {

@@ -31,7 +31,12 @@ class ListSplitter {
  private:
   enum class Mode { kOutside, kBetweenItems, kInItem };
   enum class StringPart { kChar, kEscape, kEnd };
-  Status Step(char c, const std::function<bool(std::string_view)>& on_item, bool* stop);
+  // One byte outside an item (the envelope, or between items).
+  Status Step(char c);
+  // Bytes inside an item, up to the end of `bytes` or of the item (handed to `on_item`);
+  // returns how many it consumed.
+  Result<size_t> ScanItem(std::string_view bytes,
+                          const std::function<bool(std::string_view)>& on_item, bool* stop);
   // A byte inside a string: a plain character, part of an escape, or the closing quote.
   StringPart StringByte(char c);
 

@@ -88,6 +88,15 @@ TEST(ListSplitterTest, BadBodiesAndLimitsAreErrors) {
   auto big = SplitAll({R"({"items": [{"a": "0123456789012345678901234567890123456789"}]})"}, 16);
   ASSERT_FALSE(big.ok());
   EXPECT_EQ(big.status().code(), StatusCode::kResourceExhausted);
+  // The limit is inclusive, however the item is cut into chunks.
+  const std::string item = R"({"a": "0123456789"})";  // 19 bytes
+  for (uint32_t seed = 1; seed <= 10; ++seed) {
+    const std::string body = R"({"items": [)" + item + "]}";
+    EXPECT_TRUE(SplitAll(RandomChunks(body, seed, seed % 5 + 1), item.size()).ok());
+    auto over = SplitAll(RandomChunks(body, seed, seed % 5 + 1), item.size() - 1);
+    ASSERT_FALSE(over.ok());
+    EXPECT_EQ(over.status().code(), StatusCode::kResourceExhausted);
+  }
 }
 
 }  // namespace

@@ -63,6 +63,9 @@ struct ReflectorStats {
   int bookmarks = 0;
   int duplicates_skipped = 0;  // events whose resourceVersion the store already had
   int list_restarts = 0;       // paged lists started again after their continue token expired
+  // Listed items the store held at that version, marked seen without being parsed (streamed
+  // lists only).
+  int unchanged_unparsed = 0;
 };
 
 class Reflector {

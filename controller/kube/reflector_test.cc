@@ -288,6 +288,8 @@ TEST_F(ReflectorTest, StreamedListDeliversItemByItemAndRelistsTheSameWay) {
     EXPECT_EQ(rec_.synced, 1);
     EXPECT_EQ(r->LastResourceVersion(), "21");
     EXPECT_EQ(r->stats().expired_relists, 1);
+    // c@11, unchanged in the relist, was marked seen without being parsed.
+    EXPECT_EQ(r->stats().unchanged_unparsed, 1);
     ASSERT_GE(paths_.size(), 4u);
     for (size_t i : {size_t{0}, size_t{2}, size_t{3}}) {  // the lists: no limit, no watch
       EXPECT_EQ(paths_[i].find("limit="), std::string::npos) << paths_[i];

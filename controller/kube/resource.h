@@ -2,6 +2,7 @@
 // REST paths (core group "" → /api/v1, others → /apis/G/V), query encoding, object keys.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -49,5 +50,20 @@ std::string ResourceVersionOf(const Json& obj);
 std::string UidOf(const Json& obj);
 // "<namespace>/<name>" or "<name>" for cluster-scoped objects (client-go's key format).
 std::string ObjectKey(const Json& obj);
+std::string ObjectKey(std::string_view ns, std::string_view name);
+
+// What a relist compares with its store before it parses an object: the key and
+// resourceVersion ObjectKey and ResourceVersionOf would give.
+struct ObjectIdentity {
+  std::string key;
+  std::string resource_version;
+};
+// Reads them from the JSON text of one object without parsing the rest: it stops once
+// metadata's name, namespace and resourceVersion are read (the first ~200 bytes of an API
+// server's object, whose metadata comes first and opens with them) or metadata ends. A field
+// that is absent or not a string reads as "", as the accessors above read it. nullopt when the
+// text is not a JSON object. For an object whose metadata repeats a key (no API server writes
+// one) the first occurrence is read where a full parse keeps the last.
+std::optional<ObjectIdentity> PeekIdentity(std::string_view text);
 
 }  // namespace feedguard::kube

@@ -189,28 +189,32 @@ void Reconciler::DeletePolicy(const nlohmann::json& obj) {
 void Reconciler::UpsertPod(const nlohmann::json& obj) {
   PodInfo pod = PodFromJson(obj, options_.gpu_resource_names);
   if (pod.uid.empty()) {
-    spdlog::warn("reconciler: skipping pod {}/{} without metadata.uid", pod.ns, pod.name);
+    spdlog::warn("reconciler: skipping pod {}/{} without metadata.uid", pod.ns.get(), pod.name);
     return;
   }
-  std::string key = pod.Key();
   std::lock_guard<std::mutex> l(mu_);
   pod.labels = label_sets_.Intern(std::move(pod.labels));
-  auto it = pods_.find(key);
-  if (it != pods_.end()) {
-    PodInfo& cur = it->second;
+  pod.ns = names_.Intern(std::move(pod.ns));
+  pod.node_name = names_.Intern(std::move(pod.node_name));
+  pod.priority_class = names_.Intern(std::move(pod.priority_class));
+  pod.phase = names_.Intern(std::move(pod.phase));
+  for (auto& c : pod.containers) {
+    c.name = names_.Intern(std::move(c.name));
+    c.id.InternPrefix(names_);
+  }
+  if (PodInfo* cur = pods_.Find(pod.ns.get(), pod.name)) {
     // Most pod updates (conditions, restarts, probes) change nothing a fence reads.
-    if (cur == pod) return;
-    if (cur.node_name == pod.node_name) {
-      cur = std::move(pod);  // in place: node_pods_ keeps pointing at it
-      dirty_nodes_.insert(cur.node_name);
+    if (*cur == pod) return;
+    if (cur->node_name == pod.node_name) {
+      // In place: node_pods_ keeps pointing at it (found by this key, so Replace holds).
+      if (pods_.Replace(*cur, std::move(pod))) dirty_nodes_.insert(cur->node_name);
       return;
     }
-    UnlinkPodLocked(cur);
-    pods_.erase(it);
+    UnlinkPodLocked(*cur);
+    pods_.Erase(*cur);
   }
   if (pod.node_name.empty()) return;  // not scheduled yet: nothing to fence
-  auto [ins, inserted] = pods_.emplace(std::move(key), std::move(pod));
-  const PodInfo& p = ins->second;
+  const PodInfo& p = pods_.Insert(std::move(pod));
   node_pods_[p.node_name].push_back(&p);
   dirty_nodes_.insert(p.node_name);
 }
@@ -227,10 +231,10 @@ void Reconciler::UnlinkPodLocked(const PodInfo& pod) {
 void Reconciler::DeletePod(const nlohmann::json& obj) {
   const std::string ns = kube::NamespaceOf(obj), name = kube::NameOf(obj);
   std::lock_guard<std::mutex> l(mu_);
-  auto it = pods_.find(ns + "/" + name);
-  if (it == pods_.end()) return;
-  UnlinkPodLocked(it->second);
-  pods_.erase(it);
+  PodInfo* pod = pods_.Find(ns, name);
+  if (pod == nullptr) return;
+  UnlinkPodLocked(*pod);
+  pods_.Erase(*pod);
 }
 
 void Reconciler::UpsertNode(const nlohmann::json& obj) {

@@ -30,6 +30,7 @@
 #include "controller/distributor/agent_observer.h"
 #include "controller/distributor/wire_fence.h"
 #include "controller/policy/fence_policy.h"
+#include "controller/reconciler/pod_table.h"
 #include "controller/resolver/resolver.h"
 #include "controller/status/policy_status.h"
 #include "feedguard/common/status.h"
@@ -205,14 +206,16 @@ class Reconciler final : public AgentObserver {
   mutable std::mutex mu_;
   std::map<std::string, PolicyEntry> policies_;  // guarded by mu_
   std::map<std::string, NodeEntry> nodes_;       // guarded by mu_
-  // One copy of each scheduled pod, keyed "<namespace>/<name>" (the informer's key: a pod
-  // recreated under the same name replaces its predecessor), and each node's pods by pointer
-  // (unordered_map elements never move).
-  std::unordered_map<std::string, PodInfo> pods_;                           // guarded by mu_
+  // One copy of each scheduled pod, by namespace and name (the informer's key: a pod recreated
+  // under the same name replaces its predecessor), and each node's pods by pointer (records in
+  // the table never move).
+  PodTable pods_;                                                           // guarded by mu_
   std::unordered_map<std::string, std::vector<const PodInfo*>> node_pods_;  // guarded by mu_
   LabelSetPool label_sets_;                                                 // guarded by mu_
-  std::map<std::string, Labels> namespaces_;                                // guarded by mu_
-  std::set<std::string> dirty_nodes_;                                       // guarded by mu_
+  // Namespace, node, priority-class, phase and container names of the pods, one copy each.
+  InternPool<std::string> names_;             // guarded by mu_
+  std::map<std::string, Labels> namespaces_;  // guarded by mu_
+  std::set<std::string> dirty_nodes_;         // guarded by mu_
   bool suspend_annotation_ = false;  // guarded by mu_; kSuspendAnnotation on the agent namespace
   // Nodes whose agent disconnected and is not yet stale: StepApiWrites recomputes the status
   // once the distributor's grace period (stale_after) has passed for one of them.

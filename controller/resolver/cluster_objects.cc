@@ -121,30 +121,104 @@ Result<int64_t> ParseCpuMilli(const std::string& q) {
   return milli;
 }
 
-const Labels& SharedLabels::get() const {
-  static const Labels kNone;  // an immutable constant, not state
-  return p_ ? *p_ : kNone;
-}
-
-size_t LabelSetPool::Hash::operator()(const std::shared_ptr<const Labels>& l) const {
-  size_t h = l->size();
-  for (const auto& [k, v] : *l) {
+size_t InternHash(const Labels& labels) {
+  size_t h = labels.size();
+  for (const auto& [k, v] : labels) {
     h = h * 1000003u ^ std::hash<std::string>{}(k);
     h = h * 1000003u ^ std::hash<std::string>{}(v);
   }
   return h;
 }
 
-SharedLabels LabelSetPool::Intern(SharedLabels labels) {
-  if (labels.p_ == nullptr) return labels;
-  auto [it, inserted] = sets_.insert(labels.p_);
-  SharedLabels out;
-  out.p_ = *it;
-  if (inserted && sets_.size() >= sweep_at_) {
-    // Only the pool holds a set no pod uses (use_count 1); `out` holds the new one.
-    std::erase_if(sets_, [](const std::shared_ptr<const Labels>& l) { return l.use_count() == 1; });
-    sweep_at_ = std::max<size_t>(1024, 2 * sets_.size());
+size_t InternHash(const std::string& s) { return std::hash<std::string>{}(s); }
+
+namespace {
+
+// `digits` (lowercase hex, two per byte) into `out`; false when one is not, or when they are all
+// zero (kept as text, so that all-zero bytes can mean "not packed").
+template <size_t N>
+bool PackHex(std::string_view digits, std::array<uint8_t, N>& out) {
+  if (digits.size() != 2 * N) return false;
+  std::array<uint8_t, N> bytes{};
+  uint8_t any = 0;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    const char c = digits[i];
+    const int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+    if (d < 0) return false;
+    bytes[i / 2] = static_cast<uint8_t>(bytes[i / 2] | (i % 2 ? d : d << 4));
+    any |= static_cast<uint8_t>(d);
   }
+  if (any == 0) return false;
+  out = bytes;
+  return true;
+}
+
+template <size_t N>
+bool Packed(const std::array<uint8_t, N>& bytes) {
+  return std::any_of(bytes.begin(), bytes.end(), [](uint8_t b) { return b != 0; });
+}
+
+// Writes 2 * N digits at `out`.
+template <size_t N>
+void WriteHex(const std::array<uint8_t, N>& bytes, char* out) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  for (uint8_t b : bytes) {
+    *out++ = kHex[b >> 4];
+    *out++ = kHex[b & 15];
+  }
+}
+
+// 8-4-4-4-12: where a canonical UUID's hyphens are.
+constexpr std::array<size_t, 4> kUuidDashes = {8, 13, 18, 23};
+constexpr size_t kUuidLength = 36;
+constexpr std::string_view kSchemeEnd = "://";
+
+}  // namespace
+
+PodUid::PodUid(std::string_view uid) {
+  bool canonical = uid.size() == kUuidLength;
+  std::string digits;
+  for (size_t i = 0; canonical && i < uid.size(); ++i) {
+    if (std::find(kUuidDashes.begin(), kUuidDashes.end(), i) != kUuidDashes.end()) {
+      canonical = uid[i] == '-';
+    } else {
+      digits += uid[i];
+    }
+  }
+  if (!canonical || !PackHex(digits, bytes_)) other_ = std::string(uid);
+}
+
+std::string PodUid::str() const {
+  if (!Packed(bytes_)) return other_.get();
+  char digits[32];
+  WriteHex(bytes_, digits);
+  std::string out(kUuidLength, '-');
+  for (size_t i = 0, d = 0; i < kUuidLength; ++i) {
+    if (std::find(kUuidDashes.begin(), kUuidDashes.end(), i) == kUuidDashes.end()) {
+      out[i] = digits[d++];
+    }
+  }
+  return out;
+}
+
+bool PodUid::empty() const { return !Packed(bytes_) && other_.empty(); }
+
+ContainerId::ContainerId(std::string_view id) {
+  const size_t scheme = id.find(kSchemeEnd);
+  const size_t digits = scheme == std::string_view::npos ? id.size() : scheme + kSchemeEnd.size();
+  if (PackHex(id.substr(digits), hex_)) {
+    text_ = std::string(id.substr(0, digits));
+  } else {
+    text_ = std::string(id);
+  }
+}
+
+std::string ContainerId::str() const {
+  if (!Packed(hex_)) return text_.get();
+  const std::string& prefix = text_.get();
+  std::string out(prefix.size() + 2 * hex_.size(), '\0');
+  std::copy(prefix.begin(), prefix.end(), out.begin());
+  WriteHex(hex_, out.data() + prefix.size());
   return out;
 }
 

@@ -4,9 +4,13 @@
 // compact projection of each, built once from the API server's JSON and never the JSON itself.
 #pragma once
 
+#include <algorithm>
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
+#include <type_traits>
 #include <unordered_set>
 #include <vector>
 
@@ -19,71 +23,154 @@
 
 namespace feedguard::controller {
 
-enum class PodQos { kGuaranteed, kBurstable, kBestEffort };
+enum class PodQos : uint8_t { kGuaranteed, kBurstable, kBestEffort };
 
-struct PodContainer {
-  std::string name;
-  std::string id;  // "containerd://…"; empty until the container started
-  bool operator==(const PodContainer&) const = default;
-};
-
-// An immutable label set that pods share: the replicas of one ReplicaSet, Job or StatefulSet
-// carry the same labels, and LabelSetPool hands them one map (a Deployment pod's six labels are
-// ~800 bytes as a map of their own). Reads as `const Labels&`.
-class SharedLabels {
+// An immutable value that records share: the replicas of one ReplicaSet, Job or StatefulSet
+// carry the same labels (a Deployment pod's six labels are ~800 bytes as a map of their own),
+// and 150,000 pods name a few thousand nodes and namespaces, a handful of priority classes and
+// phases. InternPool hands equal values one copy. 16 bytes; reads as `const T&`. An empty value
+// holds nothing.
+template <class T>
+class Shared {
  public:
-  SharedLabels() = default;
-  SharedLabels(Labels labels)  // NOLINT(google-explicit-constructor): a Labels is a label set
-      : p_(labels.empty() ? nullptr : std::make_shared<const Labels>(std::move(labels))) {}
-  operator const Labels&() const { return get(); }  // NOLINT(google-explicit-constructor)
-  const Labels& get() const;
-  bool operator==(const SharedLabels& o) const { return p_ == o.p_ || get() == o.get(); }
+  Shared() = default;
+  Shared(T value)  // NOLINT(google-explicit-constructor): a T is a value to share
+      : p_(value.empty() ? nullptr : std::make_shared<const T>(std::move(value))) {}
+  // Strings from literals (tests, constants).
+  Shared(const char* s)  // NOLINT(google-explicit-constructor)
+      requires std::is_same_v<T, std::string> : Shared(T(s)) {}
+  operator const T&() const { return get(); }  // NOLINT(google-explicit-constructor)
+  const T& get() const { return p_ ? *p_ : Empty(); }
+  bool empty() const { return p_ == nullptr; }
+  bool operator==(const Shared& o) const { return p_ == o.p_ || get() == o.get(); }
+  bool operator==(const T& v) const { return get() == v; }
+  bool operator==(const char* s) const requires std::is_same_v<T, std::string> {
+    return get() == s;
+  }
 
  private:
-  friend class LabelSetPool;
-  std::shared_ptr<const Labels> p_;  // null: no labels
+  template <class>
+  friend class InternPool;
+  static const T& Empty() {
+    static const T kEmpty;  // an immutable constant, not state
+    return kEmpty;
+  }
+  std::shared_ptr<const T> p_;
 };
+using SharedLabels = Shared<Labels>;
+using SharedString = Shared<std::string>;
 
-// Interns label sets so equal ones share one map. Not thread-safe (the reconciler calls it
-// under its lock). Sets no pod uses any more are dropped when the pool has doubled since the
-// last sweep.
-class LabelSetPool {
+size_t InternHash(const Labels& labels);
+size_t InternHash(const std::string& s);
+
+// Interns values so equal ones share one copy. Not thread-safe (the reconciler calls it under
+// its lock). Values no record uses any more are dropped when the pool has doubled since the last
+// sweep.
+template <class T>
+class InternPool {
  public:
-  SharedLabels Intern(SharedLabels labels);
+  Shared<T> Intern(Shared<T> value) {
+    if (value.p_ == nullptr) return value;
+    auto [it, inserted] = values_.insert(value.p_);
+    Shared<T> out;
+    out.p_ = *it;
+    if (inserted && values_.size() >= sweep_at_) {
+      // Only the pool holds a value no record uses (use_count 1); `out` holds the new one.
+      std::erase_if(values_, [](const std::shared_ptr<const T>& v) { return v.use_count() == 1; });
+      sweep_at_ = std::max<size_t>(1024, 2 * values_.size());
+    }
+    return out;
+  }
+  size_t size() const { return values_.size(); }
 
  private:
   struct Hash {
-    size_t operator()(const std::shared_ptr<const Labels>& l) const;
+    size_t operator()(const std::shared_ptr<const T>& v) const { return InternHash(*v); }
   };
   struct Eq {
-    bool operator()(const std::shared_ptr<const Labels>& a,
-                    const std::shared_ptr<const Labels>& b) const {
+    bool operator()(const std::shared_ptr<const T>& a, const std::shared_ptr<const T>& b) const {
       return *a == *b;
     }
   };
-  std::unordered_set<std::shared_ptr<const Labels>, Hash, Eq> sets_;
+  std::unordered_set<std::shared_ptr<const T>, Hash, Eq> values_;
   size_t sweep_at_ = 1024;
+};
+using LabelSetPool = InternPool<Labels>;
+
+// A pod's metadata.uid: 16 bytes for the canonical (lowercase, hyphenated) UUID every API server
+// writes, the string itself otherwise. 32 bytes instead of a 36-character heap string.
+class PodUid {
+ public:
+  PodUid() = default;
+  PodUid(std::string_view uid);   // NOLINT(google-explicit-constructor): a uid's text
+  PodUid(const std::string& uid)  // NOLINT(google-explicit-constructor)
+      : PodUid(std::string_view(uid)) {}
+  PodUid(const char* uid)  // NOLINT(google-explicit-constructor)
+      : PodUid(std::string_view(uid)) {}
+  std::string str() const;
+  bool empty() const;
+  bool operator==(const PodUid&) const = default;
+
+ private:
+  // Canonical: `bytes_`, not all zero (the all-zero UUID is kept as text). Else `other_`.
+  std::array<uint8_t, 16> bytes_{};
+  SharedString other_;
+};
+
+// A container's status.containerStatuses[].containerID. The form every CRI runtime writes,
+// "<runtime>://<64 lowercase hex>", is held as the runtime prefix (interned by the reconciler)
+// and 32 bytes; anything else as its text. 48 bytes instead of a 77-character heap string.
+class ContainerId {
+ public:
+  ContainerId() = default;
+  ContainerId(std::string_view id);   // NOLINT(google-explicit-constructor): an id's text
+  ContainerId(const std::string& id)  // NOLINT(google-explicit-constructor)
+      : ContainerId(std::string_view(id)) {}
+  ContainerId(const char* id)  // NOLINT(google-explicit-constructor)
+      : ContainerId(std::string_view(id)) {}
+  std::string str() const;
+  bool empty() const { return text_.empty(); }
+  bool operator==(const ContainerId& o) const = default;
+  // Shares the runtime prefix with every other container's ("containerd://"); an id kept as
+  // text is left alone (no other container has it).
+  void InternPrefix(InternPool<std::string>& pool) {
+    if (hex_ != std::array<uint8_t, 32>{}) text_ = pool.Intern(std::move(text_));
+  }
+
+ private:
+  // Packed (`hex_` not all zero): the prefix up to and including "://". Else the whole id (an
+  // id whose 64 digits are all zero is kept as text).
+  SharedString text_;
+  std::array<uint8_t, 32> hex_{};
 };
 
 // The compact projection of a Pod: what the resolver reads, nothing else (no JSON is kept).
+// Names that many pods repeat (namespace, node, priority class, phase, container names) are
+// SharedStrings, interned by the reconciler.
+struct PodContainer {
+  SharedString name;
+  ContainerId id;  // empty until the container started
+  bool operator==(const PodContainer&) const = default;
+};
+
 struct PodInfo {
-  std::string uid;
-  std::string ns;
+  PodUid uid;
+  SharedString ns;
   std::string name;
-  std::string node_name;
-  std::string priority_class;
-  std::string phase;  // Pending | Running | Succeeded | Failed | Unknown
+  SharedString node_name;
+  SharedString priority_class;
+  SharedString phase;  // Pending | Running | Succeeded | Failed | Unknown
   SharedLabels labels;
-  PodQos qos = PodQos::kBestEffort;
   std::vector<PodContainer> containers;
   int64_t cpu_request_milli = 0;
   int64_t cpu_limit_milli = 0;  // 0 when any container has no limit
   // Limits of the GPU resources (GpuResourceNames: nvidia.com/gpu, nvidia.com/gpu.shared,
   // nvidia.com/mig-*, amd.com/gpu, gpu.intel.com/{i915,xe} by default), summed over containers.
   int32_t gpus = 0;
+  PodQos qos = PodQos::kBestEffort;
   bool terminating = false;
 
-  std::string Key() const { return ns + "/" + name; }
+  std::string Key() const { return ns.get() + "/" + name; }
   bool operator==(const PodInfo&) const = default;
 };
 

@@ -31,7 +31,7 @@ v1::QosClass ToProto(PodQos q) {
 }
 
 void FillPodRef(const PodInfo& p, v1::PodRef* ref) {
-  ref->set_uid(p.uid);
+  ref->set_uid(p.uid.str());
   ref->set_namespace_(p.ns);
   ref->set_name(p.name);
   ref->set_qos_class(ToProto(p.qos));
@@ -41,7 +41,7 @@ void FillPodRef(const PodInfo& p, v1::PodRef* ref) {
   for (const auto& c : p.containers) {
     auto* cr = ref->add_containers();
     cr->set_name(c.name);
-    cr->set_container_id(c.id);
+    cr->set_container_id(c.id.str());
   }
 }
 
@@ -114,13 +114,19 @@ const PodInfo* TrainerInOtherTier(const PodInfo& neighbour, const FencePolicy& p
 
 bool Protected(const PodInfo& pod, const Rails& rails) {
   if (Contains(rails.protected_priority_classes, pod.priority_class)) return true;
-  if (pod.ns == rails.agent_namespace && rails.agent_selector.Matches(pod.labels)) return true;
+  if (pod.ns.get() == rails.agent_namespace && rails.agent_selector.Matches(pod.labels))
+    return true;
   return false;
+}
+
+bool IsTrainer(const std::vector<const PodUid*>& trainers, const PodUid& uid) {
+  return std::any_of(trainers.begin(), trainers.end(), [&](const PodUid* t) { return *t == uid; });
 }
 
 // Only live pods can be fenced: terminal or terminating pods have (or soon lose) their cgroups.
 bool Live(const PodInfo& pod) {
-  return !pod.terminating && pod.phase != "Succeeded" && pod.phase != "Failed" && !pod.uid.empty();
+  return !pod.terminating && pod.phase.get() != "Succeeded" && pod.phase.get() != "Failed" &&
+         !pod.uid.empty();
 }
 
 }  // namespace
@@ -141,7 +147,7 @@ NodeResolution ResolveNode(const NodeInfo& node, const std::vector<const PodInfo
 
   std::vector<const PodInfo*> sorted = pods;
   std::sort(sorted.begin(), sorted.end(), [](const PodInfo* a, const PodInfo* b) {
-    return std::tie(a->ns, a->name) < std::tie(b->ns, b->name);  // no allocation per compare
+    return std::tie(a->ns.get(), a->name) < std::tie(b->ns.get(), b->name);  // no allocation
   });
 
   static const Labels kNoLabels;
@@ -151,7 +157,7 @@ NodeResolution ResolveNode(const NodeInfo& node, const std::vector<const PodInfo
   };
 
   // Pass 1: trainers. The highest-ranked policy whose trainer selectors match takes the pod.
-  std::map<std::string, const FencePolicy*> trainer_of;  // pod uid → policy
+  std::vector<const PodUid*> trainer_uids;  // few per node: a linear search
   std::map<std::string, int> trainers_per_policy;
   std::map<std::string, std::vector<const PodInfo*>> trainer_pods;  // policy → its trainers
   for (const PodInfo* pod : sorted) {
@@ -169,7 +175,7 @@ NodeResolution ResolveNode(const NodeInfo& node, const std::vector<const PodInfo
       }
     }
     if (!winner) continue;
-    trainer_of[pod->uid] = winner;
+    trainer_uids.push_back(&pod->uid);
     trainers_per_policy[winner->name]++;
     trainer_pods[winner->name].push_back(pod);
     auto* t = out.fence.add_trainers();
@@ -180,7 +186,7 @@ NodeResolution ResolveNode(const NodeInfo& node, const std::vector<const PodInfo
   // Pass 2: neighbours, only for policies that protect at least one trainer on this node —
   // fencing neighbours where nothing needs protection would only cost them.
   for (const PodInfo* pod : sorted) {
-    if (!Live(*pod) || Protected(*pod, rails) || trainer_of.count(pod->uid)) continue;
+    if (!Live(*pod) || Protected(*pod, rails) || IsTrainer(trainer_uids, pod->uid)) continue;
     const FencePolicy* winner = nullptr;
     for (const FencePolicy* p : ranked) {
       if (trainers_per_policy[p->name] == 0) continue;

@@ -197,6 +197,64 @@ TEST(ClusterObjectsTest, PodProjection) {
 
 // Every way a device plugin spells a GPU counts by default: time-slicing/MPS replicas renamed
 // by renameByDefault (nvidia.com/gpu.shared), MIG slices, AMD and Intel GPUs.
+TEST(ClusterObjectsTest, PodUidKeepsEveryUidExactly) {
+  // The canonical form the API server writes is held as 16 bytes and reads back the same.
+  const std::string canonical = "6dcb31a9-064c-43d6-886d-022e736aae1f";
+  EXPECT_EQ(PodUid(canonical).str(), canonical);
+  EXPECT_EQ(PodUid(canonical), PodUid(std::string(canonical)));
+  EXPECT_FALSE(PodUid(canonical).empty());
+  EXPECT_NE(PodUid(canonical), PodUid("6dcb31a9-064c-43d6-886d-022e736aae1e"));
+  // Anything else is kept as its text: upper case, no hyphens, wrong length, odd bytes, the
+  // all-zero UUID, the empty uid.
+  for (const std::string& uid : std::vector<std::string>{
+           "6DCB31A9-064C-43D6-886D-022E736AAE1F", "6dcb31a9064c43d6886d022e736aae1f", "u-1",
+           "6dcb31a9-064c-43d6-886d-022e736aae1f0", "6dcb31a9-064c-43d6-886d_022e736aae1f",
+           std::string("6dcb31a9-064c-43d6-886d-022e736aae1\0", 36),
+           "00000000-0000-0000-0000-000000000000", ""}) {
+    SCOPED_TRACE(uid);
+    EXPECT_EQ(PodUid(uid).str(), uid);
+    EXPECT_EQ(PodUid(uid), PodUid(uid));
+    EXPECT_EQ(PodUid(uid).empty(), uid.empty());
+    EXPECT_NE(PodUid(uid), PodUid(canonical));
+  }
+  EXPECT_NE(PodUid("6DCB31A9-064C-43D6-886D-022E736AAE1F"), PodUid(canonical));
+}
+
+TEST(ClusterObjectsTest, ContainerIdKeepsEveryIdExactly) {
+  const std::string hex64 = "4dfdfbc5ca1414116bf58456f266d24ba0e4acaa29a3817bf16ee572f281b6ef";
+  for (const std::string& id : std::vector<std::string>{
+           "containerd://" + hex64, "cri-o://" + hex64, "docker://" + hex64,
+           "containerd://" + hex64.substr(1), "containerd://" + hex64 + "0",
+           "containerd://4DFDFBC5" + hex64.substr(8), "containerd://" + std::string(64, '0'), hex64,
+           "containerd://abc", "://" + hex64, "", "x"}) {
+    SCOPED_TRACE(id);
+    EXPECT_EQ(ContainerId(id).str(), id);
+    EXPECT_EQ(ContainerId(id), ContainerId(id));
+    EXPECT_EQ(ContainerId(id).empty(), id.empty());
+  }
+  EXPECT_NE(ContainerId("containerd://" + hex64), ContainerId("cri-o://" + hex64));
+  EXPECT_NE(ContainerId("containerd://" + hex64),
+            ContainerId("containerd://" + hex64.substr(0, 63) + "e"));
+  // Interning shares the runtime prefix and changes nothing else.
+  InternPool<std::string> pool;
+  ContainerId a("containerd://" + hex64), b(a);
+  a.InternPrefix(pool);
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(a.str(), "containerd://" + hex64);
+}
+
+TEST(ClusterObjectsTest, InternPoolsHandEqualValuesOneCopy) {
+  InternPool<std::string> names;
+  SharedString a = names.Intern(std::string("node-1")), b = names.Intern(SharedString("node-1"));
+  EXPECT_EQ(&a.get(), &b.get());
+  EXPECT_EQ(a, "node-1");
+  EXPECT_TRUE(names.Intern(SharedString()).empty());
+  // Values no record holds any more are swept once the pool has doubled.
+  for (int i = 0; i < 3000; ++i) names.Intern(SharedString("gone-" + std::to_string(i)));
+  EXPECT_LT(names.size(), 1100u);
+  EXPECT_EQ(&names.Intern(SharedString("node-1")).get(), &a.get());
+}
+
 TEST(ClusterObjectsTest, GpuResourceNamesDefaultAndConfigured) {
   auto pod_with = [](const std::string& resource, int n) {
     return nlohmann::json{
@@ -381,7 +439,8 @@ TEST(ClusterObjectsTest, RecordsOfTrimmedObjectsEqualRecordsOfWholeOnes) {
   EXPECT_EQ(a, b);
   // The record is the interesting one (not defaults on both sides).
   EXPECT_EQ(b.uid, "6dcb31a9-064c-43d6-886d-022e736aae1f");
-  EXPECT_EQ(b.ns + "/" + b.name + "@" + b.node_name + ":" + b.priority_class + ":" + b.phase,
+  EXPECT_EQ(b.ns.get() + "/" + b.name + "@" + b.node_name.get() + ":" + b.priority_class.get() +
+                ":" + b.phase.get(),
             "ml/train-7d9f-x2@gpu-node-1:training:Running");
   EXPECT_TRUE(b.terminating);
   EXPECT_EQ(b.gpus, 3);

@@ -2,13 +2,15 @@
 // a list response from the API server, cut into chunks at arbitrary positions. Properties: the
 // result (items, the rest, or the error's code) does not depend on the chunking; no item exceeds
 // the limit; for a body that is a JSON object, every item it emits is a JSON object, the rest is
-// one too, and it fails only on a limit or on an item that is not an object.
+// one too, and it fails only on a limit or on an item that is not an object; PeekIdentity of
+// each item reads the key and resourceVersion that parsing it gives.
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "controller/kube/list_splitter.h"
+#include "controller/kube/resource.h"
 #include "tests/fuzz/fuzz_util.h"
 
 namespace {
@@ -74,6 +76,11 @@ extern "C" int LLVMFuzzerTestOneInput(const unsigned char* data, size_t size) {
       for (const auto& item : a.items) {
         const auto j = nlohmann::json::parse(item, nullptr, false);
         FG_FUZZ_CHECK(!j.is_discarded() && j.is_object());
+        // What a relist compares before parsing an item is what parsing it would give (on
+        // the item as nlohmann writes it back: the item itself may repeat a key).
+        const auto id = feedguard::kube::PeekIdentity(j.dump());
+        FG_FUZZ_CHECK(id.has_value() && id->key == feedguard::kube::ObjectKey(j) &&
+                      id->resource_version == feedguard::kube::ResourceVersionOf(j));
       }
       const auto rest = nlohmann::json::parse(a.rest, nullptr, false);
       FG_FUZZ_CHECK(!rest.is_discarded() && rest.is_object());
