@@ -64,11 +64,21 @@ stop_pid() {
 }
 
 # spawn LOG CMD... — starts CMD in its own session, detached from our stdio (so a CTest fixture
-# step can exit while the server keeps running); prints its PID.
+# step can exit while the server keeps running); prints its PID once the child runs CMD (or has
+# exited). Until its exec the child is a copy of this shell, whose command line names no file
+# of the test bed: is_ours would take it for a server that already exited (a start-up
+# "exited during start-up" with an empty log, seen once in the node tier on a loaded machine).
 spawn() {
-  local logf="$1"; shift
+  local logf="$1" pid me shell i; shift
   setsid "$@" </dev/null >>"$logf" 2>&1 &
-  echo $!
+  pid=$!
+  me=$BASHPID
+  shell="$(tr '\0' ' ' <"/proc/$me/cmdline")"
+  for ((i = 0; i < 400; i++)); do
+    [[ "$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null)" == "$shell" ]] || break
+    sleep 0.005
+  done
+  echo "$pid"
 }
 
 # ---- ports -------------------------------------------------------------------------------
