@@ -118,13 +118,22 @@ fg_is_ours() {
   { tr '\0' ' ' <"/proc/$pid/cmdline"; } 2>/dev/null | grep -qF -- "$FG_WORK"
 }
 
-# fg_spawn NAME CMD... — starts CMD in the background, its output in FG_WORK/logs/NAME.log.
+# fg_spawn NAME CMD... — starts CMD in the background, its output in FG_WORK/logs/NAME.log;
+# returns once the child runs CMD (or has exited). Until its exec the child is a copy of this
+# shell, whose command line need not mention FG_WORK: fg_is_ours would call it gone, and a stop
+# right then would leave it running (as tests/testbed/testbed.sh's spawn).
 fg_spawn() {
-  local name="$1"
+  local name="$1" me shell i
   shift
   FG_LOG[$name]="$FG_WORK/logs/$name.log"
   "$@" </dev/null >>"${FG_LOG[$name]}" 2>&1 &
   FG_PID[$name]=$!
+  me=$BASHPID
+  shell="$(tr '\0' ' ' <"/proc/$me/cmdline")"
+  for ((i = 0; i < 400; i++)); do
+    [[ "$(tr '\0' ' ' <"/proc/${FG_PID[$name]}/cmdline" 2>/dev/null)" == "$shell" ]] || break
+    sleep 0.005
+  done
   fg_log "started $name (pid ${FG_PID[$name]})"
 }
 
