@@ -59,9 +59,10 @@ void DefineFlags(Flags& f) {
            "are refused (agents retry); about 60 KiB counted per mTLS agent (raise it past ~8,000 "
            "agents); 0: no cap");
   f.Define("list-page-size", "0",
-           "informers' lists: 0 = one unpaginated list, parsed item by item as it arrives (served "
-           "from the API server's watch cache, Kubernetes >= 1.31; no continue token for etcd "
-           "compaction to expire); N = pages of N objects (for API servers that would read an "
+           "informers' lists: 0 = one unpaginated list, parsed item by item as it arrives, items "
+           "unchanged since the last list not parsed at all (served from the API server's watch "
+           "cache, Kubernetes >= 1.31; no continue token for etcd compaction to expire); N = "
+           "pages of N objects, each parsed whole (for API servers that would read an "
            "unpaginated list from etcd in one piece)");
   f.Define("status-interval-ms", "1000", "at most one status write per policy per interval");
   f.Define("gpu-resource-names", std::string(kDefaultGpuResourceNames),
