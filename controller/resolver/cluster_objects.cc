@@ -177,15 +177,16 @@ constexpr std::string_view kSchemeEnd = "://";
 
 PodUid::PodUid(std::string_view uid) {
   bool canonical = uid.size() == kUuidLength;
-  std::string digits;
+  char digits[kUuidLength];  // the hex digits without the hyphens (no allocation per pod)
+  size_t n = 0;
   for (size_t i = 0; canonical && i < uid.size(); ++i) {
     if (std::find(kUuidDashes.begin(), kUuidDashes.end(), i) != kUuidDashes.end()) {
       canonical = uid[i] == '-';
     } else {
-      digits += uid[i];
+      digits[n++] = uid[i];
     }
   }
-  if (!canonical || !PackHex(digits, bytes_)) other_ = std::string(uid);
+  if (!canonical || !PackHex(std::string_view(digits, n), bytes_)) other_ = std::string(uid);
 }
 
 std::string PodUid::str() const {
@@ -211,6 +212,10 @@ ContainerId::ContainerId(std::string_view id) {
   } else {
     text_ = std::string(id);
   }
+}
+
+void ContainerId::InternPrefix(InternPool<std::string>& pool) {
+  if (Packed(hex_)) text_ = pool.Intern(std::move(text_));
 }
 
 std::string ContainerId::str() const {

@@ -133,9 +133,7 @@ class ContainerId {
   bool operator==(const ContainerId& o) const = default;
   // Shares the runtime prefix with every other container's ("containerd://"); an id kept as
   // text is left alone (no other container has it).
-  void InternPrefix(InternPool<std::string>& pool) {
-    if (hex_ != std::array<uint8_t, 32>{}) text_ = pool.Intern(std::move(text_));
-  }
+  void InternPrefix(InternPool<std::string>& pool);
 
  private:
   // Packed (`hex_` not all zero): the prefix up to and including "://". Else the whole id (an
