@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "controller/app/controller_app.h"
+#include "controller/distributor/distributor.h"
 
 int main(int argc, char** argv) {
   // glibc gives each thread that allocates an arena of its own (up to 8 per core), and memory a
@@ -12,5 +13,8 @@ int main(int argc, char** argv) {
   // 500 nodes / 15,000 pods / 500 agents that kept 236 MB resident against 92 MB with two arenas,
   // for the same work (bench/scale, docs/DESIGN.md §9). MALLOC_ARENA_MAX, when set, still wins.
   if (std::getenv("MALLOC_ARENA_MAX") == nullptr) mallopt(M_ARENA_MAX, 2);
+  // Socket reads sized per connection instead of 8 KiB each: ~4 KB less per agent
+  // (DistributorOptions::tcp_read_chunk_bytes).
+  feedguard::controller::UseClassicGrpcReader();
   return feedguard::controller::RunController(argc, argv);
 }

@@ -119,18 +119,23 @@ class SlowAuthenticator final : public controller::AgentAuthenticator {
 };
 
 int Usage(const char* argv0) {
-  std::fprintf(stderr,
-               "usage: %s [--port 0] [--nodes 1000] [--node-prefix node-] [--node-digits 5]\n"
-               "  [--pods-per-node 1] [--memory-quota-mb M]\n"
-               "  [--max-pending-hellos N] [--new-streams-per-second R] [--max-streams N]\n"
-               "  [--max-receive-bytes B] [--hello-timeout-ms T] [--review-latency-ms L]\n"
-               "  [--review-workers W] [--review-queue Q] [--tls-ca F --tls-cert F --tls-key F]\n"
-               "  [--tsi-max-frame-bytes B] [--grpc-arg NAME=INT ...]\n",
-               argv0);
+  std::fprintf(
+      stderr,
+      "usage: %s [--port 0] [--nodes 1000] [--node-prefix node-] [--node-digits 5]\n"
+      "  [--pods-per-node 1] [--memory-quota-mb M]\n"
+      "  [--max-pending-hellos N] [--new-streams-per-second R] [--max-streams N]\n"
+      "  [--max-receive-bytes B] [--hello-timeout-ms T] [--review-latency-ms L]\n"
+      "  [--review-workers W] [--review-queue Q] [--tls-ca F --tls-cert F --tls-key F]\n"
+      "  [--tsi-max-frame-bytes B] [--tcp-read-chunk-bytes B (0: grpc's)]\n"
+      "  [--grpc-arg NAME=INT ...]\n"
+      "GRPC_EXPERIMENTS, when set, is kept; else grpc's classic socket reader is selected\n"
+      "as in the controller (GRPC_EXPERIMENTS= for grpc 1.51's default reader).\n",
+      argv0);
   return 2;
 }
 
 int Main(int argc, char** argv) {
+  controller::UseClassicGrpcReader();  // as the controller's main() does
   Args a;
   a.d.insecure = true;
   int64_t review_latency_ms = -1;  // <0: no authenticator
@@ -171,6 +176,8 @@ int Main(int argc, char** argv) {
         const size_t eq = v.find('=');
         if (eq == std::string::npos) return Usage(argv[0]);
         a.d.extra_grpc_args[v.substr(0, eq)] = std::stoi(v.substr(eq + 1));
+      } else if (k == "--tcp-read-chunk-bytes") {
+        a.d.tcp_read_chunk_bytes = std::stoi(v);
       } else if (k == "--tsi-max-frame-bytes") {
         a.d.tls_max_frame_bytes = std::stoi(v);
       } else if (k == "--review-latency-ms") {

@@ -1,5 +1,7 @@
 #include "controller/distributor/distributor.h"
 
+#include <algorithm>
+#include <cstdlib>
 #include <fstream>
 #include <functional>
 #include <random>
@@ -16,6 +18,11 @@
 #include "feedguard/v1/nodefence.grpc.pb.h"
 
 namespace feedguard::controller {
+
+void UseClassicGrpcReader() {
+  // setenv with overwrite 0 keeps a value the operator set, even an empty one.
+  ::setenv("GRPC_EXPERIMENTS", "-tcp_read_chunks", 0);
+}
 namespace {
 
 using feedguard::v1::AgentMessage;
@@ -449,12 +456,24 @@ Result<std::unique_ptr<Distributor>> Distributor::Start(DistributorOptions optio
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
                              static_cast<int>(o.min_client_ping_interval.count()));
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+  // grpc keeps channelz records (socket node, counters) per connection by default; nothing
+  // here serves the channelz service, so nobody could read them: ~0.45 KB per agent.
+  builder.AddChannelArgument(GRPC_ARG_ENABLE_CHANNELZ, 0);
   if (o.handshake_timeout.count() > 0) {
     builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS,
                                static_cast<int>(o.handshake_timeout.count()));
   }
   if (o.tls_max_frame_bytes > 0) {
     builder.AddChannelArgument(GRPC_ARG_TSI_MAX_FRAME_SIZE, o.tls_max_frame_bytes);
+  }
+  if (o.tcp_read_chunk_bytes > 0) {
+    // The reader starts at this size, never goes below a quarter of it (at least 256 bytes) and
+    // grows for a busy connection up to 8 KiB, grpc's default read size.
+    constexpr int kMaxRead = 8192;
+    const int chunk = std::min(o.tcp_read_chunk_bytes, kMaxRead);
+    builder.AddChannelArgument(GRPC_ARG_TCP_READ_CHUNK_SIZE, chunk);
+    builder.AddChannelArgument(GRPC_ARG_TCP_MIN_READ_CHUNK_SIZE, std::max(256, chunk / 4));
+    builder.AddChannelArgument(GRPC_ARG_TCP_MAX_READ_CHUNK_SIZE, kMaxRead);
   }
   if (o.memory_quota_bytes > 0) {
     grpc::ResourceQuota quota("feedguard-distributor");

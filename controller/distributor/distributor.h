@@ -107,6 +107,14 @@ struct DistributorOptions {
   // RSS per agent (docs/controller-limits.md); fences still go out whole, in more frames.
   // 0: grpc's default.
   int tls_max_frame_bytes = 4096;
+  // Size of the buffer each connection reads into (GRPC_ARG_TCP_READ_CHUNK_SIZE; grpc grows it
+  // for a busy connection, up to 8 KiB, and shrinks it back). The unused part of the last
+  // buffer stays allocated while the connection idles, so this is most of what an idle agent's
+  // socket costs. Honoured only by grpc's classic reader, which UseClassicGrpcReader() selects
+  // (grpc 1.51's default reader allocates 8 KiB whatever this says). 1 KiB holds an ACK or a
+  // report of a few pods in one read: ~4 KB less RSS per agent (docs/controller-limits.md).
+  // 0: grpc's default (8 KiB).
+  int tcp_read_chunk_bytes = 1024;
   // Cap on the memory grpc may use for its connections and calls (grpc::ResourceQuota); past it
   // grpc refuses new connections and shrinks buffers. It counts ~9 KB of a plaintext and ~60 KB
   // of an mTLS connection (not OpenSSL's own buffers): size it for every agent with room to
@@ -177,6 +185,15 @@ struct AgentState {
   uint64_t streams = 0;                             // streams accepted for this node so far
   uint64_t sends = 0;                               // updates written to this node so far
 };
+
+// grpc 1.51 reads sockets through one of two code paths, chosen per process by the
+// experiment `tcp_read_chunks` (environment variable GRPC_EXPERIMENTS, read once, on grpc's
+// first use). Its default reader allocates 8 KiB per read and keeps the unused rest per
+// connection; the classic one (the default before 1.50) sizes reads by the connection's
+// GRPC_ARG_TCP_*READ_CHUNK_SIZE (DistributorOptions::tcp_read_chunk_bytes). Selects the classic
+// reader unless GRPC_EXPERIMENTS is already set (an operator's setting wins). Call from main()
+// before any thread starts and before grpc is first used; it changes the process environment.
+void UseClassicGrpcReader();
 
 class Distributor {
  public:
