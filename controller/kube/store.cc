@@ -51,19 +51,26 @@ void Store::UnindexLocked(const std::string& key, const Json& obj) {
   }
 }
 
+ObjectPtr Store::TakeObjectLocked(const std::string& key) {
+  auto it = objects_.find(key);
+  if (it == objects_.end()) return nullptr;
+  ObjectPtr obj = std::move(it->second);
+  objects_.erase(it);
+  UnindexLocked(key, *obj);
+  return obj;
+}
+
 Store::Previous Store::Put(ObjectPtr obj, uint64_t epoch) {
   std::string key = ObjectKey(*obj);
   const uint64_t version = VersionFingerprint(ResourceVersionOf(*obj));
   std::unique_lock lock(mu_);
   auto [it, inserted] = items_.try_emplace(std::move(key));
-  Entry& e = it->second;
-  Previous prev{!inserted, std::move(e.object)};
-  if (prev.object) UnindexLocked(it->first, *prev.object);
-  e.version = version;
-  e.epoch = epoch;
+  it->second = Entry{version, epoch};
+  Previous prev{!inserted, nullptr};
   if (options_.keep_objects) {
+    prev.object = TakeObjectLocked(it->first);
     IndexLocked(it->first, *obj);
-    e.object = std::move(obj);
+    objects_.emplace(it->first, std::move(obj));
   }
   return prev;
 }
@@ -72,8 +79,7 @@ Store::Previous Store::Erase(const std::string& key) {
   std::unique_lock lock(mu_);
   auto it = items_.find(key);
   if (it == items_.end()) return {};
-  Previous prev{true, std::move(it->second.object)};
-  if (prev.object) UnindexLocked(key, *prev.object);
+  Previous prev{true, TakeObjectLocked(key)};
   items_.erase(it);
   return prev;
 }
@@ -94,8 +100,8 @@ std::vector<std::pair<std::string, ObjectPtr>> Store::SweepOlderThan(uint64_t ep
       ++it;
       continue;
     }
-    if (it->second.object) UnindexLocked(it->first, *it->second.object);
-    gone.emplace_back(it->first, std::move(it->second.object));
+    ObjectPtr obj = TakeObjectLocked(it->first);
+    gone.emplace_back(it->first, std::move(obj));
     it = items_.erase(it);
   }
   return gone;
@@ -105,6 +111,7 @@ void Store::Replace(std::vector<ObjectPtr> objects) {
   {
     std::unique_lock lock(mu_);
     items_.clear();
+    objects_.clear();
     for (auto& [name, idx] : indexes_) idx.clear();
     items_.reserve(objects.size());
   }
@@ -118,16 +125,15 @@ bool Store::Contains(const std::string& key) const {
 
 ObjectPtr Store::Get(const std::string& key) const {
   std::shared_lock lock(mu_);
-  auto it = items_.find(key);
-  return it == items_.end() ? nullptr : it->second.object;
+  auto it = objects_.find(key);
+  return it == objects_.end() ? nullptr : it->second;
 }
 
 std::vector<ObjectPtr> Store::List() const {
   std::shared_lock lock(mu_);
   std::vector<ObjectPtr> out;
-  if (!options_.keep_objects) return out;
-  out.reserve(items_.size());
-  for (const auto& [k, e] : items_) out.push_back(e.object);
+  out.reserve(objects_.size());
+  for (const auto& [k, o] : objects_) out.push_back(o);
   return out;
 }
 
@@ -146,7 +152,7 @@ std::vector<ObjectPtr> Store::ByIndex(const std::string& index, const std::strin
   if (idx == indexes_.end()) return out;
   auto keys = idx->second.find(value);
   if (keys == idx->second.end()) return out;
-  for (const auto& k : keys->second) out.push_back(items_.at(k).object);
+  for (const auto& k : keys->second) out.push_back(objects_.at(k));
   return out;
 }
 

@@ -3,8 +3,8 @@
 // when the store keeps objects, the object itself with secondary indexes (e.g. pods by node name).
 //
 // A controller whose handlers keep their own compact projection (feedguard's reconciler) uses a
-// versions-only store (`StoreOptions::keep_objects = false`): ~40 bytes and the key per object,
-// no JSON kept, so the informer does not hold a second copy of 150,000 pods.
+// versions-only store (`StoreOptions::keep_objects = false`): ~110 bytes per object with its key
+// (fg-pod-memory), no JSON kept, so the informer does not hold a second copy of 150,000 pods.
 #pragma once
 
 #include <cstdint>
@@ -15,6 +15,7 @@
 #include <set>
 #include <shared_mutex>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -82,14 +83,26 @@ class Store {
   struct Entry {
     uint64_t version = 0;  // VersionFingerprint
     uint64_t epoch = 0;    // the last list pass that saw it
-    ObjectPtr object;      // null when !keep_objects
+  };
+  // noexcept, so that the map does not keep each key's hash beside it (libstdc++ caches the
+  // hash only for hashes that may throw, or std::hash<std::string>): with the objects kept apart
+  // a versions-only entry is one 64-byte allocation besides its key (fg-pod-memory).
+  struct KeyHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view key) const noexcept {
+      return std::hash<std::string_view>{}(key);
+    }
   };
   void IndexLocked(const std::string& key, const Json& obj);
   void UnindexLocked(const std::string& key, const Json& obj);
+  // The kept object of `key` taken out of objects_ (null when none), unindexed.
+  ObjectPtr TakeObjectLocked(const std::string& key);
 
   const StoreOptions options_;
   mutable std::shared_mutex mu_;
-  std::unordered_map<std::string, Entry> items_;  // guarded by mu_
+  std::unordered_map<std::string, Entry, KeyHash, std::equal_to<>> items_;  // guarded by mu_
+  // Only with keep_objects: the objects, by key; guarded by mu_.
+  std::unordered_map<std::string, ObjectPtr> objects_;
   // index name → value → keys; guarded by mu_
   std::map<std::string, std::unordered_map<std::string, std::set<std::string>>> indexes_;
 };

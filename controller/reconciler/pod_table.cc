@@ -5,7 +5,7 @@
 
 namespace feedguard::controller {
 
-size_t PodTable::Hash::operator()(const Key& k) const {
+size_t PodTable::Hash::operator()(const Key& k) const noexcept {
   const size_t h = std::hash<std::string_view>{}(k.ns);
   return h * 1000003u ^ std::hash<std::string_view>{}(k.name);
 }

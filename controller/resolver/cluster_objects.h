@@ -6,12 +6,14 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
 #include <type_traits>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
@@ -28,21 +30,35 @@ enum class PodQos : uint8_t { kGuaranteed, kBurstable, kBestEffort };
 // An immutable value that records share: the replicas of one ReplicaSet, Job or StatefulSet
 // carry the same labels (a Deployment pod's six labels are ~800 bytes as a map of their own),
 // and 150,000 pods name a few thousand nodes and namespaces, a handful of priority classes and
-// phases. InternPool hands equal values one copy. 16 bytes; reads as `const T&`. An empty value
-// holds nothing.
+// phases. InternPool hands equal values one copy. One pointer (8 bytes; a pod record holds
+// seven) to the value and its reference count, counted atomically as a shared_ptr's is; reads
+// as `const T&`. An empty value holds nothing.
 template <class T>
 class Shared {
  public:
   Shared() = default;
   Shared(T value)  // NOLINT(google-explicit-constructor): a T is a value to share
-      : p_(value.empty() ? nullptr : std::make_shared<const T>(std::move(value))) {}
+      : n_(value.empty() ? nullptr : new Node(std::move(value))) {}
   // Strings from literals (tests, constants).
   Shared(const char* s)  // NOLINT(google-explicit-constructor)
       requires std::is_same_v<T, std::string> : Shared(T(s)) {}
+  Shared(const Shared& o) noexcept : n_(o.n_) {
+    if (n_ != nullptr) n_->refs.fetch_add(1, std::memory_order_relaxed);
+  }
+  Shared(Shared&& o) noexcept : n_(std::exchange(o.n_, nullptr)) {}
+  Shared& operator=(Shared o) noexcept {
+    std::swap(n_, o.n_);
+    return *this;
+  }
+  ~Shared() {
+    // As shared_ptr: the last owner's release is ordered after every other owner's use.
+    if (n_ != nullptr && n_->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) delete n_;
+  }
+
   operator const T&() const { return get(); }  // NOLINT(google-explicit-constructor)
-  const T& get() const { return p_ ? *p_ : Empty(); }
-  bool empty() const { return p_ == nullptr; }
-  bool operator==(const Shared& o) const { return p_ == o.p_ || get() == o.get(); }
+  const T& get() const { return n_ != nullptr ? n_->value : Empty(); }
+  bool empty() const { return n_ == nullptr; }
+  bool operator==(const Shared& o) const { return n_ == o.n_ || get() == o.get(); }
   bool operator==(const T& v) const { return get() == v; }
   bool operator==(const char* s) const requires std::is_same_v<T, std::string> {
     return get() == s;
@@ -51,11 +67,17 @@ class Shared {
  private:
   template <class>
   friend class InternPool;
+  struct Node {
+    explicit Node(T v) : value(std::move(v)) {}
+    std::atomic<size_t> refs{1};
+    const T value;
+  };
+  size_t use_count() const { return n_ != nullptr ? n_->refs.load(std::memory_order_acquire) : 0; }
   static const T& Empty() {
     static const T kEmpty;  // an immutable constant, not state
     return kEmpty;
   }
-  std::shared_ptr<const T> p_;
+  Node* n_ = nullptr;
 };
 using SharedLabels = Shared<Labels>;
 using SharedString = Shared<std::string>;
@@ -70,13 +92,12 @@ template <class T>
 class InternPool {
  public:
   Shared<T> Intern(Shared<T> value) {
-    if (value.p_ == nullptr) return value;
-    auto [it, inserted] = values_.insert(value.p_);
-    Shared<T> out;
-    out.p_ = *it;
+    if (value.empty()) return value;
+    auto [it, inserted] = values_.insert(std::move(value));
+    Shared<T> out = *it;
     if (inserted && values_.size() >= sweep_at_) {
-      // Only the pool holds a value no record uses (use_count 1); `out` holds the new one.
-      std::erase_if(values_, [](const std::shared_ptr<const T>& v) { return v.use_count() == 1; });
+      // Only the pool holds a value no record uses (count 1); `out` holds the new one.
+      std::erase_if(values_, [](const Shared<T>& v) { return v.use_count() == 1; });
       sweep_at_ = std::max<size_t>(1024, 2 * values_.size());
     }
     return out;
@@ -85,14 +106,12 @@ class InternPool {
 
  private:
   struct Hash {
-    size_t operator()(const std::shared_ptr<const T>& v) const { return InternHash(*v); }
+    size_t operator()(const Shared<T>& v) const { return InternHash(v.get()); }
   };
   struct Eq {
-    bool operator()(const std::shared_ptr<const T>& a, const std::shared_ptr<const T>& b) const {
-      return *a == *b;
-    }
+    bool operator()(const Shared<T>& a, const Shared<T>& b) const { return a.get() == b.get(); }
   };
-  std::unordered_set<std::shared_ptr<const T>, Hash, Eq> values_;
+  std::unordered_set<Shared<T>, Hash, Eq> values_;
   size_t sweep_at_ = 1024;
 };
 using LabelSetPool = InternPool<Labels>;
