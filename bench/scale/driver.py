@@ -13,10 +13,13 @@ feedguard-controller (--insecure, as tests/e2e/lib.sh starts it) and A simulated
   start      controller exec → every agent holds a fence with its node's trainers + neighbours
   steady     RSS median over 5 s once all are fenced
   edits      PATCH spec.priority → every agent has a fence with the new generation (per edit)
-  relist     restart kube-apiserver + etcd compaction (as tests/e2e does) → the pods reflector
-             gets 410 and relists; measured from its "relisting" log line to the first 2 s in
-             which the controller's CPU is back at its steady level (relist + redistribute), every agent
-             still holding its full fence; then a policy edit → every agent (relist_then_edit)
+  relist     a probe pod is created, fenced and deleted through the API server; kube-apiserver
+             is stopped, the probe's etcd value written back (no watch can carry it), the API
+             server started and etcd compacted → the pods reflector gets 410 and relists;
+             measured from its "relisting" log line until both the probe's node holds a fence
+             with the probe (relist + redistribute) and the controller's CPU is back at its
+             steady level (first 2 s below it), every agent still holding its full fence; then a
+             policy edit → every agent (relist_then_edit)
   storm      the simulator cancels every stream at once; done when every agent has received a
              fence on a new stream (agents reconnect with the real agent's backoff)
   failover   a standby replica (--leader-elect, same gRPC port) lists and watches; the leader is
@@ -28,6 +31,7 @@ feedguard-controller (--insecure, as tests/e2e/lib.sh starts it) and A simulated
 One JSON row per step is appended to ROWS; the event log of the simulator stays in DIR.
 """
 import argparse
+import base64
 import datetime
 import hashlib
 import json
@@ -41,6 +45,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
@@ -326,6 +331,18 @@ def loadavg():
         return [float(x) for x in f.read().split()[:3]]
 
 
+def b64(text):
+    return base64.b64encode(text.encode()).decode()
+
+
+def etcd_kv(env, op, body):
+    """etcd's v3 HTTP/JSON gateway (the test bed's etcd, loopback): /v3/kv/<op> → its JSON."""
+    req = urllib.request.Request(f"{env['ETCD_URL']}/v3/kv/{op}", data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"}, method="POST")
+    with urllib.request.urlopen(req, timeout=30) as r:
+        return json.loads(r.read())
+
+
 def sh(cmd, timeout=300, **kw):
     return subprocess.run(cmd, timeout=timeout, capture_output=True, text=True, **kw)
 
@@ -366,6 +383,7 @@ def run_step(a):
     ctl = sim = None
     tb_up = False
     probe_pods = []
+    probe_delete_drops = 0
     phases = set(a.phases.split(","))
     try:
         log(f"step {a.nodes}/{a.pods}/{a.agents}: load average {row['load_avg']}")
@@ -545,34 +563,67 @@ def run_step(a):
         # ---- relist forced by compaction
         row["relist_to_all_fenced_s"] = None
         if "relist" in phases and t_all is not None:
-            t_r = now_ms()
-            rest = sh([TESTBED, "restart-apiserver", tb], timeout=180)
-            c1 = sh([TESTBED, "compact", tb])
-            api2 = loader.Api(env)
-            code, _ = api2.request("POST", "/api/v1/namespaces/scale/configmaps",
-                                   {"apiVersion": "v1", "kind": "ConfigMap",
-                                    "metadata": {"name": f"churn-{int(t_r)}"},
-                                    "data": {"a": "1"}})  # moves the revision on
-            c2 = sh([TESTBED, "compact", tb])
-            if rest.returncode or c1.returncode or c2.returncode:
-                row["notes"].append(f"relist: restart/compact failed: {rest.stderr[-300:]} "
-                                    f"{c1.stderr[-300:]} {c2.stderr[-300:]}")
-            t0 = now_ms()
-            row["relist_apiserver_restart_s"] = round((t0 - t_r) / 1000.0, 2)
-            # A probe pod on the last agent's node, written once the old revisions are gone: the
-            # controller gets it in its relist or in the watch that follows the relist, so the
-            # agent receiving it marks "relist processed and distributed" (an upper bound).
-            api = loader.Api(env)
+            # A probe pod the controller can learn of only through the relist: created, fenced
+            # and deleted through the API server (its etcd value kept), then written back into
+            # etcd while the API server is down, so no watch ever carries it. The relist's
+            # window ends when the probe's node receives a fence holding it.
             probe_node = a.agents - 1
+            t_r = now_ms()
             probe = f"zz-relist-probe-{int(t_r)}"
             pod, status = loader.pod_bodies("scale", loader.node_name(probe_node), probe, False)
-            t_w = now_ms()
+            base_count = expected[probe_node][1]
             loader.ensure(api, "POST", "/api/v1/namespaces/scale/pods", pod, ok=(201,))
             code, resp = api.request("PATCH", f"/api/v1/namespaces/scale/pods/{probe}/status",
                                      status, content_type="application/merge-patch+json")
             if code != 200:
                 raise RuntimeError(f"probe pod status: HTTP {code}: {resp}")
-            expected[probe_node] = [expected[probe_node][0], expected[probe_node][1] + 1]
+
+            def probe_count_seen(count, after):
+                with sim.lock:
+                    for f in reversed(sim.fences[probe_node]):
+                        if f[0] < after:
+                            break
+                        if f[5] == count:
+                            return f[0]
+                return None
+            if wait_for(lambda: probe_count_seen(base_count + 1, t_r), a.timeout) is None:
+                raise RuntimeError("relist: the probe pod never reached its agent via the watch")
+            etcd_key = f"/registry/pods/scale/{probe}"
+            stored = etcd_kv(env, "range", {"key": b64(etcd_key)}).get("kvs") or []
+            if len(stored) != 1:
+                raise RuntimeError(f"relist: etcd holds no value at {etcd_key}")
+            n_drops = len(sim.drops)
+            t_d = now_ms()
+            code, resp = api.request("DELETE", f"/api/v1/namespaces/scale/pods/{probe}",
+                                     {"gracePeriodSeconds": 0})
+            if code not in (200, 202):
+                raise RuntimeError(f"relist: delete probe pod: HTTP {code}: {resp}")
+            if wait_for(lambda: probe_count_seen(base_count, t_d), a.timeout) is None:
+                raise RuntimeError("relist: the probe pod's deletion never reached its agent")
+            time.sleep(0.5)  # the delete's fence ACKed before the API server goes
+            with sim.lock:  # the probe's deletion shrinks one fence on purpose
+                probe_delete_drops += len(sim.drops) - n_drops
+
+            t_r = now_ms()
+            stop = sh([TESTBED, "stop-apiserver", tb], timeout=120)
+            put = etcd_kv(env, "put", {"key": b64(etcd_key), "value": stored[0]["value"]})
+            start = sh([TESTBED, "start-apiserver", tb], timeout=180)
+            t_up = now_ms()
+            c1 = sh([TESTBED, "compact", tb])
+            api2 = loader.Api(loader.read_env(tb))
+            code, _ = api2.request("POST", "/api/v1/namespaces/scale/configmaps",
+                                   {"apiVersion": "v1", "kind": "ConfigMap",
+                                    "metadata": {"name": f"churn-{int(t_r)}"},
+                                    "data": {"a": "1"}})  # moves the revision on
+            c2 = sh([TESTBED, "compact", tb])
+            if stop.returncode or start.returncode or c1.returncode or c2.returncode or \
+                    "header" not in put:
+                row["notes"].append(f"relist: restart/compact failed: {stop.stderr[-300:]} "
+                                    f"{start.stderr[-300:]} {c1.stderr[-300:]} "
+                                    f"{c2.stderr[-300:]} {put}")
+            row["relist_apiserver_restart_s"] = round((t_up - t_r) / 1000.0, 2)
+            api = loader.Api(loader.read_env(tb))
+            expected[probe_node] = [expected[probe_node][0], base_count + 1]
             probe_pods.append(probe)
 
             def relist_start():
@@ -595,13 +646,7 @@ def run_step(a):
             row["relist_observed"] = t_rel is not None
             row["relist_from_scratch"] = "scratch" in found
 
-            def probe_seen():
-                with sim.lock:
-                    for f in sim.fences[probe_node]:
-                        if f[0] >= t_w and f[5] == expected[probe_node][1]:
-                            return f[0]
-                return None
-            t_probe = wait_for(probe_seen, a.timeout)
+            t_probe = wait_for(lambda: probe_count_seen(base_count + 1, t_r), a.timeout)
             if t_rel is not None:
                 # And the controller's CPU back at its steady level (reports and status keep it
                 # busy at rest): the first 2 s below 1.3 × steady + 5 % of a core.
@@ -709,7 +754,8 @@ def run_step(a):
         # Counted before the probe pods are deleted: their removal from the probe node's fence
         # is a real change, not a withdrawn fence.
         with sim.lock:
-            row["drops_total"] = len(sim.drops)
+            row["drops_total"] = len(sim.drops) - probe_delete_drops
+        row["drops_probe_deletes"] = probe_delete_drops
         for name in probe_pods:  # the next step expects exactly the loaded pods
             code, resp = api.request("DELETE", f"/api/v1/namespaces/scale/pods/{name}",
                                      {"gracePeriodSeconds": 0})

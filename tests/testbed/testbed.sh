@@ -6,6 +6,9 @@
 #                                     DIR/kubeconfig-paths (same, file references) and DIR/env
 #   testbed.sh down DIR               stops exactly the processes `up` started, removes DIR
 #   testbed.sh restart-apiserver DIR  stops and restarts kube-apiserver only (same port, same etcd)
+#   testbed.sh stop-apiserver DIR     stops kube-apiserver only (etcd keeps running), and
+#   testbed.sh start-apiserver DIR    starts it again on its port: the two halves of a restart,
+#                                     for writes straight into etcd that no watch may see
 #   testbed.sh compact DIR            compacts etcd at its current revision (old resourceVersions
 #                                     then answer 410 Gone / "too old resource version")
 #   testbed.sh status DIR             exits 0 when both processes run and /readyz answers
@@ -362,14 +365,28 @@ cmd_down() {
   log "test bed in $dir is down"
 }
 
-cmd_restart_apiserver() {
-  local dir rc=0
+cmd_stop_apiserver() {
+  local dir
   dir="$(cd "$1" && pwd)"
   load_env "$dir"
   stop_pid kube-apiserver "$APISERVER_PID" "$dir"
+}
+
+cmd_start_apiserver() {
+  local dir rc=0
+  dir="$(cd "$1" && pwd)"
+  load_env "$dir"
+  if is_ours "$APISERVER_PID" "$dir"; then
+    die "kube-apiserver (pid $APISERVER_PID) is still running: stop-apiserver first"
+  fi
   start_apiserver "$dir" "$APISERVER_PORT" || rc=$?
   ((rc == 0)) || die "kube-apiserver could not re-bind port $APISERVER_PORT"
   write_env "$dir"
+}
+
+cmd_restart_apiserver() {
+  cmd_stop_apiserver "$1"
+  cmd_start_apiserver "$1"
 }
 
 cmd_compact() {
@@ -397,13 +414,15 @@ cmd_status() {
   log "up: $APISERVER_URL (pid $APISERVER_PID), etcd $ETCD_URL (pid $ETCD_PID)"
 }
 
-usage() { sed -n '2,20p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '2,23p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 
 [[ $# -eq 2 ]] || usage
 case "$1" in
   up) cmd_up "$2" ;;
   down) cmd_down "$2" ;;
   restart-apiserver) cmd_restart_apiserver "$2" ;;
+  stop-apiserver) cmd_stop_apiserver "$2" ;;
+  start-apiserver) cmd_start_apiserver "$2" ;;
   compact) cmd_compact "$2" ;;
   status) cmd_status "$2" ;;
   *) usage ;;
