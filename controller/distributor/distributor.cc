@@ -13,6 +13,7 @@
 #include <grpcpp/security/tls_credentials_options.h>
 #include <spdlog/spdlog.h>
 
+#include "controller/distributor/fence_update.h"
 #include "controller/distributor/peer_identity.h"
 #include "controller/sanitize/sanitize.h"
 #include "feedguard/v1/nodefence.grpc.pb.h"
@@ -26,7 +27,6 @@ void UseClassicGrpcReader() {
 namespace {
 
 using feedguard::v1::AgentMessage;
-using feedguard::v1::ControllerMessage;
 using Events = std::vector<std::function<void(AgentObserver&)>>;
 
 // Agent-sent text kept for status and logs (NACK errors) is cut to this.
@@ -67,8 +67,12 @@ constexpr size_t kMaxRefusedTokenPeers = 10'000;
 // One agent stream. Every field, and every StartRead/StartWrite/Finish call, is under the
 // Distributor's mu_; grpc never runs these reactions inline in those calls (it dispatches them
 // to its executor), so holding mu_ there cannot deadlock. The object deletes itself in OnDone.
+//
+// Raw messages (grpc::ByteBuffer) both ways: an agent's message is parsed here, and a fence goes
+// out as a buffer that refers to the node's held bytes (fence_update.h) instead of a message
+// grpc would serialize into a copy. The bytes on the wire are those of the typed service.
 class Distributor::AgentStream final
-    : public grpc::ServerBidiReactor<AgentMessage, ControllerMessage> {
+    : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
   AgentStream(Distributor* d, std::vector<std::string> identities, std::string peer,
               std::string token)
@@ -102,7 +106,7 @@ class Distributor::AgentStream final
     }
     pending_ = true;
     ++d_->pending_hellos_;
-    StartRead(&in_);
+    StartRead(&in_buf_);
   }
 
   // requires d_->mu_. Still without hello past the deadline: ended.
@@ -118,6 +122,12 @@ class Distributor::AgentStream final
       if (!ok) {
         // The agent closed its side, was cancelled, or we already finished the call.
         FinishLocked(grpc::Status::OK);
+        return;
+      }
+      // What grpc's typed handler would do; the size bound was applied before (grpc's
+      // max receive message size).
+      if (!grpc::SerializationTraits<AgentMessage>::Deserialize(&in_buf_, &in_).ok()) {
+        FinishLocked(grpc::Status(grpc::StatusCode::INTERNAL, "cannot parse the agent's message"));
         return;
       }
       if (d_->options_.authenticator && node_.empty() && in_.msg_case() == AgentMessage::kHello &&
@@ -153,13 +163,13 @@ class Distributor::AgentStream final
     }
     Notify(events);
     std::lock_guard lock(d_->mu_);
-    if (!finished_) StartRead(&in_);  // read the next one only after notifying: keeps order
+    if (!finished_) StartRead(&in_buf_);  // read the next only after notifying: keeps order
   }
 
   void OnWriteDone(bool ok) override {
     std::lock_guard lock(d_->mu_);
     write_pending_ = false;
-    ControllerMessage().Swap(&out_);  // frees the fence's bytes
+    out_.Clear();  // lets go of the fence, unless grpc still holds its slice
     if (!ok) {
       FinishLocked(grpc::Status(grpc::StatusCode::UNAVAILABLE, "write failed"));
       return;
@@ -214,14 +224,8 @@ class Distributor::AgentStream final
     if (finished_ || write_pending_ || !n.slot.HasDue()) return;
     std::optional<PendingUpdate> next = n.slot.TakeNext(d_->NextNonceLocked());
     if (!next) return;
-    feedguard::v1::FenceUpdate* update = out_.mutable_update();
-    // The fence is held serialized (wire_fence.h): its bytes go into the update as field
-    // `fence`, unparsed (one copy, freed in OnWriteDone); on the wire this is the same message
-    // as a parsed fence set there.
-    next->fence->AppendVersioned(
-        update->GetReflection()->MutableUnknownFields(update)->AddLengthDelimited(
-            feedguard::v1::FenceUpdate::kFenceFieldNumber));
-    update->set_nonce(next->nonce);
+    // The fence is held serialized (wire_fence.h); the buffer refers to those bytes.
+    out_ = FenceUpdateBuffer(next->fence, next->nonce);
     write_pending_ = true;
     StartWrite(&out_);
   }
@@ -387,14 +391,17 @@ class Distributor::AgentStream final
   bool delivering_ = false;  // a review worker is calling Continue
   bool done_ = false;        // OnDone ran
   bool write_pending_ = false;
-  AgentMessage in_;
-  ControllerMessage out_;
+  grpc::ByteBuffer in_buf_;  // the message being read
+  AgentMessage in_;          // and parsed
+  grpc::ByteBuffer out_;     // the update being written
 };
 
-class Distributor::Service final : public feedguard::v1::FenceDistribution::CallbackService {
+class Distributor::Service final
+    : public feedguard::v1::FenceDistribution::WithRawCallbackMethod_Stream<
+          feedguard::v1::FenceDistribution::Service> {
  public:
   explicit Service(Distributor* d) : d_(d) {}
-  grpc::ServerBidiReactor<AgentMessage, ControllerMessage>* Stream(
+  grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* Stream(
       grpc::CallbackServerContext* ctx) override {
     std::vector<std::string> identities;
     if (auto auth = ctx->auth_context()) identities = NodeNamesFromAuthContext(*auth);
@@ -721,7 +728,7 @@ AgentState Distributor::SnapshotLocked(const std::string& name, const Node& n) c
   s.peer = n.peer;
   s.desired_version = n.slot.desired_version();
   s.acked_version = n.slot.acked_version();
-  s.in_flight_version = n.slot.in_flight() ? n.slot.in_flight()->fence->version() : 0;
+  s.in_flight_version = n.slot.in_flight() ? n.slot.in_flight()->version : 0;
   s.last_nack = n.slot.last_nack();
   s.last_report = n.last_report;
   s.last_seen = n.last_seen;

@@ -23,14 +23,14 @@ void FenceSlot::ResetStream() {
 
 std::optional<PendingUpdate> FenceSlot::TakeNext(std::string nonce) {
   if (!HasDue()) return std::nullopt;
-  in_flight_ = PendingUpdate{desired_, std::move(nonce)};
+  in_flight_ = InFlight{desired_->version(), nonce};
   desired_sent_ = true;
   ++sends_;
-  return in_flight_;
+  return PendingUpdate{desired_, std::move(nonce)};
 }
 
 bool FenceSlot::Matches(uint64_t version, const std::string& nonce) const {
-  return in_flight_ && in_flight_->fence->version() == version && in_flight_->nonce == nonce;
+  return in_flight_ && in_flight_->version == version && in_flight_->nonce == nonce;
 }
 
 AnswerResult FenceSlot::OnAck(uint64_t version, const std::string& nonce) {

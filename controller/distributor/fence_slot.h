@@ -23,6 +23,14 @@ struct PendingUpdate {
   std::string nonce;
 };
 
+// What the slot remembers of the update in flight: enough to match its ACK/NACK. Not the fence:
+// the write holds that until grpc has sent it, and a newer desired fence need not sit beside an
+// older one while a slow agent has yet to answer.
+struct InFlight {
+  uint64_t version = 0;
+  std::string nonce;
+};
+
 struct NackRecord {
   uint64_t version = 0;
   std::string nonce;
@@ -57,7 +65,7 @@ class FenceSlot {
   const NodeFencePtr& desired() const { return desired_; }
   uint64_t desired_version() const { return desired_ ? desired_->version() : 0; }
   uint64_t acked_version() const { return acked_version_; }
-  const std::optional<PendingUpdate>& in_flight() const { return in_flight_; }
+  const std::optional<InFlight>& in_flight() const { return in_flight_; }
   const std::optional<NackRecord>& last_nack() const { return last_nack_; }
   uint64_t sends() const { return sends_; }
   uint64_t stale_answers() const { return stale_answers_; }
@@ -67,7 +75,7 @@ class FenceSlot {
 
   NodeFencePtr desired_;
   bool desired_sent_ = false;  // on the current stream
-  std::optional<PendingUpdate> in_flight_;
+  std::optional<InFlight> in_flight_;
   uint64_t acked_version_ = 0;
   std::optional<NackRecord> last_nack_;
   uint64_t sends_ = 0;

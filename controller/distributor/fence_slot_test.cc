@@ -35,6 +35,24 @@ TEST(FenceSlotTest, SendsDesiredOnceAndAckMarksApplied) {
   EXPECT_FALSE(slot.TakeNext("n3").has_value()) << "an acked fence is not resent";
 }
 
+TEST(FenceSlotTest, AnUnansweredFenceIsNotKeptBesideANewerOne) {
+  FenceSlot slot;
+  NodeFencePtr first = Fence(1);
+  std::weak_ptr<const WireFence> alive = first;
+  ASSERT_TRUE(slot.SetDesired(std::move(first)).ok());
+  auto u = slot.TakeNext("n1");
+  ASSERT_TRUE(u.has_value());
+  u.reset();  // grpc has written it; the agent has not answered yet
+  ASSERT_TRUE(slot.SetDesired(Fence(2)).ok());
+  EXPECT_TRUE(alive.expired()) << "the slot still holds the fence in flight";
+  ASSERT_TRUE(slot.in_flight().has_value());
+  EXPECT_EQ(slot.in_flight()->version, 1u);
+  EXPECT_EQ(slot.OnAck(1, "n1"), AnswerResult::kAccepted);  // still matched by version + nonce
+  auto next = slot.TakeNext("n2");
+  ASSERT_TRUE(next.has_value());
+  EXPECT_EQ(next->fence->version(), 2u);
+}
+
 TEST(FenceSlotTest, NewerDesiredReplacesUnsentOneNotQueued) {
   FenceSlot slot;
   ASSERT_TRUE(slot.SetDesired(Fence(1)).ok());

@@ -34,17 +34,22 @@ std::shared_ptr<const WireFence> WireFence::From(const feedguard::v1::NodeFence&
 WireFence::WireFence(std::string node_name, uint64_t version, std::string unversioned)
     : node_name_(std::move(node_name)), version_(version), bytes_(std::move(unversioned)) {}
 
-void WireFence::AppendVersioned(std::string* out) const {
+size_t WireFence::WriteVersionField(uint8_t (&out)[kMaxVersionFieldBytes]) const {
   // Field 2 (version), wire type 0 (varint): one tag byte and at most ten bytes of varint.
   static_assert(feedguard::v1::NodeFence::kVersionFieldNumber == 2);
   constexpr uint8_t kVersionTag = (2 << 3) | 0;
-  out->reserve(out->size() + bytes_.size() + 11);
+  if (version_ == 0) return 0;  // proto3: a zero scalar is not written
+  out[0] = kVersionTag;
+  uint8_t* end = pbio::CodedOutputStream::WriteVarint64ToArray(version_, out + 1);
+  return static_cast<size_t>(end - out);
+}
+
+void WireFence::AppendVersioned(std::string* out) const {
+  uint8_t field[kMaxVersionFieldBytes];
+  const size_t n = WriteVersionField(field);
+  out->reserve(out->size() + bytes_.size() + n);
   out->append(bytes_);
-  if (version_ == 0) return;  // proto3: a zero scalar is not written
-  uint8_t buf[11];
-  buf[0] = kVersionTag;
-  uint8_t* end = pbio::CodedOutputStream::WriteVarint64ToArray(version_, buf + 1);
-  out->append(reinterpret_cast<const char*>(buf), static_cast<size_t>(end - buf));
+  out->append(reinterpret_cast<const char*>(field), n);
 }
 
 feedguard::v1::NodeFence WireFence::Parse() const {

@@ -31,6 +31,10 @@ class WireFence {
   const std::string& unversioned() const { return bytes_; }
   // Appends the whole NodeFence, version included, to `out` (one allocation at most).
   void AppendVersioned(std::string* out) const;
+  // The version as NodeFence's field on the wire, written to `out`; returns its length (0 for
+  // version 0, which proto3 does not write). unversioned() ‖ these bytes is the NodeFence.
+  static constexpr size_t kMaxVersionFieldBytes = 11;
+  size_t WriteVersionField(uint8_t (&out)[kMaxVersionFieldBytes]) const;
   // Whether two fences ask for the same thing (everything but the version equal).
   bool Same(const WireFence& other) const { return bytes_ == other.bytes_; }
   // The parsed NodeFence, version included (tests, debugging; a send never parses).
