@@ -131,6 +131,36 @@ TEST_F(DistributorBoundsTest, OversizeMessageEndsTheStreamAndIsNotKept) {
   EXPECT_FALSE(a->last_report.has_value());
 }
 
+TEST_F(DistributorBoundsTest, UnparseableMessageEndsTheStreamAndIsNotKept) {
+  // The stream parses agents' messages itself (raw method): bytes that are no AgentMessage end
+  // it, as grpc's typed handler would. A proto3 string must be UTF-8; C++ protobuf still
+  // serializes one that is not (it only logs), the parser refuses it.
+  AddNode("gpu-1");
+  auto d = Start(Options());
+  ASSERT_TRUE(d);
+  ASSERT_TRUE(d->SetDesired(Fence("gpu-1", 1)).ok());
+  auto stub = Stub(d->port());
+  grpc::Status st = Exchange(*stub, {Hello("gpu-\xff\xfe")});
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INTERNAL) << st.error_message();
+  v1::AgentMessage report;
+  report.mutable_report()->add_pods()->set_message("\xc3\x28");
+  st = Exchange(*stub, {Hello("gpu-1"), report});
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INTERNAL) << st.error_message();
+  auto a = d->GetAgent("gpu-1");
+  ASSERT_TRUE(a.has_value());
+  EXPECT_FALSE(a->last_report.has_value());
+  EXPECT_EQ(d->NodeCount(), 1u);
+  // A well-formed agent is still served.
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + 10s);
+  auto rw = stub->Stream(&ctx);
+  ASSERT_TRUE(rw->Write(Hello("gpu-1")));
+  v1::ControllerMessage in;
+  ASSERT_TRUE(rw->Read(&in));
+  EXPECT_EQ(in.update().fence().version(), 1u);
+  ctx.TryCancel();
+}
+
 TEST_F(DistributorBoundsTest, StreamWithoutHelloIsEndedAtTheDeadline) {
   auto o = Options();
   o.hello_timeout = 300ms;
