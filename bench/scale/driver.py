@@ -497,7 +497,11 @@ def run_step(a):
         row["controller_idle_cpu_percent"] = round(
             100.0 * (w[-1][1] - w[0][1]) / ((w[-1][0] - w[0][0]) / 1000.0), 2) if len(w) > 1 else None
 
+        # Where the peak comes from: the RSS peak of each phase.
+        row["controller_rss_peak_start_mb"] = ctl.sampler.peak_rss(0, now_ms())
+
         # ---- edits
+        t_phase = now_ms()
         lat_all, lat_agent, api_ms = [], [], []
         if "edits" in phases and t_all is not None:
             c0, s0, t_e0 = ctl.sampler.last(), sim_sampler.last(), now_ms()
@@ -538,6 +542,8 @@ def run_step(a):
         row["edit_api_patch_p50_ms"] = round(pct(api_ms, 0.5), 1) if api_ms else None
         log(f"edits: all-agents p50 {row['edit_ack_p50_ms']} p99 {row['edit_ack_p99_ms']} "
             f"max {row['edit_ack_max_ms']} ms over {len(lat_all)}")
+
+        row["controller_rss_peak_edits_mb"] = ctl.sampler.peak_rss(t_phase, now_ms())
 
         # ---- NACK (on request): agents 0..K-1 NACK the next fence; then an edit still reaches all
         if "nack" in phases and t_all is not None:
@@ -702,6 +708,7 @@ def run_step(a):
             with sim.lock:
                 row["storm_stream_errors"] = sum(
                     1 for e in sim.ends for x in e if x[0] > t_s and x[2] not in (0, 1))
+            row["controller_rss_peak_storm_mb"] = ctl.sampler.peak_rss(t_s)
             log(f"storm → all connected: {row['reconnect_storm_all_connected_s']} s")
 
         row["controller_rss_peak_mb"] = ctl.sampler.peak_rss()
