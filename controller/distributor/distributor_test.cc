@@ -56,6 +56,17 @@ class DistributorBoundsTest : public ::testing::Test {
     }
     return rw->Finish();
   }
+  // An agent of `node` that says hello gets its fence of `version`.
+  void ExpectServed(v1::FenceDistribution::Stub& stub, const std::string& node, uint64_t version) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + 10s);
+    auto rw = stub.Stream(&ctx);
+    ASSERT_TRUE(rw->Write(Hello(node)));
+    v1::ControllerMessage in;
+    ASSERT_TRUE(rw->Read(&in));
+    EXPECT_EQ(in.update().fence().version(), version);
+    ctx.TryCancel();
+  }
   static v1::AgentMessage Hello(const std::string& node) {
     v1::AgentMessage m;
     m.mutable_hello()->set_node_name(node);
@@ -94,14 +105,7 @@ TEST_F(DistributorBoundsTest, FloodOfInventedNodeNamesLeavesPerNodeStateBounded)
   EXPECT_EQ(d->NodeCount(), 1u);  // gpu-1's slot only
   EXPECT_FALSE(d->GetAgent("invented-0").has_value());
   // The real agent is still served: it gets its fence.
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + 10s);
-  auto rw = stub->Stream(&ctx);
-  ASSERT_TRUE(rw->Write(Hello("gpu-1")));
-  v1::ControllerMessage in;
-  ASSERT_TRUE(rw->Read(&in));
-  EXPECT_EQ(in.update().fence().version(), 1u);
-  ctx.TryCancel();
+  ExpectServed(*stub, "gpu-1", 1);
 }
 
 TEST_F(DistributorBoundsTest, HelloNodeNameMustBeANodeName) {
@@ -151,14 +155,7 @@ TEST_F(DistributorBoundsTest, UnparseableMessageEndsTheStreamAndIsNotKept) {
   EXPECT_FALSE(a->last_report.has_value());
   EXPECT_EQ(d->NodeCount(), 1u);
   // A well-formed agent is still served.
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + 10s);
-  auto rw = stub->Stream(&ctx);
-  ASSERT_TRUE(rw->Write(Hello("gpu-1")));
-  v1::ControllerMessage in;
-  ASSERT_TRUE(rw->Read(&in));
-  EXPECT_EQ(in.update().fence().version(), 1u);
-  ctx.TryCancel();
+  ExpectServed(*stub, "gpu-1", 1);
 }
 
 TEST_F(DistributorBoundsTest, StreamWithoutHelloIsEndedAtTheDeadline) {
