@@ -474,13 +474,14 @@ Result<std::unique_ptr<Distributor>> Distributor::Start(DistributorOptions optio
     builder.AddChannelArgument(GRPC_ARG_TSI_MAX_FRAME_SIZE, o.tls_max_frame_bytes);
   }
   if (o.tcp_read_chunk_bytes > 0) {
-    // The reader starts at this size, never goes below a quarter of it (at least 256 bytes) and
-    // grows for a busy connection up to 8 KiB, grpc's default read size.
-    constexpr int kMaxRead = 8192;
-    const int chunk = std::min(o.tcp_read_chunk_bytes, kMaxRead);
+    // Each read is at most this size and at least a quarter of it (256 bytes at least). It does
+    // not grow: a busy connection reads in more calls instead, since the unused rest of the
+    // last read stays allocated per connection (grown to 4-8 KiB by an agent's reports, that
+    // rest was ~3 KB per agent after the first policy edits: docs/controller-limits.md).
+    const int chunk = std::min(o.tcp_read_chunk_bytes, 8192);
     builder.AddChannelArgument(GRPC_ARG_TCP_READ_CHUNK_SIZE, chunk);
     builder.AddChannelArgument(GRPC_ARG_TCP_MIN_READ_CHUNK_SIZE, std::max(256, chunk / 4));
-    builder.AddChannelArgument(GRPC_ARG_TCP_MAX_READ_CHUNK_SIZE, kMaxRead);
+    builder.AddChannelArgument(GRPC_ARG_TCP_MAX_READ_CHUNK_SIZE, chunk);
   }
   if (o.memory_quota_bytes > 0) {
     grpc::ResourceQuota quota("feedguard-distributor");

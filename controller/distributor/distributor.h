@@ -107,13 +107,13 @@ struct DistributorOptions {
   // RSS per agent (docs/controller-limits.md); fences still go out whole, in more frames.
   // 0: grpc's default.
   int tls_max_frame_bytes = 4096;
-  // Size of the buffer each connection reads into (GRPC_ARG_TCP_READ_CHUNK_SIZE; grpc grows it
-  // for a busy connection, up to 8 KiB, and shrinks it back). The unused part of the last
-  // buffer stays allocated while the connection idles, so this is most of what an idle agent's
-  // socket costs. Honoured only by grpc's classic reader, which UseClassicGrpcReader() selects
-  // (grpc 1.51's default reader allocates 8 KiB whatever this says). 1 KiB holds an ACK or a
-  // report of a few pods in one read: ~4 KB less RSS per agent (docs/controller-limits.md).
-  // 0: grpc's default (8 KiB).
+  // Size of the buffer each connection reads into (GRPC_ARG_TCP_READ_CHUNK_SIZE, also the most
+  // one read takes: a longer message takes more reads). The unused part of the last buffer stays
+  // allocated while the connection idles, so this is most of what an idle agent's socket costs.
+  // Honoured only by grpc's classic reader, which UseClassicGrpcReader() selects (grpc 1.51's
+  // default reader allocates 8 KiB whatever this says). 1 KiB holds an ACK in one read: ~4 KB
+  // less RSS per agent than 8 KiB, ~3 KB more once agents have sent reports if grpc may grow it
+  // (docs/controller-limits.md). 0: grpc's defaults (8 KiB, growing).
   int tcp_read_chunk_bytes = 1024;
   // Cap on the memory grpc may use for its connections and calls (grpc::ResourceQuota); past it
   // grpc refuses new connections and shrinks buffers. It counts ~9 KB of a plaintext and ~60 KB
