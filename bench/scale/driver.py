@@ -616,8 +616,8 @@ def run_step(a):
             start = sh([TESTBED, "start-apiserver", tb], timeout=180)
             t_up = now_ms()
             c1 = sh([TESTBED, "compact", tb])
-            api2 = loader.Api(loader.read_env(tb))
-            code, _ = api2.request("POST", "/api/v1/namespaces/scale/configmaps",
+            api = loader.Api(loader.read_env(tb))  # the restarted API server
+            code, _ = api.request("POST", "/api/v1/namespaces/scale/configmaps",
                                    {"apiVersion": "v1", "kind": "ConfigMap",
                                     "metadata": {"name": f"churn-{int(t_r)}"},
                                     "data": {"a": "1"}})  # moves the revision on
@@ -628,7 +628,6 @@ def run_step(a):
                                     f"{start.stderr[-300:]} {c1.stderr[-300:]} "
                                     f"{c2.stderr[-300:]} {put}")
             row["relist_apiserver_restart_s"] = round((t_up - t_r) / 1000.0, 2)
-            api = loader.Api(loader.read_env(tb))
             expected[probe_node] = [expected[probe_node][0], base_count + 1]
             probe_pods.append(probe)
 

@@ -52,6 +52,7 @@ void Store::UnindexLocked(const std::string& key, const Json& obj) {
 }
 
 ObjectPtr Store::TakeObjectLocked(const std::string& key) {
+  if (!options_.keep_objects) return nullptr;  // a versions-only store: no lookup per event
   auto it = objects_.find(key);
   if (it == objects_.end()) return nullptr;
   ObjectPtr obj = std::move(it->second);

@@ -95,7 +95,7 @@ class Store {
   };
   void IndexLocked(const std::string& key, const Json& obj);
   void UnindexLocked(const std::string& key, const Json& obj);
-  // The kept object of `key` taken out of objects_ (null when none), unindexed.
+  // The kept object of `key` taken out of objects_ (null when none, or versions-only), unindexed.
   ObjectPtr TakeObjectLocked(const std::string& key);
 
   const StoreOptions options_;
