@@ -12,7 +12,8 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev libcpp-httplib-dev libturbojpeg0-dev
   qemu-system-x86 linux-image-cloud-amd64 busybox-static cpio
   containerd runc crun containernetworking-plugins iproute2 util-linux iptables conntrack prometheus
-  clang libclang-rt-14-dev
+  clang libclang-rt-14-dev ccache
+  libseccomp-dev mmdebstrap e2fsprogs libsystemd-dev
   python3 python3-matplotlib python3-yaml python3-venv python3-pil python3-numpy
 )
 missing=()
@@ -27,12 +28,13 @@ if ((${#missing[@]})); then
 fi
 
 # The test bed builds kube-apiserver, etcd and helm from Go modules: Debian's Go (1.19) is too
-# old for them. Use a Go ≥ 1.24 on PATH or in /usr/local/go; otherwise fetch the official
+# old for them (Kubernetes v1.37 needs Go 1.26.0, containerd v2.4 1.26.6). Use a Go ≥ 1.26.6 on
+# PATH or in /usr/local/go; otherwise fetch the official
 # toolchain from the Go module proxy (the golang.org/toolchain module, the zip `go` itself
 # downloads for GOTOOLCHAIN) into the cache, keyed by version.
-GO_TOOLCHAIN_VERSION=1.24.6
+GO_TOOLCHAIN_VERSION=1.26.8
 export PATH="$PATH:/usr/local/go/bin"
-go_ok() { command -v go >/dev/null && go version | grep -Eq 'go1\.(2[4-9]|[3-9][0-9])'; }
+go_ok() { command -v go >/dev/null && go version | grep -Eq 'go1\.(26\.([6-9]|[1-9][0-9])|2[7-9]|[3-9][0-9])'; }
 if ! go_ok; then
   go_root="${FEEDGUARD_CACHE:-$HOME/.cache/feedguard}/go-$GO_TOOLCHAIN_VERSION"
   mod="golang.org/toolchain@v0.0.1-go$GO_TOOLCHAIN_VERSION.linux-amd64"
@@ -64,7 +66,7 @@ PY
   export PATH="$go_root/$mod/bin:$PATH" GOTOOLCHAIN=local
 fi
 if ! go_ok; then
-  echo "install_deps: Go ≥ 1.24 is needed to build kube-apiserver/etcd/helm and none could be installed" >&2
+  echo "install_deps: Go ≥ 1.26.6 is needed to build kube-apiserver/etcd/helm and none could be installed" >&2
   exit 1
 fi
 

@@ -14,6 +14,10 @@ fast=0; [[ "${1:-}" == "--fast" ]] && fast=1
 jobs=${FEEDGUARD_JOBS:-$(nproc)}
 
 tests/install_deps.sh
+# The compiler cache lives with the other slow-to-rebuild things (CMakeLists.txt uses ccache
+# when it is installed), bounded so it cannot grow without end.
+export CCACHE_DIR="${CCACHE_DIR:-${FEEDGUARD_CACHE:-$HOME/.cache/feedguard}/ccache}"
+export CCACHE_MAXSIZE="${CCACHE_MAXSIZE:-5G}"
 
 step() { printf '\n==== %s ====\n' "$*"; }
 

@@ -136,6 +136,12 @@ std::string AgentApp::RenderMetrics() const {
   out +=
       RenderGauge("feedguard_overwrites_total", "cgroup values we wrote that someone else rewrote",
                   static_cast<double>(overwrites), "counter");
+  uint64_t restatements = 0;
+  for (const auto& [uid, n] : node_.enforcer->RestatementCounts()) restatements += n;
+  out += RenderGauge("feedguard_restatements_total",
+                     "cgroup values we wrote that another writer replaced by the recorded original "
+                     "(systemd re-applying a unit on daemon-reload); re-applied, never contested",
+                     static_cast<double>(restatements), "counter");
   out += RenderGauge("feedguard_neighbour_cpu_seconds_total",
                      "CPU time pods received while fenced as neighbours",
                      node_.engine->NeighbourCpuSeconds(), "counter");

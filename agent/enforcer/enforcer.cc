@@ -121,6 +121,11 @@ std::map<std::string, uint64_t> Enforcer::OverwriteCounts() const {
   return pod_overwrites_;
 }
 
+std::map<std::string, uint64_t> Enforcer::RestatementCounts() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return pod_restatements_;
+}
+
 uint64_t Enforcer::writes_made() const {
   std::lock_guard<std::mutex> l(mu_);
   return writes_made_;
@@ -220,15 +225,24 @@ bool Enforcer::IsOursLocked(const CheckpointEntry& e, const std::string& current
   return false;
 }
 
-bool Enforcer::RecordOverwriteLocked(const std::string& path, const std::string& uid) {
+// Only systemd re-applies a unit's attributes on its own (daemon-reload, a property change of
+// the unit), and only where it owns the pod slices. Elsewhere a writer that keeps putting the
+// same value back — runc, a CPU manager, an NRI plugin — is contesting the fence.
+bool Enforcer::IsRestatementLocked(const CheckpointEntry& e, const std::string& current) const {
+  return cgroups_->layout().driver == cgroup::KubeletDriver::kSystemd &&
+         KnobValuesEquivalent(e.path, current, e.original);
+}
+
+bool Enforcer::RecordOverwriteLocked(const std::string& path, const std::string& uid,
+                                     bool restatement) {
   const auto now = clock_->MonotonicNow();
   FileState& st = file_state_[path];
-  st.overwrites.push_back(now);
-  while (!st.overwrites.empty() && now - st.overwrites.front() > options_.contest_window) {
-    st.overwrites.pop_front();
-  }
-  ++pod_overwrites_[uid];
-  if (static_cast<int>(st.overwrites.size()) >= options_.contest_threshold) st.contested = true;
+  auto& times = restatement ? st.restatements : st.overwrites;
+  times.push_back(now);
+  while (!times.empty() && now - times.front() > options_.contest_window) times.pop_front();
+  ++(restatement ? pod_restatements_ : pod_overwrites_)[uid];
+  const int limit = restatement ? options_.restate_limit : options_.contest_threshold;
+  if (static_cast<int>(times.size()) >= limit) st.contested = true;
   return st.contested;
 }
 
@@ -295,11 +309,13 @@ Enforcer::PodWork Enforcer::PreparePodLocked(const Target& t, Scratch& s) {
     if (!e || KnobValuesEquivalent(path, current, e->written) || IsOursLocked(*e, current)) {
       return false;
     }
+    // The recorded original written back (systemd re-stating kubelet's value) is no contest.
+    const bool restated = IsRestatementLocked(*e, current);
     AdoptOriginalLocked(*e, current, *s.report);
     // A contested file still holding the other writer's value is not a new overwrite.
     if (!*contested && !s.counted.count(path)) {
       s.counted.insert(path);
-      *contested = RecordOverwriteLocked(path, t.pod.uid);
+      *contested = RecordOverwriteLocked(path, t.pod.uid, restated);
     }
     return true;
   };
@@ -1021,12 +1037,16 @@ VerifyReport Enforcer::Verify(const std::vector<std::string>& paths) {
       ++vr.contested;  // already left to the other writer; not a new overwrite
       continue;
     }
-    // Not ours: the other writer's value is the original from now on (see Adopt...).
-    if (!IsOursLocked(e, *cur)) AdoptOriginalLocked(e, *cur, r);
+    // Not ours: the other writer's value is the original from now on (see Adopt...). The
+    // original itself written back is a restatement (systemd's reload), never a contest.
+    const bool ours = IsOursLocked(e, *cur);
+    const bool restated = !ours && IsRestatementLocked(e, *cur);
+    if (!ours) AdoptOriginalLocked(e, *cur, r);
     ++vr.overwrites;
+    if (restated) ++vr.restatements;
     vr.overwritten_paths.push_back(e.path);
     s.counted.insert(e.path);
-    if (RecordOverwriteLocked(e.path, e.pod_uid)) {
+    if (RecordOverwriteLocked(e.path, e.pod_uid, restated)) {
       ++vr.contested;
     } else {
       pods.insert(e.pod_uid);

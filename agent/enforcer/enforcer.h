@@ -31,6 +31,13 @@
 // overwrite per pod, adopts the new original, re-applies, and after `contest_threshold`
 // overwrites of one file within `contest_window` stops re-applying that file and reports the
 // pod "Contested" instead of flip-flopping with the other writer.
+// Where systemd owns the pod slices (the systemd cgroup driver), a write that puts back exactly
+// the value recorded as the file's original is a *restatement*, not a contest: systemd re-applies every unit's cgroup attributes on `daemon-reload`, on
+// `daemon-reexec` and on any property change of the unit (with systemd ≥ 252 that includes
+// `cpu.idle=0` beside kubelet's `cpu.weight`), re-stating kubelet's values over the fence. The
+// fence is re-applied at once and the restatement is counted apart (RestatementCounts); only
+// beyond `restate_limit` restatements of one file within `contest_window` (a writer looping, not
+// systemd reloading) is the file left as contested.
 //
 // Crash-exactness: the checkpoint is a journal. Before any write, every value a file may be
 // left holding by the sequence — intermediates (v1 cpuset unions, an unlimited quota) and what
@@ -83,6 +90,9 @@ struct EnforcerOptions {
   // Overwrite rate limit per file.
   int contest_threshold = 3;
   std::chrono::seconds contest_window{600};
+  // Restatements (another writer putting back the recorded original: systemd's reloads) per
+  // file within contest_window before the file is left as contested.
+  int restate_limit = 120;
   // How long an Idle fence steps aside for kubelet's in-place resize of the pod (the kernel
   // refuses weight writes to an idle group, so kubelet's own write would fail until then).
   std::chrono::seconds resize_yield_timeout{60};
@@ -122,7 +132,8 @@ struct ApplyReport {
 
 struct VerifyReport {
   size_t checked = 0;
-  size_t overwrites = 0;  // files found holding someone else's value
+  size_t overwrites = 0;    // files found holding someone else's value
+  size_t restatements = 0;  // of which: the recorded original written back (not a contest)
   size_t reapplied = 0;   // files written back
   size_t contested = 0;   // files left alone because they are contested
   std::vector<std::string> overwritten_paths;
@@ -146,8 +157,11 @@ class Enforcer {
   bool ready() const;
   // Absolute paths of every file we currently own (the checkpoint's keys).
   std::vector<std::string> OwnedFiles() const;
-  // Overwrites seen per pod uid since this Enforcer started.
+  // Overwrites seen per pod uid since this Enforcer started (restatements not included).
   std::map<std::string, uint64_t> OverwriteCounts() const;
+  // Restatements seen per pod uid since this Enforcer started: another writer put back the
+  // value recorded as a file's original (systemd re-applying a unit's attributes).
+  std::map<std::string, uint64_t> RestatementCounts() const;
   uint64_t writes_made() const;
   // Pods (uids) with a file left to another writer since this Enforcer started.
   std::set<std::string> ContestedPods() const;
@@ -168,6 +182,7 @@ class Enforcer {
   };
   struct FileState {
     std::deque<std::chrono::steady_clock::time_point> overwrites;
+    std::deque<std::chrono::steady_clock::time_point> restatements;
     bool contested = false;
   };
   struct Scratch;  // per-Apply bookkeeping, defined in the .cc
@@ -177,8 +192,12 @@ class Enforcer {
   bool IsProtected(const PodIdentity& pod) const;
   Status CheckWritable(const std::string& file, const std::string& pod_uid) const;
   bool IsOursLocked(const CheckpointEntry& e, const std::string& current) const;
-  // Records an overwrite of `path` (pod `uid`); returns true if the file is now contested.
-  bool RecordOverwriteLocked(const std::string& path, const std::string& uid);
+  // True if `current` (not ours) is the recorded original written back by systemd re-applying
+  // the unit (systemd driver only).
+  bool IsRestatementLocked(const CheckpointEntry& e, const std::string& current) const;
+  // Records an overwrite of `path` (pod `uid`), or a restatement of its original; returns true
+  // if the file is now contested.
+  bool RecordOverwriteLocked(const std::string& path, const std::string& uid, bool restatement);
   // Resolves the pod and computes its writes; writes nothing.
   PodWork PreparePodLocked(const Target& t, Scratch& s);
   // Checkpoints every enforced pod's files in one commit, then writes and verifies pod by pod;
@@ -210,7 +229,8 @@ class Enforcer {
   bool ready_ = false;                              // guarded by mu_
   std::optional<Plan> last_plan_;                   // guarded by mu_
   std::map<std::string, FileState> file_state_;     // guarded by mu_
-  std::map<std::string, uint64_t> pod_overwrites_;  // guarded by mu_
+  std::map<std::string, uint64_t> pod_overwrites_;    // guarded by mu_
+  std::map<std::string, uint64_t> pod_restatements_;  // guarded by mu_
   // Idle fences and kubelet's in-place resize: the pods whose fence is lifted while kubelet's
   // resize lands (the request each fence was put in place with is in the checkpoint).
   struct Yield {

@@ -787,6 +787,89 @@ TEST_F(EnforcerV1Test, VerifyReappliesOverwritesAndStopsWhenContested) {
   EXPECT_EQ(Slurp(node_.CpuFile(pod, "cpu.idle")), "0\n");
 }
 
+// systemd re-applies a slice's attributes on every daemon-reload (and on any property change of
+// the unit): cpu.idle back to 0 and cpu.weight to the unit's value — kubelet's, the recorded
+// original. That is a restatement, re-applied at once and never counted toward Contested; a
+// writer putting something *else* there still is an overwrite with the ownership rule.
+TEST(EnforcerV2Test, SystemdRestatingTheOriginalIsReappliedAndNeverContested) {
+  FakeNode node(CgroupVersion::kV2, KubeletDriver::kSystemd);
+  auto pod = node.AddPod("eeeeeeee-0002", QosClass::kBurstable, {"c"});
+  const std::string idle = node.CpuFile(pod, "cpu.idle");
+  const std::string weight = node.CpuFile(pod, "cpu.weight");
+  Put(weight, "10\n");  // kubelet's value for a 250m request
+  auto clock = std::make_shared<ManualTimeSource>();
+  EnforcerOptions o;
+  o.time_source = clock;
+  o.contest_threshold = 3;
+  o.contest_window = std::chrono::seconds(600);
+  o.restate_limit = 50;
+  auto store = OpenStore(node.state_dir());
+  Enforcer enf(node.cgroups(), store, o);
+  Plan plan;
+  auto n = Neighbour(pod);
+  n.idle = true;
+  plan.neighbours.push_back(n);
+  ASSERT_TRUE(enf.Apply(plan).pods[0].enforced());
+  ASSERT_EQ(Slurp(idle), "1");
+  // (These plain files do not play the kernel: cpu.weight keeps kubelet's 10 under cpu.idle=1.)
+
+  // 20 reloads, 10 of them back to back: every one re-applied, none an overwrite.
+  for (int i = 0; i < 20; ++i) {
+    Put(idle, "0\n");
+    Put(weight, "10\n");
+    auto v = enf.Verify({idle, weight});
+    EXPECT_EQ(v.contested, 0u) << "reload " << i;
+    EXPECT_GE(v.restatements, 1u) << "reload " << i;
+    EXPECT_EQ(Slurp(idle), "1") << "reload " << i;
+    if (i >= 10) clock->Advance(std::chrono::seconds(1));
+  }
+  EXPECT_EQ(enf.OverwriteCounts()[pod.uid], 0u);
+  EXPECT_GE(enf.RestatementCounts()[pod.uid], 20u);
+  EXPECT_TRUE(enf.ContestedPods().empty());
+  EXPECT_TRUE(enf.Apply(plan).pods[0].enforced());
+
+  // A resize through systemd (kubelet sets CPUWeight=39): a new value, adopted as the original,
+  // counted as an overwrite; the fence goes back on.
+  Put(idle, "0\n");
+  Put(weight, "39\n");
+  auto v = enf.Verify({idle, weight});
+  EXPECT_EQ(v.contested, 0u);
+  EXPECT_EQ(Slurp(idle), "1");
+  EXPECT_EQ(enf.OverwriteCounts()[pod.uid], 1u);
+  EXPECT_EQ(store->Get(weight)->original, "39\n");
+
+  // Revert: kubelet's latest weight, not the one before the resize.
+  enf.RevertAll();
+  EXPECT_EQ(Slurp(idle), "0\n");
+  EXPECT_EQ(Slurp(weight), "39\n");
+}
+
+// A writer that keeps putting the original back in a loop is not systemd reloading: beyond
+// restate_limit within the window the file is left to it (Contested), not fought forever.
+TEST(EnforcerV2Test, ALoopingRestaterIsContestedAfterTheLimit) {
+  FakeNode node(CgroupVersion::kV2, KubeletDriver::kSystemd);
+  auto pod = node.AddPod("eeeeeeee-0003", QosClass::kBurstable, {"c"});
+  const std::string idle = node.CpuFile(pod, "cpu.idle");
+  auto clock = std::make_shared<ManualTimeSource>();
+  EnforcerOptions o;
+  o.time_source = clock;
+  o.restate_limit = 5;
+  Enforcer enf(node.cgroups(), OpenStore(node.state_dir()), o);
+  Plan plan;
+  auto n = Neighbour(pod);
+  n.idle = true;
+  plan.neighbours.push_back(n);
+  ASSERT_TRUE(enf.Apply(plan).pods[0].enforced());
+  size_t contested = 0;
+  for (int i = 0; i < 5; ++i) {
+    Put(idle, "0\n");
+    contested += enf.Verify({idle}).contested;
+  }
+  EXPECT_EQ(contested, 1u);
+  EXPECT_EQ(Slurp(idle), "0\n");
+  EXPECT_EQ(enf.ContestedPods().count(pod.uid), 1u);
+}
+
 TEST(EnforcerV2Test, UsesV2FilesWithSystemdLayout) {
   FakeNode node(CgroupVersion::kV2, KubeletDriver::kSystemd);
   auto pod = node.AddPod("eeeeeeee-0001", QosClass::kBurstable, {"c"});

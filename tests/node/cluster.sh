@@ -355,6 +355,9 @@ authentication:
   x509: {clientCAFile: $DIR/pki/node-ca.crt}
 authorization: {mode: AlwaysAllow}
 failSwapOn: false
+# kubelet >= 1.35 refuses cgroup v1 unless told otherwise (failCgroupV1 defaults to true); this
+# host is cgroup v1, the node shape fleets are leaving (tests/vm/node_shape.sh runs v2 + systemd).
+failCgroupV1: false
 podLogsDir: /var/log/pods
 volumePluginDir: /usr/libexec/kubernetes/kubelet-plugins/volume/exec
 evictionHard: {memory.available: 100Mi, nodefs.available: 1%, imagefs.available: 1%, nodefs.inodesFree: 1%}

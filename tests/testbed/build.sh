@@ -23,6 +23,8 @@ K8S_VERSION="$FEEDGUARD_K8S_VERSION"
 ETCD_VERSION="$FEEDGUARD_ETCD_VERSION"
 HELM_VERSION="$FEEDGUARD_HELM_VERSION"
 COREDNS_VERSION="$FEEDGUARD_COREDNS_VERSION"
+CONTAINERD_VERSION="$FEEDGUARD_CONTAINERD_VERSION"
+RUNC_VERSION="$FEEDGUARD_RUNC_VERSION"
 
 log() { printf '[testbed/build %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
@@ -48,7 +50,8 @@ is_built() {
 # go_build_main COMPONENT VERSION MODULE MODVERSION PACKAGE BINARY LDFLAGS [setup-function [TARGET]]
 # Creates a throw-away main module that requires MODULE@MODVERSION, optionally lets a setup
 # function add replace directives (or write a main package of its own), resolves the package's
-# requirements and builds TARGET (default: PACKAGE; "." for a main package the setup wrote).
+# requirements and builds TARGET (default: PACKAGE; "." for a main package the setup wrote; words
+# before the package are `go build` flags).
 go_build_main() {
   local comp="$1" ver="$2" mod="$3" modver="$4" pkg="$5" bin="$6" ldflags="$7" setup="${8:-}"
   local target="${9:-$5}"
@@ -70,7 +73,8 @@ go_build_main() {
     log "$comp $ver: resolving $pkg (downloads through $GOPROXY)"
     go get "$pkg@$modver"
     log "$comp $ver: compiling (-trimpath, -ldflags=-s -w)"
-    go build -trimpath -ldflags="-s -w $ldflags" -o "$out/$bin.tmp" "$target"
+    # shellcheck disable=SC2086 # TARGET may carry build flags (runc: -tags=seccomp PACKAGE)
+    go build -trimpath -ldflags="-s -w $ldflags" -o "$out/$bin.tmp" $target
   ) || die "$comp $ver: build failed (see output above)"
   mv -f "$out/$bin.tmp" "$out/$bin"
   printf '%s %s built %s in %ss\n' "$comp" "$ver" "$(date -u +%FT%TZ)" "$((SECONDS - t0))" >"$out/.complete"
@@ -95,16 +99,16 @@ k8s_replaces() {
   log "k8s.io/kubernetes $K8S_VERSION: replaced $n k8s.io/* staging modules with $staging"
 }
 
-# build_k8s_cmd NAME — k8s.io/kubernetes/cmd/NAME (kube-apiserver, kubelet, kube-scheduler,
-# kube-controller-manager), version stamped so that `NAME --version` and the node's
+# build_k8s_cmd NAME — k8s.io/kubernetes/cmd/NAME (kube-apiserver, kubectl, kubelet, kube-scheduler,
+# kube-controller-manager, kube-proxy), version stamped so that `NAME --version` and the node's
 # status.nodeInfo report it. The Go build cache makes the later ones cheap: they share most
 # packages with kube-apiserver.
 build_k8s_cmd() {
   local name="$1" minor="${K8S_VERSION#v1.}"; minor="${minor%%.*}"
-  local v="k8s.io/component-base/version"
+  local v="k8s.io/component-base/version" c="k8s.io/client-go/pkg/version"
   go_build_main "$name" "$K8S_VERSION" k8s.io/kubernetes "$K8S_VERSION" \
     "k8s.io/kubernetes/cmd/$name" "$name" \
-    "-X $v.gitVersion=$K8S_VERSION -X $v.gitMajor=1 -X $v.gitMinor=$minor -X $v.gitTreeState=clean" \
+    "-X $v.gitVersion=$K8S_VERSION -X $v.gitMajor=1 -X $v.gitMinor=$minor -X $v.gitTreeState=clean -X $c.gitVersion=$K8S_VERSION -X $c.gitMajor=1 -X $c.gitMinor=$minor -X $c.gitTreeState=clean" \
     k8s_replaces
 }
 
@@ -143,18 +147,49 @@ build_helm() {
     helm.sh/helm/v3/cmd/helm helm "-X helm.sh/helm/v3/internal/version.version=$HELM_VERSION"
 }
 
+# containerd 2.x (github.com/containerd/containerd/v2): containerd, its runc shim and ctr in one
+# directory, static (no cgo: the btrfs snapshotter, the only cgo part, is left out by its build
+# constraint). Debian bookworm ships 1.6; fleets run 2.x.
+build_containerd() {
+  local out pkg
+  out="$(bin_dir containerd "$CONTAINERD_VERSION")"
+  if is_built containerd "$CONTAINERD_VERSION" containerd && [[ -x "$out/ctr" && -x "$out/containerd-shim-runc-v2" ]]; then
+    log "containerd $CONTAINERD_VERSION: cached at $out"
+    return 0
+  fi
+  local m=github.com/containerd/containerd/v2 v="-X github.com/containerd/containerd/v2/version"
+  local lf="$v.Version=${CONTAINERD_VERSION#v} $v.Revision=feedguard-testbed $v.Package=github.com/containerd/containerd"
+  for pkg in containerd containerd-shim-runc-v2 ctr; do
+    go_build_main containerd "$CONTAINERD_VERSION" "$m" "$CONTAINERD_VERSION" "$m/cmd/$pkg" "$pkg" "$lf"
+  done
+}
+
+# runc (github.com/opencontainers/runc): cgo (its nsenter is C) with seccomp (libseccomp-dev on
+# the build host, libseccomp2 where it runs), as distributions build it. runc >= 1.3.2 converts a
+# container's cpu.shares to cpu.weight with the quadratic map (agent/cgroup/kubelet_facts.h).
+build_runc() {
+  (
+    export CGO_ENABLED=1
+    go_build_main runc "$RUNC_VERSION" github.com/opencontainers/runc "$RUNC_VERSION" \
+      github.com/opencontainers/runc runc "-X main.gitCommit=feedguard-testbed" "" \
+      "-tags=seccomp github.com/opencontainers/runc"
+  )
+}
+
 main() {
   local comps=("$@")
-  ((${#comps[@]})) || comps=(etcd kube-apiserver helm kubelet kube-scheduler kube-controller-manager kube-proxy coredns)
+  ((${#comps[@]})) || comps=(etcd kube-apiserver kubectl helm kubelet kube-scheduler kube-controller-manager kube-proxy coredns containerd runc)
   log "go $(go env GOVERSION), cache $CACHE, GOMODCACHE=$(go env GOMODCACHE)"
   local t0=$SECONDS c
   for c in "${comps[@]}"; do
     case "$c" in
-      kube-apiserver | kubelet | kube-scheduler | kube-controller-manager | kube-proxy) build_k8s_cmd "$c" ;;
+      kube-apiserver | kubelet | kube-scheduler | kube-controller-manager | kube-proxy | kubectl) build_k8s_cmd "$c" ;;
       coredns) build_coredns ;;
+      containerd) build_containerd ;;
+      runc) build_runc ;;
       etcd) build_etcd ;;
       helm) build_helm ;;
-      *) die "unknown component '$c' (etcd|kube-apiserver|helm|kubelet|kube-scheduler|kube-controller-manager|kube-proxy|coredns)" ;;
+      *) die "unknown component '$c' (etcd|kube-apiserver|kubectl|helm|kubelet|kube-scheduler|kube-controller-manager|kube-proxy|coredns)" ;;
     esac
   done
   log "done in $((SECONDS - t0))s"

@@ -1,0 +1,306 @@
+#!/bin/bash
+# scenario_fences.sh — every fence kind on the systemd node, under what systemd, containerd and
+# kubelet do to a node every day, measured (sourced by run.sh after node_up):
+#
+#   1. The chart installed (agent.cgroup.driver=systemd, narrow host mounts). Four policies, each
+#      with a trainer and a neighbour of its own: Idle, Weight, Quota (50%), Cpuset with the
+#      trainer pinned to a whole core (cores: 1). Every pod Burstable (250m, limit 1 CPU).
+#   2. Fence latency: `kubectl apply` of the policies → every fenced file holding its fence.
+#   3. Events, each a segment of the observations: 10 `systemctl daemon-reload` 3 s apart, 10
+#      back to back, `systemctl restart containerd`, `systemctl restart kubelet`, an in-place
+#      resize of the Idle, Weight, Quota and Cpuset neighbours (kubectl patch --subresource
+#      resize), a runtime update of the Cpuset neighbour's container (ctr tasks update), a new
+#      pod slice beside the fenced ones. fg-cgwatch records every write to every fenced file.
+#   4. Nothing abandoned: after the events every fence holds, no pod reported Contested.
+#   5. The policies deleted: every file holds kubelet's latest value — the bytes it held before
+#      the fence, or what kubelet's resize wrote — and a daemon-reload afterwards changes nothing.
+#
+# Three ways to hold an Idle fence on a systemd slice are measured side by side on the same events
+# (docs/DESIGN.md §4, "Fencing a systemd slice"):
+#   (a) direct   nb-idle: the agent writes cpu.idle and re-applies it after other writers (inotify);
+#   (b) dbus     nb-dbus: no policy; cpu.idle set through systemd itself (SetUnitProperties,
+#                runtime, CPUWeight=idle) by this script, as an agent using D-Bus would;
+#   (c) both     nb-both: in the Idle policy (the agent writes the file) and CPUWeight=idle set
+#                through systemd as in (b).
+# Observations (observations.jsonl, cgwatch.log) are turned into the shape's row by analyze.py.
+
+KINDS=(idle weight quota cpuset)
+declare -A FENCE=([idle]=Idle [weight]=Weight [quota]=Quota [cpuset]=Cpuset)
+
+pods_yaml() {
+  local k role name
+  for k in "${KINDS[@]}" dbus both; do
+    for role in trainer nb; do
+      [[ "$role" == trainer && ( "$k" == dbus || "$k" == both ) ]] && continue
+      name="$role-$k"
+      local labels="{fg-role: $role, fg-kind: $k}"
+      [[ "$k" == both ]] && labels="{fg-role: nb, fg-kind: idle, fg-arm: both}"
+      cat <<YAML
+apiVersion: v1
+kind: Pod
+metadata: {name: $name, namespace: $NS, labels: $labels}
+spec:
+  terminationGracePeriodSeconds: 1
+  enableServiceLinks: false
+  automountServiceAccountToken: false
+  containers:
+  - name: main
+    image: feedguard.local/busybox:1
+    imagePullPolicy: Never
+    command: [sleep, "86400"]
+    resizePolicy: [{resourceName: cpu, restartPolicy: NotRequired}]
+    resources: {requests: {cpu: 250m}, limits: {cpu: "1"}}
+---
+YAML
+    done
+  done
+}
+
+policy_yaml() {  # KIND
+  local k="$1" extra=""
+  [[ "$k" == quota ]] && extra="    maxCPU: \"50%\""
+  local cpu=""
+  [[ "$k" == cpuset ]] && cpu="    cpu: {cores: 1, placement: WholeCores, numa: Ignore}"
+  cat <<YAML
+apiVersion: feedguard.io/v1alpha1
+kind: FencePolicy
+metadata: {name: shape-$k}
+spec:
+  mode: Enforce
+  trainers:
+    podSelector: {matchLabels: {fg-role: trainer, fg-kind: $k}}
+$cpu
+  neighbours:
+    podSelector: {matchLabels: {fg-role: nb, fg-kind: $k}}
+    fence: ${FENCE[$k]}
+$extra
+---
+YAML
+}
+
+# The files each pod's fence owns (pod dir; container dirs for cpusets).
+fenced_files() {  # KIND
+  local k="$1" nb tr
+  nb="$(pod_dir "nb-$k")" tr="$(pod_dir "trainer-$k")"
+  case "$k" in
+    idle) echo "$nb/cpu.idle" ;;
+    weight) echo "$nb/cpu.weight" ;;
+    quota) echo "$nb/cpu.max" ;;
+    cpuset)
+      find "$(cpuset_dir "$nb")" "$(cpuset_dir "$tr")" -name cpuset.cpus | sort ;;
+  esac
+}
+all_fenced_files() {
+  local k
+  for k in "${KINDS[@]}"; do fenced_files "$k"; done
+  echo "$(pod_dir nb-dbus)/cpu.idle"
+  echo "$(pod_dir nb-both)/cpu.idle"
+}
+# set_unit_idle POD 1|0 — CPUWeight=idle (or back to kubelet's weight, from the pre-fence bytes)
+# on the pod's slice through systemd's D-Bus API, runtime only: the (b) and (c) arms.
+set_unit_idle() {
+  local d unit w
+  d="$(pod_dir "$1")" unit="$(unit_of "$(pod_dir "$1")")"
+  if [[ "$2" == 1 ]]; then w=0; else w="$(awk -F'\t' -v f="$d/cpu.weight" '$1 == f {print $2}' "$OUT/before.tsv")"; fi
+  busctl call org.freedesktop.systemd1 /org/freedesktop/systemd1 org.freedesktop.systemd1.Manager \
+    SetUnitProperties 'sba(sv)' "$unit" true 1 CPUWeight t "$w" >/dev/null
+}
+# Every CPU knob file of every pod of the scenario (pod and container dirs): the revert check.
+knob_files() {
+  local p d
+  for p in $(K -n "$NS" get pods -o jsonpath='{.items[*].metadata.name}'); do
+    d="$(pod_dir "$p")"
+    [[ -d "$d" ]] || continue
+    find "$d" "$(cpuset_dir "$d")" \( -name cpu.idle -o -name cpu.weight -o -name cpu.shares -o -name cpu.max \
+      -o -name cpu.cfs_quota_us -o -name cpu.cfs_period_us -o -name cpu.max.burst -o -name cpuset.cpus -o -name cpuset.mems \) 2>/dev/null
+  done | sort -u
+}
+snapshot() { local f; for f in "$@"; do printf '%s\t%s\n' "$f" "$(tr '\n' ' ' <"$f" 2>/dev/null | sed 's/ *$//')"; done; }
+snapshot_json() { snapshot "$@" | jq -Rn '[inputs | split("\t") | {(.[0]): .[1]}] | add // {}'; }
+
+# fence_holds — each kind's neighbour fenced as its kind says (values, not just "changed").
+fence_holds() {
+  local d
+  d="$(pod_dir nb-idle)"; [[ "$(cat "$d/cpu.idle")" == 1 ]] || return 1
+  d="$(pod_dir nb-weight)"; [[ "$(cat "$d/cpu.weight")" == 1 ]] || return 1
+  d="$(pod_dir nb-quota)"; [[ "$(cut -d' ' -f1 "$d/cpu.max")" != max ]] || return 1
+  d="$(pod_dir trainer-cpuset)"; [[ -n "$(cat "$(cpuset_dir "$d")/cpuset.cpus")" ]] || return 1
+  d="$(pod_dir nb-cpuset)"; [[ -n "$(cat "$(cpuset_dir "$d")/cpuset.cpus")" ]] || return 1
+  d="$(pod_dir nb-dbus)"; [[ "$(cat "$d/cpu.idle")" == 1 ]] || return 1
+  d="$(pod_dir nb-both)"; [[ "$(cat "$d/cpu.idle")" == 1 ]] || return 1
+}
+all_running() { [[ "$(K -n "$NS" get pods -o jsonpath='{range .items[*]}{.status.phase}{"\n"}{end}' | grep -cv Running)" == 0 ]]; }
+policies_enforced() {
+  local k
+  for k in "${KINDS[@]}"; do
+    [[ "$(K get fencepolicy "shape-$k" -o jsonpath='{.status.nodes.enforced}' 2>/dev/null)" == 1 ]] || return 1
+  done
+}
+
+agent_metrics() {  # the agent pod's /metrics, over the pod network
+  local ip
+  ip="$(K -n "$RNS" get pods -l app.kubernetes.io/component=agent -o jsonpath='{.items[0].status.podIP}')"
+  [[ -n "$ip" ]] || return 1
+  exec 3<>"/dev/tcp/$ip/8081" || return 1
+  printf 'GET /metrics HTTP/1.0\r\nHost: agent\r\n\r\n' >&3
+  cat <&3
+  exec 3<&-
+}
+metric() { agent_metrics 2>/dev/null | awk -v m="$1" '$1 == m {print $2}'; }
+
+CGW_PID=""
+start_watch() {
+  [[ -n "$CGW_PID" ]] && kill "$CGW_PID" 2>/dev/null && wait "$CGW_PID" 2>/dev/null
+  # shellcheck disable=SC2046
+  fg-cgwatch $(all_fenced_files) >>"$OUT/cgwatch.log" 2>>"$OUT/cgwatch.err" &
+  CGW_PID=$!
+  sleep 0.5
+}
+# segment NAME — a new measurement segment: the reference (fenced) values as they are now.
+segment() {
+  observe segment "$(jq -nc --arg n "$1" --argjson ref "$(snapshot_json $(all_fenced_files))" \
+    --arg ow "$(metric feedguard_overwrites_total)" '{name: $n, ref: $ref, overwrites_total: $ow}')"
+}
+mark() { observe mark "$(jq -nc --arg n "$1" --arg p "$2" '{name: $n, phase: $p}')"; }
+# settle SECONDS — wait until the fence holds again (or SECONDS pass), then a little more.
+settle() {
+  local t=$SECONDS
+  until fence_holds; do ((SECONDS - t < $1)) || { bad "fence not back within $1 s after $2"; return 1; }; sleep 0.2; done
+  sleep 2
+}
+
+# ---- 1. install, pods --------------------------------------------------------------------------
+helm_install
+K create namespace "$NS" >/dev/null
+pods_yaml | K apply -f - >/dev/null || fail "pods"
+wait_until 600 "10 pods Running" all_running || fail "pods not Running: $(K -n "$NS" get pods -o wide)"
+knob_files >/tmp/knobs.before
+snapshot $(cat /tmp/knobs.before) >"$OUT/before.tsv"
+say "$(wc -l </tmp/knobs.before) knob files recorded before any fence"
+for k in "${KINDS[@]}"; do say "unit $(unit_of "$(pod_dir "nb-$k")"): $(systemctl show "$(unit_of "$(pod_dir "nb-$k")")" -p CPUWeight -p CPUQuotaPerSecUSec -p AllowedCPUs | tr '\n' ' ')"; done
+
+# ---- 2. fence ----------------------------------------------------------------------------------
+t_apply=$(now_ns)
+for k in "${KINDS[@]}"; do policy_yaml "$k"; done | K apply -f - >/dev/null || fail "policies"
+set_unit_idle nb-dbus 1 || bad "CPUWeight=idle on nb-dbus's slice"
+set_unit_idle nb-both 1 || bad "CPUWeight=idle on nb-both's slice"
+until fence_holds; do (( $(now_ns) - t_apply < 300000000000 )) || fail "fences not in place after 300 s"; sleep 0.1; done
+t_fenced=$(now_ns)
+observe fence_latency "{\"ms\": $(((t_fenced - t_apply) / 1000000))}"
+say "every fence in place $(((t_fenced - t_apply) / 1000000)) ms after kubectl apply"
+wait_until 180 "every policy Enforced on the node" policies_enforced || true
+snapshot $(all_fenced_files) >"$OUT/fenced.tsv"
+observe arms "$(jq -nc --arg a "$(pod_dir nb-idle)/cpu.idle" --arg b "$(pod_dir nb-dbus)/cpu.idle" \
+  --arg c "$(pod_dir nb-both)/cpu.idle" '{($a): "a_direct", ($b): "b_dbus", ($c): "c_both"}')"
+start_watch
+
+# ---- 3. events ---------------------------------------------------------------------------------
+RELOADS=0
+segment daemon-reload-spaced
+for i in $(seq 1 10); do
+  mark daemon-reload start; systemctl daemon-reload; mark daemon-reload end
+  RELOADS=$((RELOADS + 1)); sleep 3
+done
+settle 30 "spaced daemon-reloads"
+segment daemon-reload-burst
+mark daemon-reload-burst start
+for i in $(seq 1 10); do systemctl daemon-reload; RELOADS=$((RELOADS + 1)); done
+mark daemon-reload-burst end
+settle 30 "a burst of daemon-reloads"
+observe daemon_reloads "{\"count\": $RELOADS}"
+
+segment containerd-restart
+mark containerd-restart start; systemctl restart containerd; mark containerd-restart end
+settle 60 "containerd restart"
+sleep 5
+
+segment kubelet-restart
+mark kubelet-restart start; systemctl restart kubelet; mark kubelet-restart end
+wait_until 300 "node Ready after the kubelet restart" node_ready
+settle 60 "kubelet restart"
+sleep 5
+
+resize() {  # POD REQUEST LIMIT
+  K -n "$NS" patch pod "$1" --subresource resize --type strategic \
+    -p "{\"spec\":{\"containers\":[{\"name\":\"main\",\"resources\":{\"requests\":{\"cpu\":\"$2\"},\"limits\":{\"cpu\":\"$3\"}}}]}}" >/dev/null
+}
+resized() {  # POD REQUEST — kubelet reports the container's resources as resized
+  [[ "$(K -n "$NS" get pod "$1" -o jsonpath='{.status.containerStatuses[0].resources.requests.cpu}')" == "$2" ]]
+}
+segment resize
+mark resize start
+resize nb-idle 1 1 || bad "resize nb-idle"
+resize nb-weight 400m 1 || bad "resize nb-weight"
+resize nb-quota 250m 1500m || bad "resize nb-quota"
+resize nb-cpuset 500m 1 || bad "resize nb-cpuset"
+mark resize end
+for p in nb-idle:1 nb-weight:400m nb-quota:250m nb-cpuset:500m; do
+  wait_until 180 "kubelet finished resizing ${p%%:*}" resized "${p%%:*}" "${p#*:}" || true
+done
+settle 120 "the resizes"
+sleep 5
+
+segment runtime-update
+cid="$(K -n "$NS" get pod nb-cpuset -o jsonpath='{.status.containerStatuses[0].containerID}')"
+mark runtime-update start
+ctr -n k8s.io tasks update --cpu-quota 100000 --cpu-period 100000 "${cid#containerd://}" || bad "ctr tasks update"
+mark runtime-update end
+settle 60 "a runtime update"
+sleep 3
+
+segment new-pod-slice
+mark new-pod-slice start
+K -n "$NS" run new-slice --image=feedguard.local/busybox:1 --image-pull-policy=Never --restart=Never \
+  --overrides='{"spec":{"terminationGracePeriodSeconds":1}}' --requests=cpu=100m -- sleep 86400 >/dev/null || bad "new pod"
+wait_until 180 "new pod Running" bash -c "[[ \$(kubectl -n $NS get pod new-slice -o jsonpath='{.status.phase}') == Running ]]"
+mark new-pod-slice end
+settle 30 "a new pod slice"
+segment end
+kill "$CGW_PID" 2>/dev/null; wait "$CGW_PID" 2>/dev/null; CGW_PID=""
+
+# ---- 4. nothing abandoned ----------------------------------------------------------------------
+fence_holds || bad "a fence no longer holds after the events: $(snapshot $(all_fenced_files) | tr '\n' ' ')"
+contested="$(K get fencepolicies -o json | jq -c '[.items[].status.failures[]? | select(.reason == "Contested")]')"
+observe abandoned "$(jq -nc --argjson c "$contested" '{contested: $c}')"
+[[ "$contested" == "[]" ]] || bad "fences abandoned (Contested): $contested"
+K get fencepolicies -o wide >"$OUT/policies.txt" 2>&1
+K get fencepolicies -o yaml >"$OUT/policies.yaml" 2>&1
+agent_metrics >"$OUT/agent-metrics.txt" 2>&1
+
+# ---- 5. revert ---------------------------------------------------------------------------------
+t_del=$(now_ns)
+arm_dirs=("$(pod_dir nb-dbus)" "$(pod_dir nb-both)")
+K delete fencepolicies --all --wait=true --timeout=300s >/dev/null || bad "policies not deleted"
+# The finalizer waits for the agents' restores; then every file should hold kubelet's value.
+knob_files | grep -vF -e "${arm_dirs[0]}" -e "${arm_dirs[1]}" >/tmp/knobs.after
+snapshot $(cat /tmp/knobs.after) >"$OUT/after.tsv"
+# (c): the agent put nb-both's file back; systemd still holds CPUWeight=idle.
+both_after_agent="$(cat "${arm_dirs[1]}/cpu.idle")"
+observe revert "{\"ms\": $((($(now_ns) - t_del) / 1000000))}"
+systemctl daemon-reload
+sleep 2
+snapshot $(cat /tmp/knobs.after) >"$OUT/after-reload.tsv"
+observe dbus_revert "$(jq -nc --arg a "$both_after_agent" --arg b "$(cat "${arm_dirs[1]}/cpu.idle")" \
+  --arg d "$(cat "${arm_dirs[0]}/cpu.idle")" \
+  '{both_idle_after_agent_revert: $a, both_idle_after_reload: $b, dbus_idle_after_reload: $d}')"
+say "(c) nb-both after the agent's revert: cpu.idle $both_after_agent; after a daemon-reload: $(cat "${arm_dirs[1]}/cpu.idle") (systemd still holds CPUWeight=idle)"
+set_unit_idle nb-dbus 0 || bad "CPUWeight back on nb-dbus"
+set_unit_idle nb-both 0 || bad "CPUWeight back on nb-both"
+# Expected: the pre-fence bytes, except where kubelet's resize changed them: the resized pods'
+# values are what kubelet (systemd's unit properties) holds now — daemon-reload re-states them.
+exact=0 total=0 mism=()
+while IFS=$'\t' read -r f v; do
+  total=$((total + 1))
+  want="$(awk -F'\t' -v f="$f" '$1 == f {print $2}' "$OUT/after-reload.tsv")"
+  before="$(awk -F'\t' -v f="$f" '$1 == f {print $2}' "$OUT/before.tsv")"
+  if [[ "$v" == "$want" ]]; then exact=$((exact + 1)); else mism+=("$f: reverted '$v', systemd/kubelet say '$want' (before the fence '$before')"); fi
+done <"$OUT/after.tsv"
+observe revert_exact "$(jq -nc --argjson e "$exact" --argjson t "$total" '{exact: $e, total: $t}')"
+say "revert: $exact/$total files hold kubelet's latest value"
+((exact == total)) || bad "revert not exact: $(printf '%s; ' "${mism[@]}")"
+# Unresized pods: byte for byte what they held before the fence.
+for p in trainer-idle trainer-weight trainer-quota trainer-cpuset; do
+  d="$(pod_dir "$p")"
+  diff <(grep -F "$d" "$OUT/before.tsv") <(grep -F "$d" "$OUT/after.tsv") >/dev/null ||
+    bad "$p's files changed: $(diff <(grep -F "$d" "$OUT/before.tsv") <(grep -F "$d" "$OUT/after.tsv") | tr '\n' ' ')"
+done
