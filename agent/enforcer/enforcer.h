@@ -32,12 +32,12 @@
 // overwrites of one file within `contest_window` stops re-applying that file and reports the
 // pod "Contested" instead of flip-flopping with the other writer.
 // Where systemd owns the pod slices (the systemd cgroup driver), a write that puts back exactly
-// the value recorded as the file's original is a *restatement*, not a contest: systemd re-applies every unit's cgroup attributes on `daemon-reload`, on
-// `daemon-reexec` and on any property change of the unit (with systemd ≥ 252 that includes
-// `cpu.idle=0` beside kubelet's `cpu.weight`), re-stating kubelet's values over the fence. The
-// fence is re-applied at once and the restatement is counted apart (RestatementCounts); only
-// beyond `restate_limit` restatements of one file within `contest_window` (a writer looping, not
-// systemd reloading) is the file left as contested.
+// the value recorded as the file's original is a *restatement*, not a contest: systemd re-applies
+// every unit's cgroup attributes on `daemon-reload`, on `daemon-reexec` and on any property change
+// of the unit (with systemd ≥ 252 that includes `cpu.idle=0` beside kubelet's `cpu.weight`),
+// re-stating kubelet's values over the fence. The fence is re-applied at once and the restatement
+// is counted apart (RestatementCounts); only beyond `restate_limit` restatements of one file within
+// `contest_window` (a writer looping, not systemd reloading) is the file left as contested.
 //
 // Crash-exactness: the checkpoint is a journal. Before any write, every value a file may be
 // left holding by the sequence — intermediates (v1 cpuset unions, an unlimited quota) and what
@@ -134,8 +134,8 @@ struct VerifyReport {
   size_t checked = 0;
   size_t overwrites = 0;    // files found holding someone else's value
   size_t restatements = 0;  // of which: the recorded original written back (not a contest)
-  size_t reapplied = 0;   // files written back
-  size_t contested = 0;   // files left alone because they are contested
+  size_t reapplied = 0;     // files written back
+  size_t contested = 0;     // files left alone because they are contested
   std::vector<std::string> overwritten_paths;
 };
 
@@ -226,9 +226,9 @@ class Enforcer {
   const TimeSourcePtr clock_;
 
   mutable std::mutex mu_;
-  bool ready_ = false;                              // guarded by mu_
-  std::optional<Plan> last_plan_;                   // guarded by mu_
-  std::map<std::string, FileState> file_state_;     // guarded by mu_
+  bool ready_ = false;                                // guarded by mu_
+  std::optional<Plan> last_plan_;                     // guarded by mu_
+  std::map<std::string, FileState> file_state_;       // guarded by mu_
   std::map<std::string, uint64_t> pod_overwrites_;    // guarded by mu_
   std::map<std::string, uint64_t> pod_restatements_;  // guarded by mu_
   // Idle fences and kubelet's in-place resize: the pods whose fence is lifted while kubelet's
