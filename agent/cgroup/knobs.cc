@@ -49,6 +49,11 @@ bool IsWeightFile(const std::string& path) {
   return b == v1::kShares || b == v2::kWeight;
 }
 
+bool IsBandwidthFile(const std::string& path) {
+  const std::string b = Basename(path);
+  return b == v1::kCfsQuotaUs || b == v1::kCfsPeriodUs || b == v2::kMax;
+}
+
 bool KnobValuesEquivalent(const std::string& file, const std::string& a, const std::string& b) {
   std::string_view ta = Trim(a), tb = Trim(b);
   if (ta == tb) return true;
@@ -141,6 +146,10 @@ std::optional<SideEffect> SideEffectOf(CgroupVersion v, const std::string& path,
     e.values = {DefaultWeightValue(v)};
   }
   return e;
+}
+
+bool IsWeightResetByLeavingIdle(CgroupVersion v, const std::string& path, std::string_view value) {
+  return IsWeightFile(path) && Trim(value) == DefaultWeightValue(v);
 }
 
 std::vector<FileWrite> OrderRestores(CgroupVersion /*v*/, const std::vector<RestoreItem>& items) {

@@ -88,6 +88,10 @@ struct SideEffect {
 };
 std::optional<SideEffect> SideEffectOf(CgroupVersion v, const std::string& path,
                                        std::string_view value);
+// True if `value` in weight file `path` is what the kernel leaves there when the group leaves
+// idle (the default weight) — written by nobody: whoever set cpu.idle=0 (systemd re-applying a
+// unit does, then writes the unit's weight) caused it. Never another writer's value to adopt.
+bool IsWeightResetByLeavingIdle(CgroupVersion v, const std::string& path, std::string_view value);
 
 // A file to put back: its recorded original and what it holds now.
 struct RestoreItem {
@@ -121,5 +125,7 @@ bool KnobValuesEquivalent(const std::string& file, const std::string& a, const s
 bool IsCpusetFile(const std::string& path);
 bool IsIdleFile(const std::string& path);
 bool IsWeightFile(const std::string& path);
+// cpu.cfs_quota_us / cpu.cfs_period_us (v1), cpu.max (v2).
+bool IsBandwidthFile(const std::string& path);
 
 }  // namespace feedguard::agent::cgroup

@@ -81,6 +81,10 @@ struct Enforcer::PodWork {
   std::vector<std::pair<std::string, CpuSet>> effective_cpus;
   // The journal entries of this pod's files before this Apply (nullopt: none), for rollback.
   std::map<std::string, std::optional<CheckpointEntry>> prior;
+  // v1 cpuset files made below an already fenced pod (a restarted container: the kernel gives a
+  // new cgroup a copy of its parent's, i.e. the fence's, set). Not written by us, yet ours to
+  // widen when the fence goes: path → the original to restore (the pod dir's).
+  std::map<std::string, std::string> adopted;
 
   void Fail(std::string why, std::string msg) {
     if (failed) return;
@@ -233,6 +237,16 @@ bool Enforcer::IsRestatementLocked(const CheckpointEntry& e, const std::string& 
          KnobValuesEquivalent(e.path, current, e.original);
 }
 
+// The weight beside an idle file we own, reading the default: the kernel's reset as the group
+// left idle — systemd's re-application writes cpu.idle=0 first and the unit's weight after it
+// (which may then fail, the fence being back). Nobody wrote that value: not adopted, not counted.
+bool Enforcer::IsIdleResetLocked(const CheckpointEntry& e, const std::string& current) const {
+  const auto v = cgroups_->layout().version;
+  return cgroup::IsWeightResetByLeavingIdle(v, e.path, current) &&
+         !KnobValuesEquivalent(e.path, current, e.original) &&
+         checkpoint_->Get(JoinPath(Dirname(e.path), std::string(kf::v2::kIdle))).has_value();
+}
+
 bool Enforcer::RecordOverwriteLocked(const std::string& path, const std::string& uid,
                                      bool restatement) {
   const auto now = clock_->MonotonicNow();
@@ -306,11 +320,13 @@ Enforcer::PodWork Enforcer::PreparePodLocked(const Target& t, Scratch& s) {
                          bool* contested) -> bool {
     *contested = file_state_.count(path) && file_state_[path].contested;
     auto e = checkpoint_->Get(path);
-    if (!e || KnobValuesEquivalent(path, current, e->written) || IsOursLocked(*e, current)) {
+    if (!e || KnobValuesEquivalent(path, current, e->written) || IsOursLocked(*e, current) ||
+        IsIdleResetLocked(*e, current)) {
       return false;
     }
     // The recorded original written back (systemd re-stating kubelet's value) is no contest.
     const bool restated = IsRestatementLocked(*e, current);
+    if (!KnobValuesEquivalent(path, current, e->original)) NoteQuotaResizeLocked(*e);
     AdoptOriginalLocked(*e, current, *s.report);
     // A contested file still holding the other writer's value is not a new overwrite.
     if (!*contested && !s.counted.count(path)) {
@@ -357,7 +373,7 @@ Enforcer::PodWork Enforcer::PreparePodLocked(const Target& t, Scratch& s) {
     if (recorded && recorded->request_milli >= 0 && recorded->request_milli != req &&
         !yielding_.count(uid)) {
       if (cgroup::KubeletRetriesRefusedPodWeightWrite(version)) {
-        yielding_[uid] = {req, clock_->MonotonicNow()};
+        yielding_[uid] = {req, clock_->MonotonicNow(), cgroup::WeightFile(version, dirs.cpu)};
       } else {
         AdoptOriginalLocked(
             *recorded, cgroup::WeightValue(version, cgroup::PodWeightForRequest(req)), *s.report);
@@ -370,13 +386,21 @@ Enforcer::PodWork Enforcer::PreparePodLocked(const Target& t, Scratch& s) {
       const std::string weight_file = cgroup::WeightFile(version, dirs.cpu);
       auto e = checkpoint_->Get(weight_file);
       auto cur = read(weight_file);
-      const bool landed = e && cur.ok() && !KnobValuesEquivalent(weight_file, *cur, e->written) &&
-                          !IsOursLocked(*e, *cur);
+      // Landed: a value that is not ours, or any write at all (Verify saw the event) — for a
+      // resize to 1000m kubelet writes 1024 shares, exactly what leaving idle left there.
+      const bool landed =
+          e && cur.ok() &&
+          (y->second.written ||
+           (!KnobValuesEquivalent(weight_file, *cur, e->written) && !IsOursLocked(*e, *cur)));
       const bool expired = clock_->MonotonicNow() - y->second.since > options_.resize_yield_timeout;
-      if (landed || expired) {
+      if (landed) {
+        // kubelet's value is the pod's from now on, whatever the journal called it.
+        AdoptOriginalLocked(*e, *cur, *s.report);
+        yielding_.erase(y);
+      } else if (expired) {
         yielding_.erase(y);
       } else if (y->second.request_milli != req) {  // resized again: wait afresh
-        y->second = {req, clock_->MonotonicNow()};
+        y->second = {req, clock_->MonotonicNow(), weight_file};
       }
       yielding = yielding_.count(uid) > 0;
       if (yielding) want_idle = false;
@@ -392,8 +416,27 @@ Enforcer::PodWork Enforcer::PreparePodLocked(const Target& t, Scratch& s) {
   // limit: such containers are lifted to unlimited first (they then inherit the pod's fence),
   // and stay ours while the fence holds.
   std::vector<cgroup::KnobWrite> simple;
-  if (t.quota && v1) {
-    simple = cgroup::LiftChildQuotas(version, child_cpu_dirs, *t.quota, read);
+  std::optional<CpuQuota> want_quota = t.quota;
+  if (t.quota && v1 && !t.dry_run) {
+    if (auto q = quota_settling_.find(t.pod.uid); q != quota_settling_.end()) {
+      if (clock_->MonotonicNow() - q->second < options_.quota_resize_settle) {
+        // kubelet and runc are resizing the pod: their writes land unfenced; every bandwidth
+        // file of ours stays ours (nothing is reverted meanwhile) and the fence returns after.
+        want_quota.reset();
+        for (const auto& e : checkpoint_->Entries()) {
+          if (e.pod_uid == t.pod.uid && cgroup::IsBandwidthFile(e.path)) s.keep.insert(e.path);
+        }
+        w.yielding = true;
+        w.result.set_message(
+            "kubelet is resizing this pod in place; its Quota fence waits until "
+            "kubelet's and runc's quota writes have landed");
+      } else {
+        quota_settling_.erase(q);
+      }
+    }
+  }
+  if (want_quota && v1) {
+    simple = cgroup::LiftChildQuotas(version, child_cpu_dirs, *want_quota, read);
     for (const auto& dir : child_cpu_dirs) {
       const std::string f = cgroup::QuotaFile(version, dir);
       if (std::none_of(simple.begin(), simple.end(), [&](const auto& k) { return k.path == f; }))
@@ -402,7 +445,7 @@ Enforcer::PodWork Enforcer::PreparePodLocked(const Target& t, Scratch& s) {
   }
   {
     auto knob_writes =
-        cgroup::CpuKnobWrites(version, dirs.cpu, {want_idle, t.weight, t.quota}, read);
+        cgroup::CpuKnobWrites(version, dirs.cpu, {want_idle, t.weight, want_quota}, read);
     if (!knob_writes.ok()) {
       w.Fail(ReasonFor(knob_writes.status(), dirs.cpu), knob_writes.status().ToString());
       return w;
@@ -468,12 +511,20 @@ Enforcer::PodWork Enforcer::PreparePodLocked(const Target& t, Scratch& s) {
       return;
     }
     std::set<std::string> skip;
+    const std::string pod_file = files->empty() ? "" : files->front();  // parents first
+    const auto pod_entry = checkpoint_->Get(pod_file);
     for (const auto& f : *files) {
       s.keep.insert(f);
       auto cur = read(f);
       if (!cur.ok()) continue;  // PlanCpusetTree reports it
       if (KnobValuesEquivalent(f, *cur, target.ToString())) {
-        if (checkpoint_->Get(f)) s.verified[f] = target.ToString();
+        if (checkpoint_->Get(f)) {
+          s.verified[f] = target.ToString();
+        } else if (v1 && f != pod_file && pod_entry) {
+          // Created under the fence (v1 copies the parent's set into a new cgroup): widened to
+          // the pod's own original on revert, like every dir we wrote.
+          w.adopted[f] = pod_entry->original;
+        }
         continue;
       }
       bool contested = false;
@@ -520,7 +571,18 @@ Enforcer::PodWork Enforcer::PreparePodLocked(const Target& t, Scratch& s) {
 
 void Enforcer::CheckpointUpsertsLocked(const PodWork& w,
                                        std::map<std::string, CheckpointEntry>& pending) const {
-  if (w.failed || w.writes.empty()) return;
+  if (w.failed) return;
+  for (const auto& [path, original] : w.adopted) {
+    if (pending.count(path) || checkpoint_->Get(path)) continue;
+    CheckpointEntry e;
+    e.path = path;
+    e.knob = Basename(path);
+    e.original = original;
+    e.written = ValueOr(w.current, path);
+    e.pod_uid = w.result.uid();
+    pending[path] = std::move(e);
+  }
+  if (w.writes.empty()) return;
   // The entry to extend: one already pending in this batch, the stored one (whose last value is
   // now also ours), or a new one recording the file's current bytes as its original.
   auto entry_for = [&](const std::string& path, const std::string& current) {
@@ -578,8 +640,9 @@ void Enforcer::ExecuteLocked(std::vector<PodWork>& work, bool dry_run_plan, Scra
   // here and the last verified write.
   std::map<std::string, CheckpointEntry> pending;
   for (auto& w : work) {
-    if (w.dry_run || w.failed || w.writes.empty()) continue;
+    if (w.dry_run || w.failed || (w.writes.empty() && w.adopted.empty())) continue;
     // What the journal held before, so a pod that fails half-way can be rolled back exactly.
+    for (const auto& [path, v] : w.adopted) w.prior[path] = checkpoint_->Get(path);
     for (const auto& [path, v] : w.finals) w.prior[path] = checkpoint_->Get(path);
     for (const auto& [path, v] : w.side_effects) w.prior[path] = checkpoint_->Get(path);
     CheckpointUpsertsLocked(w, pending);
@@ -993,6 +1056,7 @@ ApplyReport Enforcer::Apply(const Plan& plan) {
     std::set<std::string> uids;
     for (const Target& t : targets) uids.insert(t.pod.uid);
     std::erase_if(yielding_, [&](const auto& kv) { return !uids.count(kv.first); });
+    std::erase_if(quota_settling_, [&](const auto& kv) { return !uids.count(kv.first); });
   }
   // 4. Settle: files verified to hold our value need no other "ours" values any more.
   Status st = checkpoint_->Commit(SettledLocked(s), {});
@@ -1009,6 +1073,7 @@ ApplyReport Enforcer::RevertAll() {
   RevertLocked(checkpoint_->Entries(), r);
   last_plan_.reset();
   yielding_.clear();
+  quota_settling_.clear();
   return r;
 }
 
@@ -1028,6 +1093,16 @@ VerifyReport Enforcer::Verify(const std::vector<std::string>& paths) {
   Scratch s;
   s.report = &r;
   std::set<std::string> pods;
+  // Idle fences stepped aside for kubelet's resize: a write to the pod's weight file is kubelet's
+  // retry (any value); a sweep puts back those whose wait timed out. Either way: fence again.
+  const std::set<std::string> written(paths.begin(), paths.end());
+  const auto now = clock_->MonotonicNow();
+  for (auto& [uid, y] : yielding_) {
+    if (written.count(y.weight_file)) y.written = true;
+    if (y.written || (paths.empty() && now - y.since > options_.resize_yield_timeout)) {
+      pods.insert(uid);
+    }
+  }
   for (const auto& e : entries) {
     auto cur = cgroups_->ReadRaw(e.path);
     if (!cur.ok()) continue;  // gone: the next Apply settles it
@@ -1037,10 +1112,18 @@ VerifyReport Enforcer::Verify(const std::vector<std::string>& paths) {
       ++vr.contested;  // already left to the other writer; not a new overwrite
       continue;
     }
+    if (IsIdleResetLocked(e, *cur)) {
+      // The kernel's reset as another writer cleared cpu.idle (whose own event re-fences).
+      if (auto idle = checkpoint_->Get(JoinPath(Dirname(e.path), std::string(kf::v2::kIdle)))) {
+        pods.insert(idle->pod_uid);
+      }
+      continue;
+    }
     // Not ours: the other writer's value is the original from now on (see Adopt...). The
     // original itself written back is a restatement (systemd's reload), never a contest.
     const bool ours = IsOursLocked(e, *cur);
     const bool restated = !ours && IsRestatementLocked(e, *cur);
+    if (!ours && !KnobValuesEquivalent(e.path, *cur, e.original)) NoteQuotaResizeLocked(e);
     if (!ours) AdoptOriginalLocked(e, *cur, r);
     ++vr.overwrites;
     if (restated) ++vr.restatements;
@@ -1052,16 +1135,53 @@ VerifyReport Enforcer::Verify(const std::vector<std::string>& paths) {
       pods.insert(e.pod_uid);
     }
   }
-  if (pods.empty()) return vr;
+  ReapplyLocked(std::move(pods), s, vr);
+  return vr;
+}
+
+void Enforcer::ReapplyLocked(std::set<std::string> uids, Scratch& s, VerifyReport& vr) {
+  if (uids.empty() || !last_plan_) return;
   std::vector<PodWork> work;
   for (const Target& t : TargetsOf(*last_plan_)) {
-    if (!pods.count(t.pod.uid)) continue;
-    pods.erase(t.pod.uid);  // first entry wins, as in Apply
+    if (!uids.count(t.pod.uid)) continue;
+    uids.erase(t.pod.uid);  // first entry wins, as in Apply
     work.push_back(PreparePodLocked(t, s));
   }
   ExecuteLocked(work, /*dry_run=*/false, s);
   for (const auto& w : work) vr.reapplied += w.files_written;
   checkpoint_->Commit(SettledLocked(s), {}).IgnoreError();  // next Apply retries
+}
+
+void Enforcer::NoteQuotaResizeLocked(const CheckpointEntry& e) {
+  const auto& layout = cgroups_->layout();
+  if (layout.version != cgroup::CgroupVersion::kV1 || !cgroup::IsBandwidthFile(e.path)) return;
+  const std::string dir = Dirname(e.path);
+  for (QosClass q : {QosClass::kGuaranteed, QosClass::kBurstable, QosClass::kBestEffort}) {
+    if (dir == JoinPath(layout.cpu_mount,
+                        cgroup::PodRelPath(layout.driver, layout.cgroup_root, q, e.pod_uid))) {
+      quota_settling_[e.pod_uid] = clock_->MonotonicNow();
+      return;
+    }
+  }
+}
+
+VerifyReport Enforcer::Tick() {
+  std::lock_guard<std::mutex> l(mu_);
+  VerifyReport vr;
+  if (!last_plan_ || (quota_settling_.empty() && yielding_.empty())) return vr;
+  const auto now = clock_->MonotonicNow();
+  std::set<std::string> due;
+  for (const auto& [uid, since] : quota_settling_) {
+    if (now - since >= options_.quota_resize_settle) due.insert(uid);
+  }
+  for (const auto& [uid, y] : yielding_) {
+    if (y.written || now - y.since > options_.resize_yield_timeout) due.insert(uid);
+  }
+  if (due.empty()) return vr;
+  ApplyReport r;
+  Scratch s;
+  s.report = &r;
+  ReapplyLocked(std::move(due), s, vr);
   return vr;
 }
 

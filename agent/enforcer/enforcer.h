@@ -96,6 +96,13 @@ struct EnforcerOptions {
   // How long an Idle fence steps aside for kubelet's in-place resize of the pod (the kernel
   // refuses weight writes to an idle group, so kubelet's own write would fail until then).
   std::chrono::seconds resize_yield_timeout{60};
+  // cgroup v1, Quota fences and kubelet's in-place resize: kubelet writes the pod's quota, then
+  // runc each container's (an increase; a decrease the other way round). A container limit above
+  // a re-fenced pod's quota is refused (EINVAL) and kubelet retries until the file is contested.
+  // So after another writer's new value lands in a v1 pod's bandwidth files the fence waits this
+  // long for kubelet and runc to finish (ResizePending), then goes back on with their values as
+  // the originals.
+  std::chrono::milliseconds quota_resize_settle{3000};
   // Test hook, called after each cgroup write(2) with the running count of writes made by this
   // Enforcer and the file's path (crash tests SIGKILL themselves from here).
   std::function<void(uint64_t, const std::string&)> after_write;
@@ -150,8 +157,17 @@ class Enforcer {
   // Reverts every file in the checkpoint and forgets the plan (unfence the whole node).
   ApplyReport RevertAll();
   // Re-reads the given files we own (all owned files if `paths` is empty); any that no longer
-  // hold our value are counted as overwrites and re-applied unless contested.
+  // hold our value are counted as overwrites and re-applied unless contested. `paths` are files
+  // something wrote (the Watcher's inotify events): a write to the weight file of a pod whose
+  // Idle fence stepped aside for kubelet's resize is kubelet's retry landing, even when the value
+  // did not change; the pod is fenced again. A sweep (empty `paths`) also puts back fences whose
+  // step-aside outlived `resize_yield_timeout`.
   VerifyReport Verify(const std::vector<std::string>& paths = {});
+
+  // Puts fences back whose wait for kubelet is over: Idle fences stepped aside past
+  // resize_yield_timeout (or whose weight file kubelet has written) and v1 Quota fences past
+  // quota_resize_settle. Cheap when nothing waits; the Watcher calls it every round.
+  VerifyReport Tick();
 
   // True once an Apply has reconciled the checkpoint with a plan.
   bool ready() const;
@@ -195,6 +211,8 @@ class Enforcer {
   // True if `current` (not ours) is the recorded original written back by systemd re-applying
   // the unit (systemd driver only).
   bool IsRestatementLocked(const CheckpointEntry& e, const std::string& current) const;
+  // True if `current` in a weight file is the kernel's reset beside an idle file we own.
+  bool IsIdleResetLocked(const CheckpointEntry& e, const std::string& current) const;
   // Records an overwrite of `path` (pod `uid`), or a restatement of its original; returns true
   // if the file is now contested.
   bool RecordOverwriteLocked(const std::string& path, const std::string& uid, bool restatement);
@@ -219,6 +237,11 @@ class Enforcer {
   void AdoptOriginalLocked(const CheckpointEntry& entry, const std::string& value, ApplyReport& r);
   Status WriteVerifyLocked(const std::string& path, const std::string& value);
   std::vector<CheckpointEntry> SettledLocked(const Scratch& s) const;
+  // Prepares and writes the pods `uids` of the last plan again (Verify, Tick).
+  void ReapplyLocked(std::set<std::string> uids, Scratch& s, VerifyReport& vr);
+  // v1: another writer's new value in a pod dir's (not a container's) bandwidth file — kubelet
+  // resizing the pod; the Quota fence then waits quota_resize_settle.
+  void NoteQuotaResizeLocked(const CheckpointEntry& e);
 
   const cgroup::CgroupsPtr cgroups_;
   const CheckpointStorePtr checkpoint_;
@@ -236,9 +259,15 @@ class Enforcer {
   struct Yield {
     int64_t request_milli = 0;
     std::chrono::steady_clock::time_point since;
+    std::string weight_file;  // the pod's weight file kubelet's retry writes
+    // A write reached the weight file since the fence stepped aside (Verify was told of it):
+    // kubelet's retry, whatever the value — 1000m is 1024 shares, what leaving idle leaves too.
+    bool written = false;
   };
   std::map<std::string, Yield> yielding_;  // guarded by mu_
-  uint64_t writes_made_ = 0;               // guarded by mu_
+  // v1 Quota fences waiting for kubelet's resize to finish: pod uid → when its new value landed.
+  std::map<std::string, std::chrono::steady_clock::time_point> quota_settling_;  // guarded by mu_
+  uint64_t writes_made_ = 0;                                                     // guarded by mu_
 };
 
 using EnforcerPtr = std::shared_ptr<Enforcer>;

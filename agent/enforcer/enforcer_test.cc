@@ -391,6 +391,105 @@ TEST_F(EnforcerV1Test, IdleFenceStepsAsideForKubeletsResizeThenReturns) {
   EXPECT_EQ(Slurp(idle), "0\n");
 }
 
+// kubelet resizes an Idle-fenced pod: the write to the weight file (the Watcher's event) is the
+// landing, and the fence goes back on with kubelet's value as the original. A pod whose write
+// never comes is fenced again by the sweep once resize_yield_timeout has passed (before, only a
+// new fence version or an overwrite would look at it again).
+TEST_F(EnforcerV1Test, IdleResizeLandsOnKubeletsWriteAndTheSweepTimesOut) {
+  auto clock = std::make_shared<ManualTimeSource>();
+  auto pod = node_.AddPod("88888888-bbbb", QosClass::kBurstable, {"c1"});
+  auto slow = node_.AddPod("99999999-bbbb", QosClass::kBurstable, {"c1"});
+  const std::string shares = node_.CpuFile(pod, "cpu.shares");
+  const std::string idle = node_.CpuFile(pod, "cpu.idle");
+  const std::string slow_idle = node_.CpuFile(slow, "cpu.idle");
+  Put(shares, "256\n");
+  Put(node_.CpuFile(slow, "cpu.shares"), "256\n");
+  auto store = OpenStore(node_.state_dir());
+  EnforcerOptions o;
+  o.time_source = clock;
+  Enforcer enf(node_.cgroups(), store, o);
+  auto plan_with = [&](int64_t req) {
+    Plan plan;
+    for (const auto& p : {pod, slow}) {
+      auto n = Neighbour(p);
+      n.pod.cpu_request_milli = req;
+      n.idle = true;
+      plan.neighbours.push_back(n);
+    }
+    return plan;
+  };
+  ASSERT_EQ(enf.Apply(plan_with(250)).enforced, 2u);
+  // Resized to 1000m: the fences step aside. (On a real kernel leaving idle resets shares to
+  // 1024; tests/integration/enforcer checks that case. These plain files keep 256.)
+  auto r = enf.Apply(plan_with(1000));
+  EXPECT_EQ(r.pods[0].reason(), reason::kResizePending);
+  EXPECT_EQ(Slurp(idle), "0");
+  // A sweep before anything was written and before the timeout: still waiting.
+  EXPECT_EQ(enf.Verify().reapplied, 0u);
+  EXPECT_EQ(Slurp(idle), "0");
+  // kubelet's retry writes 1024: the pod is fenced again, kubelet's value its original.
+  Put(shares, "1024\n");
+  auto v = enf.Verify({shares});
+  EXPECT_GE(v.reapplied, 1u);
+  EXPECT_EQ(Slurp(idle), "1");
+  EXPECT_EQ(store->Get(shares)->original, "1024\n");
+  EXPECT_EQ(Slurp(slow_idle), "0");  // nothing was written to `slow`'s weight
+  // `slow` never sees kubelet's write: the sweep puts its fence back after the timeout.
+  clock->Advance(std::chrono::seconds(61));
+  enf.Verify();
+  EXPECT_EQ(Slurp(slow_idle), "1");
+  EXPECT_EQ(enf.Apply(plan_with(1000)).enforced, 2u);
+  enf.RevertAll();
+  EXPECT_EQ(Slurp(shares), "1024\n");
+  EXPECT_EQ(Slurp(idle), "0\n");
+}
+
+// v1 Quota fence, kubelet resizes the pod in place (a limit change): kubelet writes the pod's
+// quota, then runc the container's — refused under a re-fenced pod, retried until contested. So a
+// new value in the pod's bandwidth file makes the fence wait quota_resize_settle (ResizePending),
+// leaving kubelet's and runc's writes alone; then it returns with their values as the originals.
+TEST_F(EnforcerV1Test, QuotaFenceWaitsForKubeletsResizeThenReturns) {
+  auto clock = std::make_shared<ManualTimeSource>();
+  auto pod = node_.AddPod("77777777-aaaa", QosClass::kBurstable, {"c1"});
+  const std::string pod_quota = node_.CpuFile(pod, "cpu.cfs_quota_us");
+  const std::string ctr_quota = node_.CpuFile(pod, "cpu.cfs_quota_us", node_.ContainerSub("c1"));
+  Put(pod_quota, "100000\n");  // limit 1 CPU
+  Put(ctr_quota, "100000\n");
+  auto store = OpenStore(node_.state_dir());
+  EnforcerOptions o;
+  o.time_source = clock;
+  o.contest_threshold = 3;
+  Enforcer enf(node_.cgroups(), store, o);
+  Plan plan;
+  auto n = Neighbour(pod);
+  n.quota = CpuQuota{50000, 100000};
+  plan.neighbours.push_back(n);
+  ASSERT_TRUE(enf.Apply(plan).pods[0].enforced());
+  ASSERT_EQ(Slurp(pod_quota), "50000");
+  ASSERT_EQ(Slurp(ctr_quota), "-1");  // lifted: inherits the pod's fence
+  // kubelet resizes to a 1.5 CPU limit: pod first, then runc the container.
+  Put(pod_quota, "150000\n");
+  auto v = enf.Verify({pod_quota});
+  EXPECT_EQ(Slurp(pod_quota), "150000\n") << "re-fenced under kubelet's resize";
+  Put(ctr_quota, "150000\n");
+  v = enf.Verify({ctr_quota});
+  EXPECT_EQ(Slurp(ctr_quota), "150000\n");
+  auto r = enf.Apply(plan);  // the controller's fence for the resized pod, meanwhile
+  EXPECT_EQ(r.pods[0].reason(), reason::kResizePending);
+  EXPECT_EQ(Slurp(pod_quota), "150000\n");
+  EXPECT_EQ(enf.Tick().reapplied, 0u);  // still settling
+  clock->Advance(std::chrono::seconds(4));
+  EXPECT_GE(enf.Tick().reapplied, 1u);
+  EXPECT_EQ(Slurp(pod_quota), "50000");
+  EXPECT_EQ(Slurp(ctr_quota), "-1");
+  EXPECT_TRUE(enf.ContestedPods().empty());
+  r = enf.Apply(plan);
+  EXPECT_TRUE(r.pods[0].enforced()) << r.pods[0].reason() << ": " << r.pods[0].message();
+  enf.RevertAll();
+  EXPECT_EQ(Slurp(pod_quota), "150000\n");
+  EXPECT_EQ(Slurp(ctr_quota), "150000\n");
+}
+
 TEST_F(EnforcerV1Test, AResizeIsSeenAcrossAnAgentRestart) {
   auto pod = node_.AddPod("88888888-bbbb", QosClass::kBurstable, {"c1"});
   auto plan_with = [&](int64_t req) {
@@ -827,6 +926,20 @@ TEST(EnforcerV2Test, SystemdRestatingTheOriginalIsReappliedAndNeverContested) {
   EXPECT_GE(enf.RestatementCounts()[pod.uid], 20u);
   EXPECT_TRUE(enf.ContestedPods().empty());
   EXPECT_TRUE(enf.Apply(plan).pods[0].enforced());
+
+  // The race seen on the real node: the agent looks between systemd's two writes, when leaving
+  // idle has reset the weight to the default (100) and the unit's weight is not yet written (it
+  // then fails: the group is idle again). 100 is nobody's value: not adopted, not counted.
+  for (int i = 0; i < 5; ++i) {
+    Put(idle, "0\n");
+    Put(weight, "100\n");
+    auto v = enf.Verify({idle, weight});
+    EXPECT_EQ(v.contested, 0u) << "race " << i;
+    EXPECT_EQ(Slurp(idle), "1") << "race " << i;
+  }
+  EXPECT_EQ(enf.OverwriteCounts()[pod.uid], 0u);
+  EXPECT_EQ(store->Get(weight)->original, "10\n");
+  Put(weight, "10\n");
 
   // A resize through systemd (kubelet sets CPUWeight=39): a new value, adopted as the original,
   // counted as an overwrite; the fence goes back on.

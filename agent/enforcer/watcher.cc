@@ -127,6 +127,9 @@ Status Watcher::RunOnce(std::chrono::milliseconds wait) {
   } else if (wait.count() > 0) {
     std::this_thread::sleep_for(std::min(wait, std::chrono::milliseconds(50)));
   }
+  // Fences waiting for kubelet's resize (an Idle step-aside, a v1 Quota settle) come back on
+  // time, not at the next sweep.
+  Account(enforcer_->Tick());
   if (clock_->MonotonicNow() >= next_sweep_) {
     ++stats_.sweeps;
     next_sweep_ = clock_->MonotonicNow() + options_.sweep_interval;

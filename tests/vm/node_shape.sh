@@ -68,7 +68,8 @@ if [[ "$shape" != v2-systemd-debian ]]; then
   done
 fi
 for b in ip nsenter openssl python3; do command -v "$b" >/dev/null || skip "$b not installed"; done
-"$HERE/node/image.sh" --check || skip "VM node image not built (tests/vm/node/image.sh)"
+command -v mmdebstrap >/dev/null || skip "mmdebstrap not installed (tests/install_deps.sh)"
+"$HERE/node/image.sh" >/dev/null || die "building the VM node image failed (tests/vm/node/image.sh)"
 
 (($# == 1)) || { echo "usage: node_shape.sh [--shape NAME] [--scenario NAME] [--results FILE] WORKDIR" >&2; exit 2; }
 WORK="$1"
@@ -106,10 +107,10 @@ FEEDGUARD_TESTBED_SA_ADMISSION=1 FEEDGUARD_TESTBED_ADVERTISE_ADDRESS=10.0.2.2 \
 PORT="$(source "$WORK/apiserver/env" && echo "$APISERVER_PORT")"
 ADMIN="$WORK/apiserver/kubeconfig"
 PKI="$WORK/apiserver/pki"
-spawn() {  # NAME CMD... — in the namespace, logged, stopped by cleanup
-  local name="$1"
+spawn() {  # NAME CMD... — in the namespace, logged, stopped by cleanup (nsenter execs CMD in
+  local name="$1"  # place, so $! is the daemon's own pid)
   shift
-  in_net "$@" </dev/null >"$WORK/logs/$name.log" 2>&1 &
+  nsenter --net="/run/netns/$NETNS" -- "$@" </dev/null >"$WORK/logs/$name.log" 2>&1 &
   PIDS+=($!)
 }
 spawn kube-scheduler "$KUBE_SCHEDULER" --kubeconfig="$ADMIN" --authentication-kubeconfig="$ADMIN" \

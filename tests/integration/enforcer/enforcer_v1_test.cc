@@ -294,6 +294,47 @@ TEST_P(EnforcerCgroupTest, IdleFencedPodResizedInPlaceEndsWithKubeletsNewWeight)
   EXPECT_EQ(store->size(), 0u);
 }
 
+// The resize to exactly 1000m (issue seen on the real node): on v1, leaving idle resets the
+// pod's shares to 1024 — kubelet's value for `cpu: 1`. Its retry writes the same bytes, so the
+// value never "changes"; the write itself (what the Watcher passes to Verify) is the landing.
+// Before: the fence stayed lifted (ResizePending) and the revert wrote the pre-resize 256 back.
+TEST_P(EnforcerCgroupTest, IdleFencedPodResizedToOneCpuIsFencedAgainOnKubeletsWrite) {
+  if (GetParam() == CgroupVersion::kV2) {
+    GTEST_SKIP()
+        << "v2: kubelet does not retry the refused write (kubelet_facts.h); the weight "
+           "it meant is adopted at once (IdleFencedPodResizedInPlaceEndsWithKubeletsNewWeight)";
+  }
+  {
+    Tree tree(GetParam());
+    PodIdentity pod = tree.AddPod("resize-1cpu", QosClass::kBurstable, 1, 256, -1);
+    const std::string dir = tree.Mount("cpu") + "/" + tree.PodRel(pod);
+    const std::string weight = dir + "/" + tree.WeightFile();
+    TempDir state;
+    auto store = OpenStore(state.path());
+    Enforcer enf(tree.cgroups(), store, {});
+    auto plan_with = [&](int64_t req) {
+      return OneNeighbour(pod, [req](NeighbourAction& a) {
+        a.idle = true;
+        a.pod.cpu_request_milli = req;
+      });
+    };
+    ExpectEnforced(enf.Apply(plan_with(250)), 1);
+    auto r = enf.Apply(plan_with(1000));
+    ASSERT_EQ(r.pods.size(), 1u);
+    EXPECT_EQ(r.pods[0].reason(), reason::kResizePending);
+    EXPECT_EQ(Slurp(dir + "/cpu.idle"), "0\n");
+    EXPECT_EQ(Slurp(weight), "1024\n");  // the kernel's reset: kubelet's value for 1000m
+    ASSERT_TRUE(WriteKnob(weight, std::to_string(cgroup::MilliCpuToShares(1000))));  // kubelet
+    enf.Verify({weight});
+    EXPECT_EQ(Slurp(dir + "/cpu.idle"), "1\n") << "kubelet's write did not bring the fence back";
+    ExpectEnforced(enf.Apply(plan_with(1000)), 1);
+    enf.RevertAll();
+    EXPECT_EQ(Slurp(weight), "1024\n") << "the revert lost kubelet's resized weight";
+    EXPECT_EQ(Slurp(dir + "/cpu.idle"), "0\n");
+    EXPECT_EQ(store->size(), 0u);
+  }
+}
+
 // cpu.shares 3 is kubelet's value for a 3m request and also what v1 shows while cpu.idle is 1;
 // leaving idle resets the weight to the default, which must not stay.
 TEST_P(EnforcerCgroupTest, OddOriginalWeightsComeBackExactAfterIdle) {
@@ -409,6 +450,56 @@ TEST_P(EnforcerCgroupTest, SandboxDirAlreadyAtTheTargetStaysOursAcrossReapplyAnd
 // A pinned trainer whose pod has a running process: withdrawing the pinning must not fail. On
 // v2 kubelet leaves cpuset.cpus empty ("the parent's"), which the kernel refuses to restore on
 // a cgroup with tasks: the agent writes the inherited set instead and says so.
+// A container restarted inside a Cpuset-fenced pod (crash loop, liveness probe, OOM kill): on v1
+// runc's new cgroup starts with a copy of the pod's, i.e. the fence's, set. Nothing wrote it, yet
+// it must be widened when the fence goes — before, it stayed confined until its next restart.
+TEST_P(EnforcerCgroupTest, ContainerRestartedUnderACpusetFenceIsWidenedOnRevert) {
+  if (GetParam() == CgroupVersion::kV2) {
+    GTEST_SKIP() << "v2: a new cgroup's cpuset.cpus is empty (inherits the parent's effective "
+                    "set), so the pod dir's revert frees it";
+  }
+  Tree tree(GetParam());
+  auto all = CpuSet::Parse(tree.cpus());
+  ASSERT_TRUE(all.ok());
+  if (all->size() < 2) GTEST_SKIP() << "needs at least 2 CPUs";
+  PodIdentity pod = tree.AddPod("restart-0001", QosClass::kBurstable, 1, 512, -1);
+  const auto before = tree.Snapshot();
+  TempDir state;
+  auto store = OpenStore(state.path());
+  Enforcer enf(tree.cgroups(), store, {});
+  auto plan_for = [&](const PodIdentity& p) {
+    return OneNeighbour(p, [&](NeighbourAction& a) { a.cpus = CpuSet{all->ToVector().back()}; });
+  };
+  ExpectEnforced(enf.Apply(plan_for(pod)), 1);
+  // The restart: a new container id, a new dir made as runc makes it on v1 (the kernel starts it
+  // empty; runc copies the parent's set — the fence's).
+  const std::string id = pod.uid + "c9";
+  pod.container_ids.push_back("containerd://" + id);
+  struct Dirs {
+    std::vector<std::string> made;
+    ~Dirs() {
+      for (auto it = made.rbegin(); it != made.rend(); ++it) ::rmdir(it->c_str());
+    }
+  } dirs;
+  for (const char* c : kControllers) {
+    const std::string d = tree.ContainerDir(pod, 1, c);
+    ASSERT_EQ(::mkdir(d.c_str(), 0755), 0) << d;
+    dirs.made.push_back(d);
+  }
+  const std::string pod_cpuset = tree.Mount("cpuset") + "/" + tree.PodRel(pod);
+  for (const char* f : {"/cpuset.mems", "/cpuset.cpus"}) {
+    ASSERT_TRUE(WriteKnob(tree.ContainerDir(pod, 1, "cpuset") + f, std::string(Trim(Slurp(pod_cpuset + f)))));
+  }
+  const std::string fresh = tree.ContainerDir(pod, 1, "cpuset") + "/cpuset.cpus";
+  ASSERT_EQ(Trim(Slurp(fresh)), CpuSet{all->ToVector().back()}.ToString());
+  ExpectEnforced(enf.Apply(plan_for(pod)), 1);
+  enf.RevertAll();
+  EXPECT_EQ(Trim(Slurp(fresh)), Trim(tree.cpus())) << "the restarted container stayed confined";
+  EXPECT_EQ(store->size(), 0u);
+  auto after = tree.Snapshot();
+  for (const auto& [path, bytes] : before) EXPECT_EQ(after[path], bytes) << path;
+}
+
 TEST_P(EnforcerCgroupTest, PinningIsWithdrawnFromAPodWithRunningProcesses) {
   Tree tree(GetParam());
   auto all = CpuSet::Parse(tree.cpus());

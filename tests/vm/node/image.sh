@@ -98,6 +98,9 @@ for u in serial-getty@ttyS0.service getty@tty1.service getty-static.service syst
   ln -sf /dev/null "$ROOT/etc/systemd/system/$u"
 done
 rm -f "$ROOT/etc/systemd/system/multi-user.target.wants/containerd.service"
+# A node that powers off waits at most 5 s for stragglers (pods' processes), not systemd's 90.
+mkdir -p "$ROOT/etc/systemd/system.conf.d"
+printf '[Manager]\nDefaultTimeoutStopSec=5s\n' >"$ROOT/etc/systemd/system.conf.d/feedguard.conf"
 mkdir -p "$ROOT/etc/systemd/journald.conf.d"
 printf '[Journal]\nStorage=volatile\nRuntimeMaxUse=64M\n' >"$ROOT/etc/systemd/journald.conf.d/feedguard.conf"
 cat >"$ROOT/etc/systemd/system/fg-guest.service" <<'UNIT'

@@ -10,7 +10,11 @@ RNS=feedguard-system
 RELEASE=fg
 NS=fg-shape
 CG=/sys/fs/cgroup
-[[ "$CGROUP" == v1 ]] && CG=/sys/fs/cgroup/cpu
+# The knob files of this cgroup version (agent/cgroup/kernel_facts.h has the same names).
+WEIGHT_FILE=cpu.weight QUOTA_FILE=cpu.max MIN_WEIGHT=1
+if [[ "$CGROUP" == v1 ]]; then
+  CG=/sys/fs/cgroup/cpu WEIGHT_FILE=cpu.shares QUOTA_FILE=cpu.cfs_quota_us MIN_WEIGHT=2
+fi
 G0=$(date +%s)
 say() { printf '[guest %(%H:%M:%S)T +%4ds] %s\n' -1 "$(($(date +%s) - G0))" "$*"; }
 FAILED=0
@@ -36,15 +40,26 @@ observe() { printf '{"t_ns": %s, "kind": "%s", "data": %s}\n' "$(now_ns)" "$1" "
 pod_uid() { K -n "$NS" get pod "$1" -o jsonpath='{.metadata.uid}'; }
 pod_qos() { K -n "$NS" get pod "$1" -o jsonpath='{.status.qosClass}'; }
 # pod_dir NAME — the pod's cgroup dir (cpu controller) as kubelet's systemd driver names it.
-pod_dir() {
-  local uid qos u
-  uid="$(pod_uid "$1")" qos="$(pod_qos "$1")"
-  u="${uid//-/_}"
-  case "$qos" in
+# Cached per pod (kubectl under tcg takes seconds; a pod's uid and QoS class never change):
+# cache_pod_dirs fills the cache for every pod of $NS with one kubectl call.
+declare -A POD_DIR=()
+slice_of() {  # UID QOS
+  local u="${1//-/_}"
+  case "$2" in
     Guaranteed) echo "$CG/kubepods.slice/kubepods-pod$u.slice" ;;
     Burstable) echo "$CG/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod$u.slice" ;;
     BestEffort) echo "$CG/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod$u.slice" ;;
   esac
+}
+cache_pod_dirs() {
+  local name uid qos
+  while read -r name uid qos; do
+    [[ -n "$qos" ]] && POD_DIR[$name]="$(slice_of "$uid" "$qos")"
+  done < <(K -n "$NS" get pods -o jsonpath='{range .items[*]}{.metadata.name} {.metadata.uid} {.status.qosClass}{"\n"}{end}')
+}
+pod_dir() {
+  [[ -n "${POD_DIR[$1]:-}" ]] || POD_DIR[$1]="$(slice_of "$(pod_uid "$1")" "$(pod_qos "$1")")"
+  echo "${POD_DIR[$1]}"
 }
 # cpuset_dir DIR — the same cgroup in the cpuset hierarchy (v1) or DIR itself (v2).
 cpuset_dir() { if [[ "$CGROUP" == v1 ]]; then echo "/sys/fs/cgroup/cpuset${1#/sys/fs/cgroup/cpu}"; else echo "$1"; fi; }

@@ -25,3 +25,4 @@ trap finish EXIT
 node_up
 # shellcheck disable=SC1090
 source "/fg/guest/scenario_$SCENARIO.sh"
+exit 0  # the scenario's checks counted into FAILED; finish turns a count into the exit status

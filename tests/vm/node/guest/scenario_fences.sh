@@ -4,7 +4,7 @@
 #
 #   1. The chart installed (agent.cgroup.driver=systemd, narrow host mounts). Four policies, each
 #      with a trainer and a neighbour of its own: Idle, Weight, Quota (50%), Cpuset with the
-#      trainer pinned to a whole core (cores: 1). Every pod Burstable (250m, limit 1 CPU).
+#      trainer pinned to a whole core (cores: 1). Every pod Burstable (50m, limit 1 CPU: ten of them and the chart fit 2 CPUs).
 #   2. Fence latency: `kubectl apply` of the policies → every fenced file holding its fence.
 #   3. Events, each a segment of the observations: 10 `systemctl daemon-reload` 3 s apart, 10
 #      back to back, `systemctl restart containerd`, `systemctl restart kubelet`, an in-place
@@ -49,7 +49,7 @@ spec:
     imagePullPolicy: Never
     command: [sleep, "86400"]
     resizePolicy: [{resourceName: cpu, restartPolicy: NotRequired}]
-    resources: {requests: {cpu: 250m}, limits: {cpu: "1"}}
+    resources: {requests: {cpu: 50m}, limits: {cpu: "1"}}
 ---
 YAML
     done
@@ -84,8 +84,8 @@ fenced_files() {  # KIND
   nb="$(pod_dir "nb-$k")" tr="$(pod_dir "trainer-$k")"
   case "$k" in
     idle) echo "$nb/cpu.idle" ;;
-    weight) echo "$nb/cpu.weight" ;;
-    quota) echo "$nb/cpu.max" ;;
+    weight) echo "$nb/$WEIGHT_FILE" ;;
+    quota) echo "$nb/$QUOTA_FILE" ;;
     cpuset)
       find "$(cpuset_dir "$nb")" "$(cpuset_dir "$tr")" -name cpuset.cpus | sort ;;
   esac
@@ -101,14 +101,21 @@ all_fenced_files() {
 set_unit_idle() {
   local d unit w
   d="$(pod_dir "$1")" unit="$(unit_of "$(pod_dir "$1")")"
-  if [[ "$2" == 1 ]]; then w=0; else w="$(awk -F'\t' -v f="$d/cpu.weight" '$1 == f {print $2}' "$OUT/before.tsv")"; fi
+  if [[ "$2" == 1 ]]; then
+    w=0
+  elif [[ "$CGROUP" == v1 ]]; then  # systemd's CPUWeight maps to cpu.shares on v1
+    w="$(awk -F'\t' -v f="$d/cpu.shares" '$1 == f {print $2}' "$OUT/before.tsv")"
+    w=$((1 + (w - 2) * 9999 / 262142))
+  else
+    w="$(awk -F'\t' -v f="$d/cpu.weight" '$1 == f {print $2}' "$OUT/before.tsv")"
+  fi
   busctl call org.freedesktop.systemd1 /org/freedesktop/systemd1 org.freedesktop.systemd1.Manager \
     SetUnitProperties 'sba(sv)' "$unit" true 1 CPUWeight t "$w" >/dev/null
 }
 # Every CPU knob file of every pod of the scenario (pod and container dirs): the revert check.
 knob_files() {
   local p d
-  for p in $(K -n "$NS" get pods -o jsonpath='{.items[*].metadata.name}'); do
+  for p in "${!POD_DIR[@]}"; do
     d="$(pod_dir "$p")"
     [[ -d "$d" ]] || continue
     find "$d" "$(cpuset_dir "$d")" \( -name cpu.idle -o -name cpu.weight -o -name cpu.shares -o -name cpu.max \
@@ -122,8 +129,8 @@ snapshot_json() { snapshot "$@" | jq -Rn '[inputs | split("\t") | {(.[0]): .[1]}
 fence_holds() {
   local d
   d="$(pod_dir nb-idle)"; [[ "$(cat "$d/cpu.idle")" == 1 ]] || return 1
-  d="$(pod_dir nb-weight)"; [[ "$(cat "$d/cpu.weight")" == 1 ]] || return 1
-  d="$(pod_dir nb-quota)"; [[ "$(cut -d' ' -f1 "$d/cpu.max")" != max ]] || return 1
+  d="$(pod_dir nb-weight)"; [[ "$(cat "$d/$WEIGHT_FILE")" == "$MIN_WEIGHT" ]] || return 1
+  d="$(pod_dir nb-quota)"; [[ "$(cut -d' ' -f1 "$d/$QUOTA_FILE")" != max && "$(cat "$d/$QUOTA_FILE")" != -1 ]] || return 1
   d="$(pod_dir trainer-cpuset)"; [[ -n "$(cat "$(cpuset_dir "$d")/cpuset.cpus")" ]] || return 1
   d="$(pod_dir nb-cpuset)"; [[ -n "$(cat "$(cpuset_dir "$d")/cpuset.cpus")" ]] || return 1
   d="$(pod_dir nb-dbus)"; [[ "$(cat "$d/cpu.idle")" == 1 ]] || return 1
@@ -158,14 +165,25 @@ start_watch() {
 }
 # segment NAME — a new measurement segment: the reference (fenced) values as they are now.
 segment() {
+  local m
+  m="$(agent_metrics 2>/dev/null)"
   observe segment "$(jq -nc --arg n "$1" --argjson ref "$(snapshot_json $(all_fenced_files))" \
-    --arg ow "$(metric feedguard_overwrites_total)" '{name: $n, ref: $ref, overwrites_total: $ow}')"
+    --arg ow "$(awk '$1 == "feedguard_overwrites_total" {print $2}' <<<"$m")" \
+    --arg rs "$(awk '$1 == "feedguard_restatements_total" {print $2}' <<<"$m")" \
+    '{name: $n, ref: $ref, overwrites_total: $ow, restatements_total: $rs}')"
 }
 mark() { observe mark "$(jq -nc --arg n "$1" --arg p "$2" '{name: $n, phase: $p}')"; }
 # settle SECONDS — wait until the fence holds again (or SECONDS pass), then a little more.
 settle() {
   local t=$SECONDS
-  until fence_holds; do ((SECONDS - t < $1)) || { bad "fence not back within $1 s after $2"; return 1; }; sleep 0.2; done
+  until fence_holds; do
+    if ((SECONDS - t >= $1)); then
+      bad "fence not back within $1 s after $2: $(snapshot $(all_fenced_files) | tr '\n' ' ')"
+      tail -n 30 "$(ls -d /var/log/pods/${RNS}_*agent*/*/ 2>/dev/null | head -1)"*.log 2>/dev/null
+      return 1
+    fi
+    sleep 0.2
+  done
   sleep 2
 }
 
@@ -174,6 +192,7 @@ helm_install
 K create namespace "$NS" >/dev/null
 pods_yaml | K apply -f - >/dev/null || fail "pods"
 wait_until 600 "10 pods Running" all_running || fail "pods not Running: $(K -n "$NS" get pods -o wide)"
+cache_pod_dirs
 knob_files >/tmp/knobs.before
 snapshot $(cat /tmp/knobs.before) >"$OUT/before.tsv"
 say "$(wc -l </tmp/knobs.before) knob files recorded before any fence"
@@ -230,11 +249,11 @@ resized() {  # POD REQUEST — kubelet reports the container's resources as resi
 segment resize
 mark resize start
 resize nb-idle 1 1 || bad "resize nb-idle"
-resize nb-weight 400m 1 || bad "resize nb-weight"
-resize nb-quota 250m 1500m || bad "resize nb-quota"
-resize nb-cpuset 500m 1 || bad "resize nb-cpuset"
+resize nb-weight 100m 1 || bad "resize nb-weight"
+resize nb-quota 50m 1500m || bad "resize nb-quota"
+resize nb-cpuset 100m 1 || bad "resize nb-cpuset"
 mark resize end
-for p in nb-idle:1 nb-weight:400m nb-quota:250m nb-cpuset:500m; do
+for p in nb-idle:1 nb-weight:100m nb-quota:50m nb-cpuset:100m; do
   wait_until 180 "kubelet finished resizing ${p%%:*}" resized "${p%%:*}" "${p#*:}" || true
 done
 settle 120 "the resizes"
@@ -250,8 +269,16 @@ sleep 3
 
 segment new-pod-slice
 mark new-pod-slice start
-K -n "$NS" run new-slice --image=feedguard.local/busybox:1 --image-pull-policy=Never --restart=Never \
-  --overrides='{"spec":{"terminationGracePeriodSeconds":1}}' --requests=cpu=100m -- sleep 86400 >/dev/null || bad "new pod"
+K -n "$NS" apply -f - >/dev/null <<YAML || bad "new pod"
+apiVersion: v1
+kind: Pod
+metadata: {name: new-slice, labels: {fg-role: other}}
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - {name: main, image: feedguard.local/busybox:1, imagePullPolicy: Never, command: [sleep, "86400"],
+     resources: {requests: {cpu: 50m}}}
+YAML
 wait_until 180 "new pod Running" bash -c "[[ \$(kubectl -n $NS get pod new-slice -o jsonpath='{.status.phase}') == Running ]]"
 mark new-pod-slice end
 settle 30 "a new pod slice"
