@@ -88,6 +88,7 @@ Status OpenState(const NodeConfig& c, NodeEngineOptions& o) {
   if (!store.ok()) return store.status().Annotate("state dir " + c.state_dir);
   EnforcerOptions eo;
   eo.self_pod_uid = c.self_pod_uid;
+  eo.idle_when_weight_reads_zero = c.idle_when_weight_reads_zero;
   o.enforcer =
       std::make_shared<Enforcer>(o.cgroups, CheckpointStorePtr(std::move(store).value()), eo);
   o.state_dir = c.state_dir;

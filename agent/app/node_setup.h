@@ -37,6 +37,8 @@ struct NodeConfig {
   std::string dra_resource_slices;                      // ResourceSlices JSON ("" = by minor)
   std::string node_name;     // picks this node's ResourceSlices ("" = all)
   std::string self_pod_uid;  // the agent's own pod (never fenced)
+  // cgroup v2 kernels whose idle cpu.weight reads 0: keep cpu.idle anyway (EnforcerOptions).
+  bool idle_when_weight_reads_zero = false;
   // `plan --previous DIR`: plan as an agent restarted over DIR's checkpoint would.
   std::optional<std::string> previous;
 };

@@ -96,4 +96,13 @@ inline constexpr int64_t kMaxPeriodUs = 1000000;
 // kernel/cgroup/cpuset.c), so such an original can only be restored as the inherited set.
 inline constexpr std::string_view kIdleMissingMessage = "kernel lacks cpu.idle (needs ≥ 5.15)";
 
+// cgroup v2: what an idle group's cpu.weight reads on kernels that do not clamp the read-back to
+// 1..10000 (the 6.1 cloud kernel in the qemu VM). kubelet >= 1.36 (InPlacePodLevelResources-
+// VerticalScaling, beta, on by default) reads a pod cgroup's cpu.weight back into
+// pod.status.resources.requests.cpu through cpuWeightToCPUShares, whose (w - 1) wraps for 0
+// (uint64): ~1.8e15 millicores. The scheduler and kubelet's admission take max(spec, status):
+// the node looks full — new pods stay Pending, and after a kubelet restart every pod is
+// rejected OutOfcpu (seen on the systemd VM node, kubelet v1.37.2, tests/vm/node_shape.sh).
+inline constexpr std::string_view kIdleWeightReadsZero = "0";
+
 }  // namespace feedguard::agent::cgroup

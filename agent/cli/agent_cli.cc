@@ -137,6 +137,11 @@ void AddNodeFlags(CLI::App* app, NodeConfig* c, std::string* log_level) {
                   "json): device name -> uuid/pcieBusID for DRA-allocated GPUs (\"\" = by minor "
                   "number)");
   app->add_option("--self-pod-uid", c->self_pod_uid, "the agent's own pod uid (never fenced)");
+  app->add_flag("--idle-when-weight-reads-zero", c->idle_when_weight_reads_zero,
+                "cgroup v2: keep cpu.idle on kernels where an idle cgroup's cpu.weight reads 0. "
+                "Off (default): such Idle fences are held as the lowest weight, because kubelet "
+                ">= 1.36 reads that 0 back as ~1.8e15 CPUs requested and the node looks full. "
+                "Safe only with kubelet <= 1.35 or InPlacePodLevelResourcesVerticalScaling off");
   app->add_option("--log-level", *log_level, "trace | debug | info | warn | error")
       ->capture_default_str();
 }

@@ -109,6 +109,11 @@ Enforcer::Enforcer(cgroup::CgroupsPtr cgroups, CheckpointStorePtr checkpoint,
       options_(std::move(options)),
       clock_(options_.time_source ? options_.time_source : std::make_shared<RealTimeSource>()) {}
 
+bool Enforcer::idle_reads_zero() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return idle_reads_zero_;
+}
+
 bool Enforcer::ready() const {
   std::lock_guard<std::mutex> l(mu_);
   return ready_;
@@ -365,8 +370,15 @@ Enforcer::PodWork Enforcer::PreparePodLocked(const Target& t, Scratch& s) {
   //    taken as the original at once and the fence stays: the revert then gives the pod its
   //    resized weight, not the pre-resize one.
   std::optional<bool> want_idle = t.idle;
+  std::optional<uint64_t> want_weight = t.weight;
+  const bool idle_as_weight =
+      t.idle && *t.idle && !v1 && idle_reads_zero_ && !options_.idle_when_weight_reads_zero;
+  if (idle_as_weight) {
+    want_idle.reset();  // a stale cpu.idle of ours is reverted by Apply
+    want_weight = kf::v2::kWeightMin;
+  }
   bool yielding = false;
-  if (t.idle && *t.idle && !t.dry_run) {
+  if (t.idle && *t.idle && !t.dry_run && !idle_as_weight) {
     const std::string& uid = t.pod.uid;
     const int64_t req = t.pod.cpu_request_milli;
     const auto recorded = checkpoint_->Get(cgroup::WeightFile(version, dirs.cpu));
@@ -445,7 +457,7 @@ Enforcer::PodWork Enforcer::PreparePodLocked(const Target& t, Scratch& s) {
   }
   {
     auto knob_writes =
-        cgroup::CpuKnobWrites(version, dirs.cpu, {want_idle, t.weight, want_quota}, read);
+        cgroup::CpuKnobWrites(version, dirs.cpu, {want_idle, want_weight, want_quota}, read);
     if (!knob_writes.ok()) {
       w.Fail(ReasonFor(knob_writes.status(), dirs.cpu), knob_writes.status().ToString());
       return w;
@@ -490,6 +502,12 @@ Enforcer::PodWork Enforcer::PreparePodLocked(const Target& t, Scratch& s) {
   if (want_idle && *want_idle) {
     w.idle_request = {cgroup::WeightFile(version, dirs.cpu), t.pod.cpu_request_milli};
   }
+  if (idle_as_weight) {
+    w.result.set_message(
+        "Idle fence held as the lowest CPU weight (cpu.weight 1): on this kernel an idle "
+        "cgroup's cpu.weight reads 0, which kubelet >= 1.36 reports as ~1.8e15 CPUs requested "
+        "(the node then looks full to the scheduler and to kubelet's admission)");
+  }
   if (yielding) {
     w.yielding = true;
     w.result.set_message("kubelet is resizing this pod in place (CPU request now " +
@@ -497,7 +515,7 @@ Enforcer::PodWork Enforcer::PreparePodLocked(const Target& t, Scratch& s) {
                          "m); its Idle fence is lifted until kubelet's write lands");
   }
   // An idle pod whose idle file needs no write still owns the weight file written back then.
-  if (t.idle) {
+  if (t.idle && !idle_as_weight) {
     const std::string weight_file = cgroup::WeightFile(version, dirs.cpu);
     if (!w.finals.count(weight_file) && !w.side_effects.count(weight_file)) keep_ours(weight_file);
   }
@@ -966,6 +984,29 @@ std::vector<CheckpointEntry> Enforcer::SettledLocked(const Scratch& s) const {
 
 ApplyReport Enforcer::Apply(const Plan& plan) {
   std::lock_guard<std::mutex> l(mu_);
+  ApplyReport r = ApplyLocked(plan);
+  // cgroup v2: on this kernel an idle group's cpu.weight may read 0, which kubelet ≥ 1.36 reads
+  // back (InPlacePodLevelResourcesVerticalScaling) into pod.status.resources as ~1.8e15 CPUs —
+  // the scheduler and kubelet's admission then see the node full (kernel_facts.h). Looked at
+  // once, on the first Idle fence this Enforcer holds; then every Idle fence is held as the
+  // lowest weight instead (unless the operator says kubelet does not read it back).
+  if (cgroups_->layout().version == cgroup::CgroupVersion::kV2 && !idle_weight_checked_ &&
+      !plan.dry_run) {
+    for (const auto& [path, req] : idle_weights_last_) {
+      auto w = cgroups_->ReadRaw(path);
+      if (!w.ok()) continue;
+      idle_weight_checked_ = true;
+      if (Trim(*w) == kf::kIdleWeightReadsZero) {
+        idle_reads_zero_ = true;
+        if (!options_.idle_when_weight_reads_zero) r = ApplyLocked(plan);
+      }
+      break;
+    }
+  }
+  return r;
+}
+
+ApplyReport Enforcer::ApplyLocked(const Plan& plan) {
   ApplyReport r;
   r.fence_version = plan.fence_version;
   r.dry_run = plan.dry_run;
@@ -1058,6 +1099,7 @@ ApplyReport Enforcer::Apply(const Plan& plan) {
     std::erase_if(yielding_, [&](const auto& kv) { return !uids.count(kv.first); });
     std::erase_if(quota_settling_, [&](const auto& kv) { return !uids.count(kv.first); });
   }
+  idle_weights_last_ = s.requests;
   // 4. Settle: files verified to hold our value need no other "ours" values any more.
   Status st = checkpoint_->Commit(SettledLocked(s), {});
   if (st.ok()) st = checkpoint_->SetAppliedVersion(plan.fence_version);

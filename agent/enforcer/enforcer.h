@@ -103,6 +103,11 @@ struct EnforcerOptions {
   // long for kubelet and runc to finish (ResizePending), then goes back on with their values as
   // the originals.
   std::chrono::milliseconds quota_resize_settle{3000};
+  // cgroup v2 kernels where an idle group's cpu.weight reads 0 (6.1 measured; kernel_facts.h):
+  // false (default) holds Idle fences as the lowest weight instead, because kubelet >= 1.36
+  // reads that 0 back as ~1.8e15 CPUs requested; true keeps cpu.idle (kubelet <= 1.35, or
+  // InPlacePodLevelResourcesVerticalScaling off).
+  bool idle_when_weight_reads_zero = false;
   // Test hook, called after each cgroup write(2) with the running count of writes made by this
   // Enforcer and the file's path (crash tests SIGKILL themselves from here).
   std::function<void(uint64_t, const std::string&)> after_write;
@@ -154,6 +159,9 @@ class Enforcer {
   // dropped, and every pod whose policy is DryRun — a dry run withdraws earlier fences), then
   // checkpoints and writes the rest. DryRun pods are reported with what they would write.
   ApplyReport Apply(const Plan& plan);
+  // True once this Enforcer saw an idle group's cpu.weight read 0 (cgroup v2): Idle fences are
+  // then held as the lowest weight unless idle_when_weight_reads_zero.
+  bool idle_reads_zero() const;
   // Reverts every file in the checkpoint and forgets the plan (unfence the whole node).
   ApplyReport RevertAll();
   // Re-reads the given files we own (all owned files if `paths` is empty); any that no longer
@@ -205,6 +213,7 @@ class Enforcer {
   struct PodWork;  // one pod's computed writes, defined in the .cc
 
   static std::vector<Target> TargetsOf(const Plan& plan);
+  ApplyReport ApplyLocked(const Plan& plan);
   bool IsProtected(const PodIdentity& pod) const;
   Status CheckWritable(const std::string& file, const std::string& pod_uid) const;
   bool IsOursLocked(const CheckpointEntry& e, const std::string& current) const;
@@ -268,6 +277,11 @@ class Enforcer {
   // v1 Quota fences waiting for kubelet's resize to finish: pod uid → when its new value landed.
   std::map<std::string, std::chrono::steady_clock::time_point> quota_settling_;  // guarded by mu_
   uint64_t writes_made_ = 0;                                                     // guarded by mu_
+  // The weight files of the pods the last Apply left Idle-fenced (→ request), and what their
+  // read-back says about this kernel (see Apply).
+  std::map<std::string, int64_t> idle_weights_last_;  // guarded by mu_
+  bool idle_weight_checked_ = false;                  // guarded by mu_
+  bool idle_reads_zero_ = false;                      // guarded by mu_
 };
 
 using EnforcerPtr = std::shared_ptr<Enforcer>;

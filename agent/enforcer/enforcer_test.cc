@@ -12,6 +12,7 @@
 #include "agent/cgroup/fs_cgroups.h"
 #include "agent/cgroup/kubelet_facts.h"
 #include "agent/enforcer/fake_node.h"
+#include "common/strings.h"
 
 namespace feedguard::agent {
 namespace {
@@ -955,6 +956,47 @@ TEST(EnforcerV2Test, SystemdRestatingTheOriginalIsReappliedAndNeverContested) {
   enf.RevertAll();
   EXPECT_EQ(Slurp(idle), "0\n");
   EXPECT_EQ(Slurp(weight), "39\n");
+}
+
+// A v2 kernel whose idle group's cpu.weight reads 0 (6.1): kubelet >= 1.36 reads that back as
+// ~1.8e15 CPUs requested and the node looks full. Seen once, the Idle fence is held as the
+// lowest weight instead — in the same Apply — and the revert is exact; an operator who knows
+// kubelet does not read it back keeps cpu.idle.
+TEST(EnforcerV2Test, IdleOnAKernelWhoseIdleWeightReadsZeroIsHeldAsTheLowestWeight) {
+  for (bool keep_idle : {false, true}) {
+    FakeNode node(CgroupVersion::kV2, KubeletDriver::kSystemd);
+    auto pod = node.AddPod(keep_idle ? "eeeeeeee-0005" : "eeeeeeee-0004", QosClass::kBurstable,
+                           {"c"});
+    const std::string idle = node.CpuFile(pod, "cpu.idle");
+    const std::string weight = node.CpuFile(pod, "cpu.weight");
+    Put(weight, "10\n");
+    EnforcerOptions o;
+    o.idle_when_weight_reads_zero = keep_idle;
+    // The kernel, as 6.1 does it: an idle group's weight reads 0; leaving idle resets it to 100.
+    o.after_write = [&](uint64_t, const std::string& path) {
+      if (path == idle) Put(weight, Slurp(idle) == "1" ? "0\n" : "100\n");
+    };
+    Enforcer enf(node.cgroups(), OpenStore(node.state_dir()), o);
+    Plan plan;
+    auto n = Neighbour(pod);
+    n.idle = true;
+    plan.neighbours.push_back(n);
+    auto r = enf.Apply(plan);
+    ASSERT_TRUE(r.pods[0].enforced()) << r.pods[0].reason() << " " << r.pods[0].message();
+    EXPECT_TRUE(enf.idle_reads_zero());
+    if (keep_idle) {
+      EXPECT_EQ(Slurp(idle), "1");
+    } else {
+      EXPECT_EQ(Trim(Slurp(idle)), "0");
+      EXPECT_EQ(Slurp(weight), "1");
+      EXPECT_NE(r.pods[0].message().find("lowest CPU weight"), std::string::npos);
+      // Later Applies stay on the weight; nothing flips back.
+      EXPECT_EQ(enf.Apply(plan).files_written, 0u);
+    }
+    enf.RevertAll();
+    EXPECT_EQ(Trim(Slurp(idle)), "0");
+    EXPECT_EQ(Slurp(weight), "10\n");
+  }
 }
 
 // A writer that keeps putting the original back in a loop is not systemd reloading: beyond

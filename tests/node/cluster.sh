@@ -481,7 +481,7 @@ start_kubelet() {
   state_set KUBELET_V "${FEEDGUARD_NODE_KUBELET_V:-${KUBELET_V:-2}}"
   launch kubelet nsenter -t "$holder_PID" -m -n -- "$KUBELET" --config="$DIR/kubelet/config.yaml" \
     --kubeconfig="$DIR/kubelet/kubeconfig" --hostname-override="$NODE_NAME" --node-ip="$NODE_IP" \
-    --root-dir=/var/lib/kubelet --pod-infra-container-image="$PAUSE_IMAGE" --v="$KUBELET_V"
+    --root-dir=/var/lib/kubelet --v="$KUBELET_V"
 }
 
 # ---- restart: one daemon stopped (SIGTERM) and started again as `up` started it ------------

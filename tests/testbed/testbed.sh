@@ -230,6 +230,10 @@ apiserver_args() {
     --profiling=false
     --v=1
   )
+  # kube-apiserver >= 1.35 refuses a loopback advertise address for the `kubernetes` Service's
+  # endpoints ("cannot use public IP 127.0.0.1 with endpoint reconciler"); the loopback-only test
+  # bed has no pods to reach it, so it keeps no endpoints. A node test bed advertises a real one.
+  [[ "$advertise" != 127.0.0.1 ]] || args+=(--endpoint-reconciler-type=none)
   # No controller-manager runs in the apiserver tier: admission that waits for controllers
   # (ServiceAccount token population) would make every pod create hang or fail. A node test bed
   # (kube-controller-manager running) keeps it so that pods get their API token.

@@ -77,7 +77,7 @@ lap image-import
 
 # ---- kubelet ---------------------------------------------------------------------------------
 kubelet --config="$G/kubelet.yaml" --kubeconfig="$G/kubelet.kubeconfig" --hostname-override="$NODE" \
-  --node-ip=10.0.2.15 --root-dir=/var/lib/kubelet --pod-infra-container-image=feedguard.local/pause:3.10 \
+  --node-ip=10.0.2.15 --root-dir=/var/lib/kubelet \
   --v=2 >/tmp/kubelet.log 2>&1 &
 KUBELET_PID=$!
 i=0

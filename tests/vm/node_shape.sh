@@ -17,8 +17,10 @@
 #   v1-systemd          v1 (systemd.unified_cgroup_hierarchy=0), systemd, runtime as v2-systemd
 # Scenarios (tests/vm/node/guest/scenario_NAME.sh): fences (default: every fence kind under
 #   daemon-reloads, runtime and kubelet restarts, a resize, a runtime update, a new pod slice;
-#   revert checked byte for byte), smoke (node up, chart installed, one Idle fence applied and
-#   reverted).
+#   revert checked byte for byte; kubelet's pod status checked for CPU read back from a fenced
+#   cgroup), arms (an Idle fence held three ways — the agent's file writes, CPUWeight=idle through
+#   systemd's D-Bus API, both — under the same 20 daemon-reloads, then each one's revert),
+#   smoke (node up, the chart installed, D-Bus privilege probes).
 # --results FILE: the shape's row (tests/vm/node/analyze.py) is appended to FILE (JSON lines).
 #
 # Exit: 0 pass, 1 fail, 77 cannot run here (not root, binaries or image not built), 124 timeout.

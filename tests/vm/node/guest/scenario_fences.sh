@@ -15,8 +15,9 @@
 #   5. The policies deleted: every file holds kubelet's latest value — the bytes it held before
 #      the fence, or what kubelet's resize wrote — and a daemon-reload afterwards changes nothing.
 #
-# Three ways to hold an Idle fence on a systemd slice are measured side by side on the same events
-# (docs/DESIGN.md §4, "Fencing a systemd slice"):
+# With ARMS=1 (scenario_arms.sh) three ways to hold an Idle fence on a systemd slice are measured
+# side by side on the daemon-reloads, then the run ends with their revert (docs/DESIGN.md §4,
+# "Fencing a systemd slice"; the agent keeps cpu.idle there, --idle-when-weight-reads-zero):
 #   (a) direct   nb-idle: the agent writes cpu.idle and re-applies it after other writers (inotify);
 #   (b) dbus     nb-dbus: no policy; cpu.idle set through systemd itself (SetUnitProperties,
 #                runtime, CPUWeight=idle) by this script, as an agent using D-Bus would;
@@ -25,11 +26,14 @@
 # Observations (observations.jsonl, cgwatch.log) are turned into the shape's row by analyze.py.
 
 KINDS=(idle weight quota cpuset)
+ARMS="${ARMS:-0}"
+ARM_KINDS=()
+((ARMS)) && ARM_KINDS=(dbus both)
 declare -A FENCE=([idle]=Idle [weight]=Weight [quota]=Quota [cpuset]=Cpuset)
 
 pods_yaml() {
   local k role name
-  for k in "${KINDS[@]}" dbus both; do
+  for k in "${KINDS[@]}" "${ARM_KINDS[@]}"; do
     for role in trainer nb; do
       [[ "$role" == trainer && ( "$k" == dbus || "$k" == both ) ]] && continue
       name="$role-$k"
@@ -83,7 +87,7 @@ fenced_files() {  # KIND
   local k="$1" nb tr
   nb="$(pod_dir "nb-$k")" tr="$(pod_dir "trainer-$k")"
   case "$k" in
-    idle) echo "$nb/cpu.idle" ;;
+    idle) if ((IDLE_AS_WEIGHT)); then echo "$nb/$WEIGHT_FILE"; else echo "$nb/cpu.idle"; fi ;;
     weight) echo "$nb/$WEIGHT_FILE" ;;
     quota) echo "$nb/$QUOTA_FILE" ;;
     cpuset)
@@ -93,6 +97,7 @@ fenced_files() {  # KIND
 all_fenced_files() {
   local k
   for k in "${KINDS[@]}"; do fenced_files "$k"; done
+  ((ARMS)) || return 0
   echo "$(pod_dir nb-dbus)/cpu.idle"
   echo "$(pod_dir nb-both)/cpu.idle"
 }
@@ -122,19 +127,46 @@ knob_files() {
       -o -name cpu.cfs_quota_us -o -name cpu.cfs_period_us -o -name cpu.max.burst -o -name cpuset.cpus -o -name cpuset.mems \) 2>/dev/null
   done | sort -u
 }
-snapshot() { local f; for f in "$@"; do printf '%s\t%s\n' "$f" "$(tr '\n' ' ' <"$f" 2>/dev/null | sed 's/ *$//')"; done; }
+# snapshot FILE... — "path<TAB>bytes" lines (newlines as spaces), without a fork per file (tcg).
+snapshot() {
+  local f v
+  for f in "$@"; do
+    v=""
+    [[ -r "$f" ]] && { IFS= read -r -d '' v <"$f" || true; }
+    v="${v//$'\n'/ }"
+    printf '%s\t%s\n' "$f" "${v% }"
+  done
+}
 snapshot_json() { snapshot "$@" | jq -Rn '[inputs | split("\t") | {(.[0]): .[1]}] | add // {}'; }
 
 # fence_holds — each kind's neighbour fenced as its kind says (values, not just "changed").
 fence_holds() {
   local d
-  d="$(pod_dir nb-idle)"; [[ "$(cat "$d/cpu.idle")" == 1 ]] || return 1
+  d="$(pod_dir nb-idle)"
+  if ((IDLE_AS_WEIGHT)); then [[ "$(cat "$d/$WEIGHT_FILE")" == "$MIN_WEIGHT" ]] || return 1
+  else [[ "$(cat "$d/cpu.idle")" == 1 ]] || return 1; fi
   d="$(pod_dir nb-weight)"; [[ "$(cat "$d/$WEIGHT_FILE")" == "$MIN_WEIGHT" ]] || return 1
   d="$(pod_dir nb-quota)"; [[ "$(cut -d' ' -f1 "$d/$QUOTA_FILE")" != max && "$(cat "$d/$QUOTA_FILE")" != -1 ]] || return 1
   d="$(pod_dir trainer-cpuset)"; [[ -n "$(cat "$(cpuset_dir "$d")/cpuset.cpus")" ]] || return 1
   d="$(pod_dir nb-cpuset)"; [[ -n "$(cat "$(cpuset_dir "$d")/cpuset.cpus")" ]] || return 1
+  ((ARMS)) || return 0
   d="$(pod_dir nb-dbus)"; [[ "$(cat "$d/cpu.idle")" == 1 ]] || return 1
   d="$(pod_dir nb-both)"; [[ "$(cat "$d/cpu.idle")" == 1 ]] || return 1
+}
+# idle_held — nb-idle's Idle fence in place: cpu.idle=1, or (IDLE_AS_WEIGHT) the lowest weight.
+idle_held() {
+  local d
+  d="$(pod_dir nb-idle)"
+  [[ "$(cat "$d/cpu.idle")" == 1 ]] && { IDLE_AS_WEIGHT=0; return 0; }
+  [[ "$(cat "$d/cpu.idle")" == 0 && "$(cat "$d/$WEIGHT_FILE")" == "$MIN_WEIGHT" ]] && { IDLE_AS_WEIGHT=1; return 0; }
+  return 1
+}
+IDLE_AS_WEIGHT=0
+# status_sane — kubelet's pod-level status of every pod of the scenario: no absurd CPU request
+# read back from a fenced cgroup (kernel_facts.h kIdleWeightReadsZero: ~1.8e15m).
+status_sane() {
+  K -n "$NS" get pods -o json | jq -r '.items[] | [.metadata.name, (.status.resources.requests.cpu // "-")] | @tsv' >/tmp/status.tsv
+  ! awk -F'\t' '$2 != "-" { v = $2; m = (v ~ /m$/) ? substr(v, 1, length(v) - 1) : v * 1000; if (m > 1000000) { print; bad = 1 } } END { exit !bad }' /tmp/status.tsv
 }
 all_running() { [[ "$(K -n "$NS" get pods -o jsonpath='{range .items[*]}{.status.phase}{"\n"}{end}' | grep -cv Running)" == 0 ]]; }
 policies_enforced() {
@@ -188,10 +220,10 @@ settle() {
 }
 
 # ---- 1. install, pods --------------------------------------------------------------------------
-helm_install
+if ((ARMS)); then helm_install --set agent.idleWhenWeightReadsZero=true; else helm_install; fi
 K create namespace "$NS" >/dev/null
 pods_yaml | K apply -f - >/dev/null || fail "pods"
-wait_until 600 "10 pods Running" all_running || fail "pods not Running: $(K -n "$NS" get pods -o wide)"
+wait_until 600 "$((${#KINDS[@]} * 2 + ${#ARM_KINDS[@]})) pods Running" all_running || fail "pods not Running: $(K -n "$NS" get pods -o wide)"
 cache_pod_dirs
 knob_files >/tmp/knobs.before
 snapshot $(cat /tmp/knobs.before) >"$OUT/before.tsv"
@@ -201,16 +233,26 @@ for k in "${KINDS[@]}"; do say "unit $(unit_of "$(pod_dir "nb-$k")"): $(systemct
 # ---- 2. fence ----------------------------------------------------------------------------------
 t_apply=$(now_ns)
 for k in "${KINDS[@]}"; do policy_yaml "$k"; done | K apply -f - >/dev/null || fail "policies"
-set_unit_idle nb-dbus 1 || bad "CPUWeight=idle on nb-dbus's slice"
-set_unit_idle nb-both 1 || bad "CPUWeight=idle on nb-both's slice"
-until fence_holds; do (( $(now_ns) - t_apply < 300000000000 )) || fail "fences not in place after 300 s"; sleep 0.1; done
+if ((ARMS)); then
+  set_unit_idle nb-dbus 1 || bad "CPUWeight=idle on nb-dbus's slice"
+  set_unit_idle nb-both 1 || bad "CPUWeight=idle on nb-both's slice"
+fi
+until idle_held && fence_holds; do (( $(now_ns) - t_apply < 300000000000 )) || fail "fences not in place after 300 s"; sleep 0.1; done
 t_fenced=$(now_ns)
 observe fence_latency "{\"ms\": $(((t_fenced - t_apply) / 1000000))}"
 say "every fence in place $(((t_fenced - t_apply) / 1000000)) ms after kubectl apply"
 wait_until 180 "every policy Enforced on the node" policies_enforced || true
 snapshot $(all_fenced_files) >"$OUT/fenced.tsv"
-observe arms "$(jq -nc --arg a "$(pod_dir nb-idle)/cpu.idle" --arg b "$(pod_dir nb-dbus)/cpu.idle" \
-  --arg c "$(pod_dir nb-both)/cpu.idle" '{($a): "a_direct", ($b): "b_dbus", ($c): "c_both"}')"
+observe idle_fence "$(jq -nc --argjson w "$IDLE_AS_WEIGHT" --arg m "$(K get fencepolicy shape-idle -o json | jq -c '[.status.failures[]?.message] | first // ""')" \
+  --arg weight "$(cat "$(pod_dir nb-idle)/$WEIGHT_FILE")" '{held_as_weight: ($w == 1), weight: $weight}')"
+say "Idle fence on nb-idle: $( ((IDLE_AS_WEIGHT)) && echo "held as the lowest weight (this kernel's idle cpu.weight reads 0)" || echo "cpu.idle=1")"
+if ((ARMS)); then
+  observe arms "$(jq -nc --arg a "$(pod_dir nb-idle)/cpu.idle" --arg b "$(pod_dir nb-dbus)/cpu.idle" \
+    --arg c "$(pod_dir nb-both)/cpu.idle" '{($a): "a_direct", ($b): "b_dbus", ($c): "c_both"}')"
+else
+  wait_until 60 "kubelet's pod status sane (no CPU request read back as ~1e15 from a fenced cgroup)" status_sane ||
+    bad "absurd pod status: $(cat /tmp/status.tsv | tr '\n' ' ')"
+fi
 start_watch
 
 # ---- 3. events ---------------------------------------------------------------------------------
@@ -227,6 +269,8 @@ for i in $(seq 1 10); do systemctl daemon-reload; RELOADS=$((RELOADS + 1)); done
 mark daemon-reload-burst end
 settle 30 "a burst of daemon-reloads"
 observe daemon_reloads "{\"count\": $RELOADS}"
+if ((ARMS)); then SKIP_EVENTS=1; else SKIP_EVENTS=0; fi
+if ((!SKIP_EVENTS)); then
 
 segment containerd-restart
 mark containerd-restart start; systemctl restart containerd; mark containerd-restart end
@@ -236,6 +280,8 @@ sleep 5
 segment kubelet-restart
 mark kubelet-restart start; systemctl restart kubelet; mark kubelet-restart end
 wait_until 300 "node Ready after the kubelet restart" node_ready
+sleep 10  # kubelet re-admits every pod after its restart
+all_running || bad "pods lost after the kubelet restart: $(K -n "$NS" get pods --no-headers | awk '$3 != "Running"' | tr '\n' ';')"
 settle 60 "kubelet restart"
 sleep 5
 
@@ -282,6 +328,7 @@ YAML
 wait_until 180 "new pod Running" bash -c "[[ \$(kubectl -n $NS get pod new-slice -o jsonpath='{.status.phase}') == Running ]]"
 mark new-pod-slice end
 settle 30 "a new pod slice"
+fi  # SKIP_EVENTS
 segment end
 kill "$CGW_PID" 2>/dev/null; wait "$CGW_PID" 2>/dev/null; CGW_PID=""
 
@@ -296,23 +343,26 @@ agent_metrics >"$OUT/agent-metrics.txt" 2>&1
 
 # ---- 5. revert ---------------------------------------------------------------------------------
 t_del=$(now_ns)
-arm_dirs=("$(pod_dir nb-dbus)" "$(pod_dir nb-both)")
+arm_dirs=(/nonexistent/a /nonexistent/b)
+((ARMS)) && arm_dirs=("$(pod_dir nb-dbus)" "$(pod_dir nb-both)")
 K delete fencepolicies --all --wait=true --timeout=300s >/dev/null || bad "policies not deleted"
 # The finalizer waits for the agents' restores; then every file should hold kubelet's value.
 knob_files | grep -vF -e "${arm_dirs[0]}" -e "${arm_dirs[1]}" >/tmp/knobs.after
 snapshot $(cat /tmp/knobs.after) >"$OUT/after.tsv"
 # (c): the agent put nb-both's file back; systemd still holds CPUWeight=idle.
-both_after_agent="$(cat "${arm_dirs[1]}/cpu.idle")"
+both_after_agent="$(cat "${arm_dirs[1]}/cpu.idle" 2>/dev/null)"
 observe revert "{\"ms\": $((($(now_ns) - t_del) / 1000000))}"
 systemctl daemon-reload
 sleep 2
 snapshot $(cat /tmp/knobs.after) >"$OUT/after-reload.tsv"
+if ((ARMS)); then
 observe dbus_revert "$(jq -nc --arg a "$both_after_agent" --arg b "$(cat "${arm_dirs[1]}/cpu.idle")" \
   --arg d "$(cat "${arm_dirs[0]}/cpu.idle")" \
   '{both_idle_after_agent_revert: $a, both_idle_after_reload: $b, dbus_idle_after_reload: $d}')"
 say "(c) nb-both after the agent's revert: cpu.idle $both_after_agent; after a daemon-reload: $(cat "${arm_dirs[1]}/cpu.idle") (systemd still holds CPUWeight=idle)"
 set_unit_idle nb-dbus 0 || bad "CPUWeight back on nb-dbus"
 set_unit_idle nb-both 0 || bad "CPUWeight back on nb-both"
+fi
 # Expected: the pre-fence bytes, except where kubelet's resize changed them: the resized pods'
 # values are what kubelet (systemd's unit properties) holds now — daemon-reload re-states them.
 exact=0 total=0 mism=()
