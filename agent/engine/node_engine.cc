@@ -219,6 +219,7 @@ Result<Plan> NodeEngine::MakePlanFor(const v1::NodeFence& fence) {
   PlanInput in;
   in.fence = fence;
   in.reserved_cpus = options_.reserved_cpus;
+  in.protected_pods = options_.protected_pods;
   if (!options_.cpu_manager_state_path.empty()) {
     auto cm = LoadCpuManagerState(options_.cpu_manager_state_path);
     if (cm.ok()) {

@@ -34,6 +34,8 @@ struct NodeEngineOptions {
   // Each GPU's utilisation (NVML). Null: not reported (no NVML on this node).
   gpu::GpuMonitorPtr gpu_monitor;
   CpuSet reserved_cpus;
+  // Pods never pinned (PlanInput::protected_pods); the enforcer's rail names the same pods.
+  PodRails protected_pods;
   std::string cpu_manager_state_path;  // "" = no static CPU manager
   // The enforcer's state dir ("" = none). At construction the engine reads the checkpoint there
   // (read-only) and plans its first fence from the trainers' last written cpusets, so trainers
