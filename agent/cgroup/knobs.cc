@@ -49,6 +49,16 @@ bool IsWeightFile(const std::string& path) {
   return b == v1::kShares || b == v2::kWeight;
 }
 
+bool IsKnobFile(CgroupVersion v, const std::string& path) {
+  const std::string b = Basename(path);
+  if (v == CgroupVersion::kV1) {
+    return b == v1::kIdle || b == v1::kShares || b == v1::kCfsQuotaUs || b == v1::kCfsPeriodUs ||
+           b == v1::kCfsBurstUs || b == v1::kCpusetCpus || b == v1::kCpusetMems;
+  }
+  return b == v2::kIdle || b == v2::kWeight || b == v2::kMax || b == v2::kMaxBurst ||
+         b == v2::kCpusetCpus || b == v2::kCpusetMems;
+}
+
 bool KnobValuesEquivalent(const std::string& file, const std::string& a, const std::string& b) {
   std::string_view ta = Trim(a), tb = Trim(b);
   if (ta == tb) return true;
@@ -66,6 +76,11 @@ std::string WeightFile(CgroupVersion v, const std::string& cpu_dir) {
 
 std::string QuotaFile(CgroupVersion v, const std::string& cpu_dir) {
   return JoinPath(cpu_dir, v == CgroupVersion::kV1 ? v1::kCfsQuotaUs : v2::kMax);
+}
+
+bool IsBurstFile(const std::string& path) {
+  const std::string b = Basename(path);
+  return b == v1::kCfsBurstUs || b == v2::kMaxBurst;
 }
 
 std::string WeightValue(CgroupVersion v, uint64_t weight) {

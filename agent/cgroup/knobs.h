@@ -121,5 +121,12 @@ bool KnobValuesEquivalent(const std::string& file, const std::string& a, const s
 bool IsCpusetFile(const std::string& path);
 bool IsIdleFile(const std::string& path);
 bool IsWeightFile(const std::string& path);
+bool IsBurstFile(const std::string& path);
+// True if `path` names a file this table writes on version `v`: cpu.idle, the weight
+// (cpu.shares / cpu.weight), the quota (cpu.cfs_quota_us + cpu.cfs_period_us / cpu.max), the
+// burst (cpu.cfs_burst_us / cpu.max.burst), cpuset.cpus, cpuset.mems. Nothing else is ever a
+// fence's to write: the enforcer refuses any other name, e.g. a tampered checkpoint entry for a
+// pod's cgroup.procs (writing a PID there would move a process).
+bool IsKnobFile(CgroupVersion v, const std::string& path);
 
 }  // namespace feedguard::agent::cgroup

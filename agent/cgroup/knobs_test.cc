@@ -118,5 +118,25 @@ TEST(OrderRestoresTest, V1BandwidthParentsFirstThroughUnlimitedWhenThePeriodChan
   EXPECT_EQ(mid, (std::vector<std::pair<std::string, std::string>>{{"/p/cpu.cfs_quota_us", "-1"}}));
 }
 
+TEST(IsKnobFileTest, OnlyTheFilesTheTableWritesOnThatVersion) {
+  for (const char* f : {"cpu.idle", "cpu.shares", "cpu.cfs_quota_us", "cpu.cfs_period_us",
+                        "cpu.cfs_burst_us", "cpuset.cpus", "cpuset.mems"}) {
+    EXPECT_TRUE(IsKnobFile(CgroupVersion::kV1, std::string("/k/pod1/") + f)) << f;
+  }
+  for (const char* f :
+       {"cpu.idle", "cpu.weight", "cpu.max", "cpu.max.burst", "cpuset.cpus", "cpuset.mems"}) {
+    EXPECT_TRUE(IsKnobFile(CgroupVersion::kV2, std::string("/k/pod1/c1/") + f)) << f;
+  }
+  for (const char* f : {"cgroup.procs", "tasks", "cgroup.subtree_control", "cpu.stat",
+                        "cpuset.cpus.effective", "cpuset.cpus.exclusive", "cpu.weight.nice",
+                        "notify_on_release", "release_agent", "cpu.pressure", "memory.max", ""}) {
+    EXPECT_FALSE(IsKnobFile(CgroupVersion::kV1, std::string("/k/pod1/") + f)) << f;
+    EXPECT_FALSE(IsKnobFile(CgroupVersion::kV2, std::string("/k/pod1/") + f)) << f;
+  }
+  // A name of the other version is not this version's knob.
+  EXPECT_FALSE(IsKnobFile(CgroupVersion::kV1, "/k/pod1/cpu.weight"));
+  EXPECT_FALSE(IsKnobFile(CgroupVersion::kV2, "/k/pod1/cpu.shares"));
+}
+
 }  // namespace
 }  // namespace feedguard::agent::cgroup

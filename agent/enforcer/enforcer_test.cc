@@ -339,6 +339,35 @@ TEST_F(EnforcerV1Test, TamperedCheckpointPathsAreRefusedNotFollowed) {
   EXPECT_EQ(Slurp(other_shares), "2\n");
 }
 
+// A checkpoint is a file anyone with root can edit. An entry inside the right pod's dir for a
+// file that is no knob — the pod's cgroup.procs, whose "original" is another process's PID —
+// would make a revert move that process into the pod: refused, never written, by a revert and
+// by an Apply that finds the entry stale.
+TEST_F(EnforcerV1Test, TamperedCheckpointEntryForAFileThatIsNoKnobIsRefused) {
+  auto pod = node_.AddPod("66666666-eeee", QosClass::kBurstable, {"c1"});
+  const std::string procs = node_.CpuFile(pod, "cgroup.procs");
+  const std::string tasks = node_.CpusetFile(pod, "tasks", node_.ContainerSub("c1"));
+  Put(procs, "");
+  Put(tasks, "");
+  {
+    auto store = OpenStore(node_.state_dir());
+    ASSERT_TRUE(store->Put({procs, "cgroup.procs", pod.uid, "4242", "", {}}).ok());
+    ASSERT_TRUE(store->Put({tasks, "tasks", pod.uid, "4243", "", {}}).ok());
+  }
+  auto store = OpenStore(node_.state_dir());
+  Enforcer enf(node_.cgroups(), store, {});
+  for (const ApplyReport& r : {enf.Apply(Plan{}), enf.RevertAll()}) {
+    ASSERT_EQ(r.reverts.size(), 2u);
+    for (const auto& x : r.reverts) {
+      EXPECT_EQ(x.outcome, reason::kRevertFailed) << x.path;
+      EXPECT_NE(x.message.find("not a knob file"), std::string::npos) << x.message;
+    }
+    EXPECT_TRUE(r.writes.empty());
+  }
+  EXPECT_EQ(Slurp(procs), "");
+  EXPECT_EQ(Slurp(tasks), "");
+}
+
 // kubelet's in-place resize of an Idle-fenced pod: its weight write would fail while the group
 // is idle, so the fence steps aside when the pod's request changes, kubelet's value is adopted
 // as the original once it lands, and the fence comes back.
