@@ -152,6 +152,75 @@ TEST_F(EnforcerV1Test, WeightAndQuotaUseV1FilesAndRevertToExactBytes) {
   EXPECT_EQ(node_.Snapshot(), before);
 }
 
+// A pod with a CFS burst above its quota share (the kernel would refuse the fence's quota:
+// EINVAL on v1 and v2): the fence lowers the burst to 0 before the quota, journals it like any
+// knob, keeps it while the fence holds, and the revert puts every byte back, burst last.
+TEST_F(EnforcerV1Test, QuotaFenceLowersTheBurstAndRestoresItExactly) {
+  auto pod = node_.AddPod("22222222-dddd", QosClass::kBurstable, {"c1"});
+  const std::string burst = node_.CpuFile(pod, "cpu.cfs_burst_us");
+  const std::string quota = node_.CpuFile(pod, "cpu.cfs_quota_us");
+  Put(burst, "50000\n");
+  const auto before = node_.Snapshot();
+  auto store = OpenStore(node_.state_dir());
+  Enforcer enf(node_.cgroups(), store, {});
+  Plan plan;
+  auto n = Neighbour(pod);
+  n.quota = CpuQuota{20000, 100000};
+  plan.neighbours.push_back(n);
+  auto r = enf.Apply(plan);
+  ASSERT_TRUE(r.pods[0].enforced()) << r.pods[0].message();
+  ASSERT_EQ(r.writes.size(), 2u);
+  EXPECT_EQ(r.writes[0], (cgroup::FileWrite{burst, "0"}));
+  EXPECT_EQ(r.writes[1], (cgroup::FileWrite{quota, "20000"}));
+  EXPECT_EQ(Slurp(burst), "0");
+  auto e = store->Get(burst);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->original, "50000\n");
+  EXPECT_EQ(e->written, "0");
+  // Idempotent, and the burst stays the fence's (not reverted as a knob no longer wanted).
+  auto again = enf.Apply(plan);
+  EXPECT_EQ(again.files_written, 0u);
+  EXPECT_TRUE(again.reverts.empty());
+  EXPECT_TRUE(store->Get(burst).has_value());
+  // Another writer raising the burst under the fence: its value is the original, the fence
+  // lowers it again.
+  Put(burst, "40000\n");
+  auto v = enf.Verify();
+  EXPECT_EQ(v.overwrites, 1u);
+  EXPECT_EQ(Slurp(burst), "0");
+  EXPECT_EQ(store->Get(burst)->original, "40000\n");
+  Put(burst, "50000\n");  // and back to the pod's own value
+  enf.Verify();
+  auto rv = enf.Apply(Plan{});
+  EXPECT_EQ(rv.files_reverted, 2u);
+  ASSERT_GE(rv.writes.size(), 2u);
+  EXPECT_EQ(rv.writes.back(), (cgroup::FileWrite{burst, "50000\n"}));  // after the quota
+  EXPECT_EQ(store->size(), 0u);
+  EXPECT_EQ(node_.Snapshot(), before);
+}
+
+// Switching a pod from a Quota fence to Idle gives the burst back with the quota.
+TEST_F(EnforcerV1Test, LeavingTheQuotaFenceGivesTheBurstBack) {
+  auto pod = node_.AddPod("22222222-eeee", QosClass::kBurstable, {"c1"});
+  const std::string burst = node_.CpuFile(pod, "cpu.cfs_burst_us");
+  Put(burst, "50000\n");
+  auto store = OpenStore(node_.state_dir());
+  Enforcer enf(node_.cgroups(), store, {});
+  Plan plan;
+  auto n = Neighbour(pod);
+  n.quota = CpuQuota{20000, 100000};
+  plan.neighbours.push_back(n);
+  ASSERT_TRUE(enf.Apply(plan).pods[0].enforced());
+  EXPECT_EQ(Slurp(burst), "0");
+  plan.neighbours[0].quota.reset();
+  plan.neighbours[0].idle = true;
+  auto r = enf.Apply(plan);
+  ASSERT_TRUE(r.pods[0].enforced()) << r.pods[0].message();
+  EXPECT_EQ(Slurp(burst), "50000\n");
+  EXPECT_EQ(Slurp(node_.CpuFile(pod, "cpu.cfs_quota_us")), "-1\n");
+  EXPECT_FALSE(store->Get(burst).has_value());
+}
+
 TEST_F(EnforcerV1Test, PeriodChangeUnderASetQuotaGoesThroughUnlimited) {
   auto pod = node_.AddPod("22222222-cccc", QosClass::kBurstable, {});
   Put(node_.CpuFile(pod, "cpu.cfs_quota_us"), "200000\n");
