@@ -124,6 +124,42 @@ TEST_F(ReconcilerTest, SendsOnlyChangedFencesWithGrowingVersions) {
   EXPECT_EQ(sink_->sent.back().neighbours_size(), 2);
 }
 
+// A native sidecar (an init container with restartPolicy: Always) reaches the agent as a
+// container of its pod, id and all, and counts in the pod's request: the agent lifts its own
+// quota under a Quota fence and pins or confines it with the pod like any other container.
+TEST_F(ReconcilerTest, NativeSidecarsReachTheAgentAsContainersOfTheirPod) {
+  r_->UpsertPolicy(PolicyJson(true));
+  r_->UpsertPod(PodJson("train", "gpu-1", {{"role", "trainer"}}));
+  json pod = PodJson("web", "gpu-1");
+  pod["spec"]["containers"][0]["resources"] = {{"limits", {{"cpu", "1"}}}};
+  pod["spec"]["initContainers"] = {
+      {{"name", "mesh"}, {"restartPolicy", "Always"}, {"resources", {{"limits", {{"cpu", "2"}}}}}}};
+  pod["status"]["qosClass"] = "Burstable";
+  pod["status"]["containerStatuses"] = {{{"name", "main"}, {"containerID", "containerd://aaaa"}}};
+  pod["status"]["initContainerStatuses"] = {
+      {{"name", "mesh"}, {"containerID", "containerd://eeee"}}};
+  r_->UpsertPod(pod);
+  r_->Step();
+  auto fence = r_->DesiredFence("gpu-1");
+  ASSERT_TRUE(fence.has_value());
+  ASSERT_EQ(fence->neighbours_size(), 1);
+  const auto& ref = fence->neighbours(0).pod();
+  ASSERT_EQ(ref.containers_size(), 2);
+  EXPECT_EQ(ref.containers(0).container_id(), "containerd://aaaa");
+  EXPECT_EQ(ref.containers(1).name(), "mesh");
+  EXPECT_EQ(ref.containers(1).container_id(), "containerd://eeee");
+  EXPECT_EQ(ref.cpu_request_milli(), 3000);
+  EXPECT_EQ(ref.cpu_limit_milli(), 3000);
+  // The sidecar starting later (its id appears in initContainerStatuses) re-sends the fence.
+  const size_t sent = sink_->sent.size();
+  pod["status"]["initContainerStatuses"][0]["containerID"] = "containerd://ffff";
+  r_->UpsertPod(pod);
+  r_->Step();
+  ASSERT_EQ(sink_->sent.size(), sent + 1);
+  EXPECT_EQ(r_->DesiredFence("gpu-1")->neighbours(0).pod().containers(1).container_id(),
+            "containerd://ffff");
+}
+
 TEST_F(ReconcilerTest, AddsFinalizerAndWritesCoalescedStatus) {
   r_->UpsertPolicy(PolicyJson(false));
   r_->UpsertPod(PodJson("train", "gpu-1", {{"role", "trainer"}}));
