@@ -13,6 +13,8 @@
 #include <yaml-cpp/yaml.h>
 #include <nlohmann/json.hpp>
 
+#include "common/yaml_bounds.h"
+
 namespace feedguard::agent {
 namespace {
 
@@ -20,49 +22,30 @@ namespace v1 = feedguard::v1;
 
 // Limits on a fence file: far above any real NodeFence (a node runs ≤ 110 pods by kubelet's
 // default, a few hundred at most), far below what could hurt the agent. YAML aliases share a
-// node, so a few hundred bytes of nested anchors expand exponentially: every node visited while
-// converting counts against the budget, aliases included.
+// node, so a few hundred bytes of nested anchors expand exponentially, and one large scalar
+// under many aliases multiplies the bytes: the tree is checked as expanded before it is
+// converted (common/yaml_bounds.h).
 constexpr size_t kMaxFenceFileBytes = 8u << 20;
-constexpr size_t kMaxYamlNodes = 200'000;  // ~10,000 pods
-constexpr int kMaxYamlDepth = 64;
+constexpr YamlLimits kFenceYamlLimits{.max_input_bytes = kMaxFenceFileBytes,
+                                      .max_nodes = 200'000,  // ~10,000 pods
+                                      .max_expanded_bytes = 2 * kMaxFenceFileBytes,
+                                      .max_depth = 64};
 
-struct YamlBudget {
-  size_t nodes = 0;
-  bool exceeded = false;
-  std::string why;
-};
-
-nlohmann::json YamlToJson(const YAML::Node& n, YamlBudget& b, int depth) {
-  if (b.exceeded) return nullptr;
-  if (++b.nodes > kMaxYamlNodes) {
-    b.exceeded = true;
-    b.why = "more than " + std::to_string(kMaxYamlNodes) + " nodes once aliases are expanded";
-    return nullptr;
-  }
-  if (depth > kMaxYamlDepth) {
-    b.exceeded = true;
-    b.why = "nested deeper than " + std::to_string(kMaxYamlDepth) + " levels";
-    return nullptr;
-  }
+// A tree CheckYamlBounds accepted: its expanded size is bounded.
+nlohmann::json YamlToJson(const YAML::Node& n) {
   switch (n.Type()) {
     case YAML::NodeType::Map: {
       nlohmann::json o = nlohmann::json::object();
-      for (const auto& kv : n) {
-        if (b.exceeded) break;
-        o[kv.first.as<std::string>()] = YamlToJson(kv.second, b, depth + 1);
-      }
+      for (const auto& kv : n) o[kv.first.as<std::string>()] = YamlToJson(kv.second);
       return o;
     }
     case YAML::NodeType::Sequence: {
       nlohmann::json a = nlohmann::json::array();
-      for (const auto& e : n) {
-        if (b.exceeded) break;
-        a.push_back(YamlToJson(e, b, depth + 1));
-      }
+      for (const auto& e : n) a.push_back(YamlToJson(e));
       return a;
     }
     case YAML::NodeType::Scalar: {
-      const std::string s = n.Scalar();
+      const std::string& s = n.Scalar();
       if (n.Tag() == "!") return s;  // quoted
       if (s == "true" || s == "false") return s == "true";
       // Integers stay integers (proto3 JSON accepts numbers for int64 fields too).
@@ -89,12 +72,11 @@ Result<v1::NodeFence> ParseNodeFence(const std::string& text, const std::string&
   if (first != std::string::npos && text[first] == '{') {
     json_text = text;
   } else {
+    auto root = LoadYamlBounded(text, kFenceYamlLimits);
+    if (!root.ok()) return root.status().Annotate(origin);
     try {
-      YamlBudget budget;
-      nlohmann::json j = YamlToJson(YAML::Load(text), budget, 0);
-      if (budget.exceeded) return InvalidArgument(origin + ": YAML refused: " + budget.why);
       // Invalid UTF-8 in the YAML is replaced, not thrown on (dump's default throws).
-      json_text = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+      json_text = YamlToJson(*root).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     } catch (const YAML::Exception& e) {
       return InvalidArgument(origin + ": not valid YAML or JSON: " + e.what());
     }

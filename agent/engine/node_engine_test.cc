@@ -183,6 +183,26 @@ TEST(ParseNodeFenceTest, YamlAnchorBombIsRefusedFast) {
   EXPECT_FALSE(ParseNodeFence(std::string(9u << 20, ' ') + "{}", "huge").ok());
 }
 
+// A byte bomb: one large scalar under 1,000 aliases (a NodeFence-shaped file of 1 or 4 MiB).
+// Unbounded, 1 MiB took 8.6 s and 2 GB to convert and 4 MiB aborted with bad_alloc; the
+// expanded bytes are bounded before anything is copied.
+TEST(ParseNodeFenceTest, YamlByteBombIsRefusedByItsExpandedBytes) {
+  for (size_t mib : {1u, 4u}) {
+    std::string y = "nodeName: &a \"" + std::string(mib << 20, 'n') + "\"\npolicies:\n";
+    for (int i = 0; i < 1000; ++i) y += "  - {name: *a}\n";
+    const auto t0 = std::chrono::steady_clock::now();
+    auto r = ParseNodeFence(y, "bytes.yaml");
+    const auto took = std::chrono::steady_clock::now() - t0;
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.status().message().find("bytes of keys and scalars once aliases are expanded"),
+              std::string::npos)
+        << r.status().ToString().substr(0, 300);
+    EXPECT_NE(r.status().message().find("bytes.yaml"), std::string::npos);
+    // Generous for a loaded 2-core machine (measured: well under a second).
+    EXPECT_LT(std::chrono::duration_cast<std::chrono::seconds>(took).count(), 10);
+  }
+}
+
 TEST(ParseNodeFenceTest, NegativeCpuMilliIsRejected) {
   const std::string head =
       R"({"nodeName":"n","version":"1","policies":[{"name":"p"}],"neighbours":[{"policy":"p","pod":{"uid":"u","namespace":"ns","name":"x",)";
