@@ -54,6 +54,7 @@ Result<NodeEngineOptions> NodeEngineOptionsFor(const NodeConfig& c) {
   o.cgroups = cgroup::NewFsCgroups(layout);
   o.reserved_cpus = c.reserved_cpus;
   o.protected_pods.self_pod_uid = c.self_pod_uid;
+  if (c.log_decisions) o.decision_log = spdlog::default_logger();
   o.cpu_manager_state_path = c.cpu_manager_state;
   // Plan from what the checkpoint says was written (trainers keep their cores across restarts).
   // `plan --previous DIR` reads DIR's checkpoint without locking or creating anything.

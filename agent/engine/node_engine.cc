@@ -2,6 +2,7 @@
 
 #include "agent/cgroup/kernel_facts.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <filesystem>
 #include <fstream>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include <google/protobuf/util/json_util.h>
+#include <spdlog/spdlog.h>
 #include <yaml-cpp/yaml.h>
 #include <nlohmann/json.hpp>
 
@@ -284,9 +286,22 @@ Status NodeEngine::CheckPodsExist(const v1::NodeFence& fence) const {
   return OkStatus();
 }
 
+void NodeEngine::LogDecisions(const Plan& plan, const ApplyReport& r) {
+  if (!options_.decision_log) return;
+  for (const Decision& d : decisions_.Observe(plan, r, options_.enforcer->OverwriteCounts())) {
+    if (d.warn) {
+      options_.decision_log->warn("{}", d.text);
+    } else {
+      options_.decision_log->info("{}", d.text);
+    }
+  }
+}
+
 Result<v1::NodeReport> NodeEngine::Apply(const v1::NodeFence& fence) {
+  std::lock_guard<std::mutex> serial(apply_mu_);
   FG_ASSIGN_OR_RETURN(Plan plan, MakePlanFor(fence));
   ApplyReport r = options_.enforcer->Apply(plan);
+  LogDecisions(plan, r);
   if (!r.checkpoint_status.ok()) {
     // Without a checkpoint nothing can be restored later: refuse (the controller sees a NACK).
     return r.checkpoint_status.Annotate("checkpoint");
@@ -303,13 +318,33 @@ Result<v1::NodeReport> NodeEngine::Apply(const v1::NodeFence& fence) {
 }
 
 std::optional<v1::NodeReport> NodeEngine::CurrentReport() {
+  std::lock_guard<std::mutex> serial(apply_mu_);
   std::optional<v1::NodeReport> report;
+  std::optional<Plan> plan;
   {
     std::lock_guard<std::mutex> l(mu_);
     report = last_report_;
+    plan = last_plan_;
   }
   if (!report) return std::nullopt;
-  auto verify = options_.enforcer->Verify();
+  const bool waiting = std::any_of(
+      report->pods().begin(), report->pods().end(),
+      [](const v1::PodReport& p) { return !p.enforced() && p.reason() == reason::kResizePending; });
+  if (waiting && plan) {
+    // A fence lifted for kubelet's resize comes back without a new fence version (the watcher
+    // re-applies it once kubelet's write lands, or the resize times out): judge the node again
+    // against the same plan (idempotent: writes only what differs) and report that.
+    ApplyReport r = options_.enforcer->Apply(*plan);
+    LogDecisions(*plan, r);
+    if (r.checkpoint_status.ok()) {
+      report = ToReport(r, *plan);
+      std::lock_guard<std::mutex> l(mu_);
+      last_report_ = report;
+      last_apply_ = r;
+    }
+  } else {
+    options_.enforcer->Verify();
+  }
   auto counts = options_.enforcer->OverwriteCounts();
   const std::set<std::string> contested = options_.enforcer->ContestedPods();
   uint64_t total = 0;
@@ -326,7 +361,12 @@ std::optional<v1::NodeReport> NodeEngine::CurrentReport() {
     }
   }
   report->set_overwrites_total(total);
-  (void)verify;
+  // Overwrites the watcher re-applied since the last report, said once.
+  if (plan && options_.decision_log) {
+    ApplyReport seen;
+    seen.pods.assign(report->pods().begin(), report->pods().end());
+    LogDecisions(*plan, seen);
+  }
   AddObservations(&*report);
   return report;
 }
@@ -337,7 +377,9 @@ std::optional<ApplyReport> NodeEngine::last_apply() const {
 }
 
 ApplyReport NodeEngine::RevertAll() {
+  std::lock_guard<std::mutex> serial(apply_mu_);
   ApplyReport r = options_.enforcer->RevertAll();
+  LogDecisions(Plan{}, r);
   std::lock_guard<std::mutex> l(mu_);
   SampleNeighbourUsageLocked(nullptr);
   last_plan_.reset();

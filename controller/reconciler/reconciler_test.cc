@@ -463,6 +463,58 @@ TEST_F(ReconcilerTest, UnchangedPeriodicReportsDoNotRecomputeStatus) {
   EXPECT_EQ(writer_->statuses["vision"].back()["trainers"]["starved"], 1);
 }
 
+// The status follows the node's latest report, not the fence it last acknowledged: an Idle
+// fence lifted for kubelet's in-place resize (ResizePending) and put back by the agent without a
+// new fence version reads enforced again as soon as the agent's next report says so.
+TEST_F(ReconcilerTest, StatusFollowsTheNodesLatestReportWithoutANewFence) {
+  r_->UpsertPolicy(PolicyJson(true));
+  r_->UpsertPod(PodJson("train", "gpu-1", {{"role", "trainer"}}));
+  r_->UpsertPod(PodJson("spin", "gpu-1"));
+  r_->Step();
+  Ack("gpu-1");
+  Ack("gpu-2");
+  feedguard::v1::NodeReport report;
+  report.set_applied_version(sink_->agents["gpu-1"].acked_version);
+  auto* trainer = report.add_pods();
+  trainer->set_uid("uid-train");
+  trainer->set_policy("vision");
+  trainer->set_role(feedguard::v1::PodReport::TRAINER);
+  trainer->set_enforced(true);
+  auto* spin = report.add_pods();
+  spin->set_uid("uid-spin");
+  spin->set_namespace_("ml");
+  spin->set_name("spin");
+  spin->set_policy("vision");
+  spin->set_role(feedguard::v1::PodReport::NEIGHBOUR);
+  spin->set_reason("ResizePending");
+  spin->set_message("kubelet is resizing this pod in place");
+  r_->OnReport("gpu-1", report);
+  clock_->Advance(std::chrono::milliseconds(1500));
+  r_->Step();
+  json st = writer_->statuses["vision"].back();
+  EXPECT_EQ(st["nodes"]["enforced"], 1) << st.dump();  // the empty gpu-2 only
+  EXPECT_EQ(st["nodes"]["failed"], 1) << st.dump();
+  ASSERT_EQ(st["failures"].size(), 1u) << st.dump();
+  EXPECT_EQ(st["failures"][0]["reason"], "ResizePending");
+  // The agent re-fenced the pod (kubelet's write landed): same fence version, no ACK, a report.
+  spin->set_enforced(true);
+  spin->clear_reason();
+  spin->clear_message();
+  r_->OnReport("gpu-1", report);
+  clock_->Advance(std::chrono::milliseconds(1500));
+  r_->Step();
+  st = writer_->statuses["vision"].back();
+  EXPECT_EQ(st["nodes"]["enforced"], 2) << st.dump();
+  EXPECT_EQ(st["nodes"]["failed"], 0) << st.dump();
+  EXPECT_EQ(st["neighbours"]["fenced"], 1) << st.dump();
+  EXPECT_TRUE(st["failures"].empty()) << st.dump();
+  for (const auto& c : st["conditions"]) {
+    if (c["type"] == "Ready") {
+      EXPECT_EQ(c["status"], "True") << st.dump();
+    }
+  }
+}
+
 TEST_F(ReconcilerTest, HostileReportLeavesStatusWritable) {
   r_->UpsertPolicy(PolicyJson(true));
   r_->UpsertPod(PodJson("train", "gpu-1", {{"role", "trainer"}}));
