@@ -54,6 +54,7 @@ AgentApp::AgentApp(AgentConfig config) : config_(std::move(config)) {}
 
 Result<std::unique_ptr<AgentApp>> AgentApp::Create(AgentConfig config) {
   FG_RETURN_IF_ERROR(Validate(config));
+  config.node.log_decisions = true;  // the daemon says each decision once (info)
   std::unique_ptr<AgentApp> app(new AgentApp(std::move(config)));
   FG_RETURN_IF_ERROR(app->signals_.status());
   FG_ASSIGN_OR_RETURN(app->node_, BuildNode(app->config_.node));

@@ -53,6 +53,8 @@ Result<NodeEngineOptions> NodeEngineOptionsFor(const NodeConfig& c) {
   o.topology = std::move(topo).value();
   o.cgroups = cgroup::NewFsCgroups(layout);
   o.reserved_cpus = c.reserved_cpus;
+  o.protected_pods.self_pod_uid = c.self_pod_uid;
+  if (c.log_decisions) o.decision_log = spdlog::default_logger();
   o.cpu_manager_state_path = c.cpu_manager_state;
   // Plan from what the checkpoint says was written (trainers keep their cores across restarts).
   // `plan --previous DIR` reads DIR's checkpoint without locking or creating anything.
@@ -86,8 +88,11 @@ Result<NodeEngineOptions> NodeEngineOptionsFor(const NodeConfig& c) {
 Status OpenState(const NodeConfig& c, NodeEngineOptions& o) {
   auto store = CheckpointStore::Open(c.state_dir);
   if (!store.ok()) return store.status().Annotate("state dir " + c.state_dir);
+  // One set of protected pods for the planner and the enforcer (NodeEngineOptionsFor).
   EnforcerOptions eo;
-  eo.self_pod_uid = c.self_pod_uid;
+  eo.self_pod_uid = o.protected_pods.self_pod_uid;
+  eo.protected_priority_classes = o.protected_pods.priority_classes;
+  eo.protected_namespaces = o.protected_pods.namespaces;
   eo.idle_when_weight_reads_zero = c.idle_when_weight_reads_zero;
   o.enforcer =
       std::make_shared<Enforcer>(o.cgroups, CheckpointStorePtr(std::move(store).value()), eo);

@@ -41,6 +41,9 @@ struct NodeConfig {
   bool idle_when_weight_reads_zero = false;
   // `plan --previous DIR`: plan as an agent restarted over DIR's checkpoint would.
   std::optional<std::string> previous;
+  // The daemon logs each fence decision once (NodeEngineOptions::decision_log, to the default
+  // logger); the local commands print their report instead.
+  bool log_decisions = false;
 };
 
 struct NodeParts {

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "agent/cgroup/fs_cgroups.h"
+#include "common/yaml_bounds.h"
 
 namespace feedguard::agent::cgroup {
 namespace {
@@ -106,8 +107,19 @@ Result<CgroupVersion> VersionByMagic(const std::string& path) {
 
 Result<KubeletDriver> DriverFromKubeletConfig(const std::string& path) {
   if (!Exists(path)) return NotFound("no kubelet config at " + path);
+  // A KubeletConfiguration is a few KB: bounded like any YAML we did not write.
+  static constexpr YamlLimits kKubeletConfigLimits{.max_input_bytes = 1u << 20,
+                                                   .max_nodes = 100'000,
+                                                   .max_expanded_bytes = 4u << 20,
+                                                   .max_depth = 64};
+  auto loaded = LoadYamlFileBounded(path, kKubeletConfigLimits);
+  if (!loaded.ok()) {
+    return loaded.status().code() == StatusCode::kNotFound
+               ? loaded.status()
+               : InvalidArgument("kubelet config " + loaded.status().message());
+  }
   try {
-    YAML::Node root = YAML::LoadFile(path);
+    const YAML::Node& root = *loaded;
     if (!root.IsMap() || !root["cgroupDriver"]) {
       return NotFound("kubelet config " + path + " has no cgroupDriver");
     }

@@ -152,6 +152,14 @@ TEST_F(DetectTest, KubeletConfigErrors) {
             StatusCode::kInvalidArgument);
   EXPECT_EQ(DriverFromKubeletConfig(Write("c.json", "{\"cgroupDriver\": \"cgroupfs\"}")).value(),
             KubeletDriver::kCgroupfs);
+  // A byte bomb (a 256 KiB scalar under 1,000 aliases) is refused, not expanded.
+  std::string bomb = "cgroupDriver: systemd\nx: &a \"" + std::string(256 << 10, 'x') + "\"\ny:\n";
+  for (int i = 0; i < 1000; ++i) bomb += "- *a\n";
+  auto r = DriverFromKubeletConfig(Write("bomb.yaml", bomb));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("once aliases are expanded"), std::string::npos)
+      << r.status().ToString().substr(0, 300);
 }
 
 TEST_F(DetectTest, CapabilitiesFollowTheFiles) {

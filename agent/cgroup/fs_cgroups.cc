@@ -441,8 +441,14 @@ Status WriteErrnoToStatus(int err, const std::string& path, std::string_view val
     case EINVAL:
       if (name == v1::kCfsQuotaUs || name == v2::kMax || name == v1::kCfsPeriodUs) {
         return InvalidArgument(what +
-                               ": rejected by the kernel (invalid value, or a child quota "
-                               "above its parent's, or a parent below a child's)");
+                               ": rejected by the kernel (invalid value, a child quota above "
+                               "its parent's, a parent below a child's, or a quota below the "
+                               "group's burst)");
+      }
+      if (name == v1::kCfsBurstUs || name == v2::kMaxBurst) {
+        return InvalidArgument(what +
+                               ": rejected by the kernel (invalid value, or a burst above the "
+                               "group's quota)");
       }
       if (name == v1::kShares || name == v2::kWeight) {
         return InvalidArgument(what +
@@ -472,6 +478,38 @@ Status WriteErrnoToStatus(int err, const std::string& path, std::string_view val
   }
 }
 
+namespace {
+
+// A quota write the kernel refused (EINVAL) because the group's own burst is above it (both
+// versions refuse a finite quota below the burst): says so, naming the burst file and value.
+// nullopt when that is not the cause (or the burst cannot be read).
+std::optional<std::string> BurstAboveQuota(const std::string& path, std::string_view value) {
+  const std::string name = Basename(path);
+  std::string_view quota = Trim(value);
+  std::string_view burst_name;
+  if (name == v1::kCfsQuotaUs) {
+    burst_name = v1::kCfsBurstUs;
+  } else if (name == v2::kMax) {
+    burst_name = v2::kMaxBurst;
+    quota = quota.substr(0, quota.find(' '));  // "<quota|max> <period>"
+  } else {
+    return std::nullopt;
+  }
+  auto q = ParseNumber<int64_t>(quota, path);
+  if (!q.ok() || *q < 0) return std::nullopt;  // unlimited: never below a burst
+  const std::string burst_file = JoinPath(Dirname(path), burst_name);
+  auto raw = ReadCgroupFile(burst_file);
+  if (!raw.ok()) return std::nullopt;
+  auto b = ParseNumber<int64_t>(*raw, burst_file);
+  if (!b.ok() || *b <= *q) return std::nullopt;
+  return "rejected by the kernel: the group's burst (" + std::string(burst_name) + " " +
+         std::to_string(*b) +
+         " µs) is above this quota, and the kernel accepts no quota below "
+         "its burst (lower the burst first)";
+}
+
+}  // namespace
+
 Status WriteCgroupFile(const std::string& path, std::string_view bytes) {
   int fd = ::open(path.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC);
   if (fd < 0) return WriteErrnoToStatus(errno, path, bytes);
@@ -481,6 +519,12 @@ Status WriteCgroupFile(const std::string& path, std::string_view bytes) {
   } while (n < 0 && errno == EINTR);
   int err = errno;
   ::close(fd);
+  if (n < 0 && err == EINVAL) {
+    if (auto why = BurstAboveQuota(path, bytes)) {
+      return InvalidArgument("writing \"" + std::string(Trim(bytes)) + "\" to " + path + ": " +
+                             *why);
+    }
+  }
   if (n < 0) return WriteErrnoToStatus(err, path, bytes);
   if (static_cast<size_t>(n) != bytes.size()) {
     return Internal("short write to " + path + " (" + std::to_string(n) + " of " +

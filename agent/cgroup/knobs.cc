@@ -51,7 +51,17 @@ bool IsWeightFile(const std::string& path) {
 
 bool IsBandwidthFile(const std::string& path) {
   const std::string b = Basename(path);
-  return b == v1::kCfsQuotaUs || b == v1::kCfsPeriodUs || b == v2::kMax;
+  return b == v1::kCfsQuotaUs || b == v1::kCfsPeriodUs || b == v2::kMax || IsBurstFile(path);
+}
+
+bool IsKnobFile(CgroupVersion v, const std::string& path) {
+  const std::string b = Basename(path);
+  if (v == CgroupVersion::kV1) {
+    return b == v1::kIdle || b == v1::kShares || b == v1::kCfsQuotaUs || b == v1::kCfsPeriodUs ||
+           b == v1::kCfsBurstUs || b == v1::kCpusetCpus || b == v1::kCpusetMems;
+  }
+  return b == v2::kIdle || b == v2::kWeight || b == v2::kMax || b == v2::kMaxBurst ||
+         b == v2::kCpusetCpus || b == v2::kCpusetMems;
 }
 
 bool KnobValuesEquivalent(const std::string& file, const std::string& a, const std::string& b) {
@@ -73,6 +83,15 @@ std::string QuotaFile(CgroupVersion v, const std::string& cpu_dir) {
   return JoinPath(cpu_dir, v == CgroupVersion::kV1 ? v1::kCfsQuotaUs : v2::kMax);
 }
 
+std::string BurstFile(CgroupVersion v, const std::string& cpu_dir) {
+  return JoinPath(cpu_dir, v == CgroupVersion::kV1 ? v1::kCfsBurstUs : v2::kMaxBurst);
+}
+
+bool IsBurstFile(const std::string& path) {
+  const std::string b = Basename(path);
+  return b == v1::kCfsBurstUs || b == v2::kMaxBurst;
+}
+
 std::string WeightValue(CgroupVersion v, uint64_t weight) {
   return std::to_string(v == CgroupVersion::kV1 ? WeightToShares(weight) : weight);
 }
@@ -87,6 +106,19 @@ Result<std::vector<KnobWrite>> CpuKnobWrites(CgroupVersion v, const std::string&
   if (want.weight) out.push_back({WeightFile(v, cpu_dir), WeightValue(v, *want.weight)});
   if (want.quota) {
     const CpuQuota& q = *want.quota;
+    // The burst first: the kernel refuses a quota below the group's burst (EINVAL, both
+    // versions), and a fence caps every period, so it holds no burst at all. Written whatever
+    // it reads now (the caller skips a write that changes nothing) so that the file stays the
+    // fence's while it holds; a kernel without burst (< 5.14) has no file and nothing to lower.
+    if (q.quota_us >= 0) {
+      const std::string burst_file = BurstFile(v, cpu_dir);
+      auto burst = read(burst_file);
+      if (burst.ok()) {
+        out.push_back({burst_file, "0"});
+      } else if (burst.status().code() != StatusCode::kNotFound) {
+        return burst.status();
+      }
+    }
     if (v == CgroupVersion::kV2) {
       const std::string quota =
           q.quota_us < 0 ? std::string(v2::kMaxKeyword) : std::to_string(q.quota_us);
@@ -202,14 +234,19 @@ std::vector<FileWrite> OrderRestores(CgroupVersion /*v*/, const std::vector<Rest
   for (const RestoreItem* x : sorted) {
     if (IsIdleFile(x->path)) plan.push_back({x->path, x->original});
   }
-  // 4. The rest (weights, cpu.max, burst) as they come, parents first.
+  // 4. The rest (weights, cpu.max) as they come, parents first.
   for (const RestoreItem* x : sorted) {
     const std::string base = Basename(x->path);
-    if (IsCpusetFile(x->path) || IsIdleFile(x->path) || base == v1::kCfsQuotaUs ||
-        base == v1::kCfsPeriodUs) {
+    if (IsCpusetFile(x->path) || IsIdleFile(x->path) || IsBurstFile(x->path) ||
+        base == v1::kCfsQuotaUs || base == v1::kCfsPeriodUs) {
       continue;
     }
     plan.push_back({x->path, x->original});
+  }
+  // 5. Bursts last: the kernel accepts a burst only up to the group's quota, so it follows the
+  //    quota's restore (the original pair was accepted together).
+  for (const RestoreItem* x : sorted) {
+    if (IsBurstFile(x->path)) plan.push_back({x->path, x->original});
   }
   return plan;
 }

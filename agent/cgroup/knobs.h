@@ -16,6 +16,11 @@
 //     children: a parent below a child, or a child above its parent, is EINVAL. An unlimited
 //     quota (-1) is always accepted, so v1 changes go through it when a period changes, and a
 //     pod-level quota fence first lifts children whose own limit is above it.
+//   * burst: v2 `cpu.max.burst` / v1 `cpu.cfs_burst_us` (µs, kernel ≥ 5.14), per group. Both
+//     versions refuse (EINVAL) a finite quota below the group's burst and a burst above its
+//     quota. A quota fence lowers the burst to 0 first (a fence caps every period; a burst would
+//     let the neighbour spend saved quota on top of the cap, exactly the spikes a trainer
+//     feels), journaled like any knob; restores put the burst back last, after the quota.
 //   * cpuset: v1 refuses a set outside the parent's (EACCES) and a parent change that strands a
 //     child (EBUSY): grow parents first, shrink children first (cpuset_order.h plans the
 //     forward writes; OrderRestores does the same for a restore).
@@ -64,12 +69,15 @@ using ReadFn = std::function<Result<std::string>(const std::string& path)>;
 std::string WeightFile(CgroupVersion v, const std::string& cpu_dir);
 // The file holding a dir's quota ("cpu.cfs_quota_us" / "cpu.max").
 std::string QuotaFile(CgroupVersion v, const std::string& cpu_dir);
+// The file holding a dir's CFS burst ("cpu.cfs_burst_us" / "cpu.max.burst").
+std::string BurstFile(CgroupVersion v, const std::string& cpu_dir);
 // The bytes that make the weight file hold `weight` (v2 scale): v1 shares by kubelet's map.
 std::string WeightValue(CgroupVersion v, uint64_t weight);
 
-// The ordered writes that make `cpu_dir` hold `want`. v1 quota: period before quota; when the
-// period changes under a set quota the quota goes through unlimited first. Fails (with the
-// read error) only when a file v1's ordering needs cannot be read.
+// The ordered writes that make `cpu_dir` hold `want`. A finite quota: the burst to 0 first
+// (when the kernel has the file). v1 quota: period before quota; when the period changes under a
+// set quota the quota goes through unlimited first. Fails (with the read error) only when a file
+// the ordering needs cannot be read (a burst file that does not exist is no error).
 Result<std::vector<KnobWrite>> CpuKnobWrites(CgroupVersion v, const std::string& cpu_dir,
                                              const CpuKnobs& want, const ReadFn& read);
 
@@ -102,10 +110,11 @@ struct RestoreItem {
 // The ordered writes that put every item back, never passing through a state the kernel
 // refuses: cpusets grown top-down to current ∪ original, then set bottom-up to the original;
 // v1 bandwidth per dir, parents first (unlimited, period, quota when the period changes);
-// cpu.idle; then weights and everything else. A weight file in the same dir as an idle item is
-// written after it even if it holds its original now (leaving idle resets it): callers pass
-// such weight files with current == original. Values that are not originals (unions,
-// unlimited) are intermediates the caller must journal before writing (IntermediatesOf).
+// cpu.idle; then weights and everything else; bursts last (after their quota). A weight file in the
+// same dir as an idle item is written after it even if it holds its original now (leaving idle
+// resets it): callers pass such weight files with current == original. Values that are not
+// originals (unions, unlimited) are intermediates the caller must journal before writing
+// (IntermediatesOf).
 std::vector<FileWrite> OrderRestores(CgroupVersion v, const std::vector<RestoreItem>& items);
 // cgroup v2: an empty cpuset.cpus / cpuset.mems original means "the parent's", which the kernel
 // refuses to restore on a cgroup with tasks (ENOSPC). For each such item, the set it inherited:
@@ -125,7 +134,15 @@ bool KnobValuesEquivalent(const std::string& file, const std::string& a, const s
 bool IsCpusetFile(const std::string& path);
 bool IsIdleFile(const std::string& path);
 bool IsWeightFile(const std::string& path);
-// cpu.cfs_quota_us / cpu.cfs_period_us (v1), cpu.max (v2).
+// CFS bandwidth: cpu.cfs_quota_us / cpu.cfs_period_us / cpu.cfs_burst_us (v1), cpu.max /
+// cpu.max.burst (v2).
 bool IsBandwidthFile(const std::string& path);
+bool IsBurstFile(const std::string& path);
+// True if `path` names a file this table writes on version `v`: cpu.idle, the weight
+// (cpu.shares / cpu.weight), the quota (cpu.cfs_quota_us + cpu.cfs_period_us / cpu.max), the
+// burst (cpu.cfs_burst_us / cpu.max.burst), cpuset.cpus, cpuset.mems. Nothing else is ever a
+// fence's to write: the enforcer refuses any other name, e.g. a tampered checkpoint entry for a
+// pod's cgroup.procs (writing a PID there would move a process).
+bool IsKnobFile(CgroupVersion v, const std::string& path);
 
 }  // namespace feedguard::agent::cgroup

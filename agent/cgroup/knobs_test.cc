@@ -54,6 +54,41 @@ TEST(CpuKnobWritesTest, V1QuotaUnderAnotherPeriodGoesThroughUnlimited) {
   EXPECT_EQ(*v2, (std::vector<KnobWrite>{{"/p/cpu.max", "max 100000"}}));
 }
 
+// The kernel refuses a finite quota below the group's burst (both versions): a quota fence
+// lowers the burst to 0 before any bandwidth write, and only where the kernel has the file.
+TEST(CpuKnobWritesTest, AQuotaFenceLowersTheBurstFirst) {
+  auto v1 = FromMap({{"/p/cpu.cfs_period_us", "250000\n"},
+                     {"/p/cpu.cfs_quota_us", "-1\n"},
+                     {"/p/cpu.cfs_burst_us", "50000\n"}});
+  auto w = CpuKnobWrites(CgroupVersion::kV1, "/p", {.quota = CpuQuota{20000, 100000}}, v1);
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  EXPECT_EQ(*w, (std::vector<KnobWrite>{{"/p/cpu.cfs_burst_us", "0"},
+                                        {"/p/cpu.cfs_period_us", "100000"},
+                                        {"/p/cpu.cfs_quota_us", "20000", true}}));
+  auto v2 = FromMap({{"/p/cpu.max", "max 100000\n"}, {"/p/cpu.max.burst", "30000\n"}});
+  auto w2 = CpuKnobWrites(CgroupVersion::kV2, "/p", {.quota = CpuQuota{20000, 100000}}, v2);
+  ASSERT_TRUE(w2.ok()) << w2.status().ToString();
+  EXPECT_EQ(*w2,
+            (std::vector<KnobWrite>{{"/p/cpu.max.burst", "0"}, {"/p/cpu.max", "20000 100000"}}));
+  // Listed even when it already reads 0, so the file stays the fence's while it holds (the
+  // enforcer skips a write that changes nothing).
+  auto zero = FromMap({{"/p/cpu.max", "max 100000\n"}, {"/p/cpu.max.burst", "0\n"}});
+  auto w3 = CpuKnobWrites(CgroupVersion::kV2, "/p", {.quota = CpuQuota{20000, 100000}}, zero);
+  ASSERT_TRUE(w3.ok());
+  EXPECT_EQ(w3->front(), (KnobWrite{"/p/cpu.max.burst", "0"}));
+  // An unlimited quota is never below a burst: left alone.
+  auto w4 = CpuKnobWrites(CgroupVersion::kV2, "/p", {.quota = CpuQuota{-1, 100000}}, v2);
+  ASSERT_TRUE(w4.ok());
+  EXPECT_EQ(*w4, (std::vector<KnobWrite>{{"/p/cpu.max", "max 100000"}}));
+  // A burst file that cannot be read for another reason than its absence is an error.
+  ReadFn denied = [](const std::string& path) -> Result<std::string> {
+    if (path == "/p/cpu.max.burst") return PermissionDenied("cannot read " + path);
+    return std::string("max 100000\n");
+  };
+  EXPECT_FALSE(
+      CpuKnobWrites(CgroupVersion::kV2, "/p", {.quota = CpuQuota{20000, 100000}}, denied).ok());
+}
+
 TEST(LiftChildQuotasTest, OnlyChildrenAboveTheFenceAreLiftedDeepestFirst) {
   auto read = FromMap({{"/p/a/cpu.cfs_quota_us", "50000"},  // 0.2 of 250000: above 0.1
                        {"/p/a/cpu.cfs_period_us", "250000"},
@@ -116,6 +151,50 @@ TEST(OrderRestoresTest, V1BandwidthParentsFirstThroughUnlimitedWhenThePeriodChan
                                           {"/p/c/cpu.cfs_quota_us", "50000"}}));
   auto mid = IntermediatesOf(CgroupVersion::kV1, items, plan);
   EXPECT_EQ(mid, (std::vector<std::pair<std::string, std::string>>{{"/p/cpu.cfs_quota_us", "-1"}}));
+}
+
+// Bursts come back after their quota whatever order the journal lists them in (the kernel
+// accepts a burst only up to the quota the group holds at that moment).
+TEST(OrderRestoresTest, BurstsAreRestoredAfterTheirQuota) {
+  std::vector<RestoreItem> v2_items = {
+      {"/p/cpu.max.burst", "30000\n", "0"},
+      {"/p/cpu.max", "max 100000\n", "20000 100000"},
+  };
+  EXPECT_EQ(
+      OrderRestores(CgroupVersion::kV2, v2_items),
+      (std::vector<FileWrite>{{"/p/cpu.max", "max 100000\n"}, {"/p/cpu.max.burst", "30000\n"}}));
+  std::vector<RestoreItem> v1_items = {
+      {"/p/cpu.cfs_burst_us", "50000\n", "0"},
+      {"/p/c/cpu.cfs_quota_us", "60000\n", "-1"},
+      {"/p/cpu.cfs_quota_us", "100000\n", "20000"},
+      {"/p/cpu.cfs_period_us", "250000\n", "100000"},
+  };
+  EXPECT_EQ(OrderRestores(CgroupVersion::kV1, v1_items),
+            (std::vector<FileWrite>{{"/p/cpu.cfs_quota_us", "-1"},
+                                    {"/p/cpu.cfs_period_us", "250000\n"},
+                                    {"/p/cpu.cfs_quota_us", "100000\n"},
+                                    {"/p/c/cpu.cfs_quota_us", "60000\n"},
+                                    {"/p/cpu.cfs_burst_us", "50000\n"}}));
+}
+
+TEST(IsKnobFileTest, OnlyTheFilesTheTableWritesOnThatVersion) {
+  for (const char* f : {"cpu.idle", "cpu.shares", "cpu.cfs_quota_us", "cpu.cfs_period_us",
+                        "cpu.cfs_burst_us", "cpuset.cpus", "cpuset.mems"}) {
+    EXPECT_TRUE(IsKnobFile(CgroupVersion::kV1, std::string("/k/pod1/") + f)) << f;
+  }
+  for (const char* f :
+       {"cpu.idle", "cpu.weight", "cpu.max", "cpu.max.burst", "cpuset.cpus", "cpuset.mems"}) {
+    EXPECT_TRUE(IsKnobFile(CgroupVersion::kV2, std::string("/k/pod1/c1/") + f)) << f;
+  }
+  for (const char* f : {"cgroup.procs", "tasks", "cgroup.subtree_control", "cpu.stat",
+                        "cpuset.cpus.effective", "cpuset.cpus.exclusive", "cpu.weight.nice",
+                        "notify_on_release", "release_agent", "cpu.pressure", "memory.max", ""}) {
+    EXPECT_FALSE(IsKnobFile(CgroupVersion::kV1, std::string("/k/pod1/") + f)) << f;
+    EXPECT_FALSE(IsKnobFile(CgroupVersion::kV2, std::string("/k/pod1/") + f)) << f;
+  }
+  // A name of the other version is not this version's knob.
+  EXPECT_FALSE(IsKnobFile(CgroupVersion::kV1, "/k/pod1/cpu.weight"));
+  EXPECT_FALSE(IsKnobFile(CgroupVersion::kV2, "/k/pod1/cpu.shares"));
 }
 
 }  // namespace

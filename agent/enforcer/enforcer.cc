@@ -189,10 +189,10 @@ bool Enforcer::IsProtected(const PodIdentity& pod) const {
                    pod.ns) != options_.protected_namespaces.end();
 }
 
-// The rail: a file may be written only if it sits inside the cgroup of the pod it is for (its
-// dir, or a container dir below it) under one of this node's mounts, spelled without "." or ".."
-// components, and not in a dir kubelet owns. A checkpoint entry (a file on disk anyone with root
-// could edit) that names anything else is refused, not followed.
+// The rail: a file may be written only if it is a knob file (cgroup::IsKnobFile) inside the
+// cgroup of the pod it is for (its dir, or a container dir below it) under one of this node's
+// mounts, spelled without "." or ".." components, and not in a dir kubelet owns. A checkpoint entry
+// (a file on disk anyone with root could edit) that names anything else is refused, not followed.
 Status Enforcer::CheckWritable(const std::string& file, const std::string& pod_uid) const {
   const std::string dir = Dirname(file);
   if (dir.empty() || cgroups_->IsKubeletOwned(dir)) {
@@ -200,6 +200,9 @@ Status Enforcer::CheckWritable(const std::string& file, const std::string& pod_u
   }
   if (file.empty() || file[0] != '/') {
     return PermissionDenied("refusing to write " + file + ": not an absolute path");
+  }
+  if (!cgroup::IsKnobFile(cgroups_->layout().version, file)) {
+    return PermissionDenied("refusing to write " + file + ": not a knob file feedguard writes");
   }
   for (size_t i = 1; i <= file.size();) {
     const size_t slash = std::min(file.find('/', i), file.size());

@@ -78,14 +78,11 @@ namespace feedguard::agent {
 struct EnforcerOptions {
   // The agent's own pod (downward API); never written.
   std::string self_pod_uid;
-  // Pods with these priority classes are never written, whatever a fence says (docs/DESIGN.md §3's
-  // rail: system-critical pods are never fenced).
-  std::vector<std::string> protected_priority_classes = {"system-node-critical",
-                                                         "system-cluster-critical"};
-  // Pods in these namespaces are never written either: a conservative extra on top of the
-  // rail (kube-system also runs pods without a critical class, e.g. CNI helpers, that a node
-  // cannot lose). The controller excludes kube-system by policy default as well.
-  std::vector<std::string> protected_namespaces = {"kube-system"};
+  // Pods with these priority classes, and pods in these namespaces, are never written, whatever
+  // a fence says: the rail of docs/DESIGN.md §3, whose defaults and meaning are PodRails'
+  // (agent/pod/pod.h; the planner reserves no core for such a pod either).
+  std::vector<std::string> protected_priority_classes = PodRails{}.priority_classes;
+  std::vector<std::string> protected_namespaces = PodRails{}.namespaces;
   TimeSourcePtr time_source;  // null: the real clock
   // Overwrite rate limit per file.
   int contest_threshold = 3;

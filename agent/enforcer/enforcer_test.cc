@@ -153,6 +153,75 @@ TEST_F(EnforcerV1Test, WeightAndQuotaUseV1FilesAndRevertToExactBytes) {
   EXPECT_EQ(node_.Snapshot(), before);
 }
 
+// A pod with a CFS burst above its quota share (the kernel would refuse the fence's quota:
+// EINVAL on v1 and v2): the fence lowers the burst to 0 before the quota, journals it like any
+// knob, keeps it while the fence holds, and the revert puts every byte back, burst last.
+TEST_F(EnforcerV1Test, QuotaFenceLowersTheBurstAndRestoresItExactly) {
+  auto pod = node_.AddPod("22222222-dddd", QosClass::kBurstable, {"c1"});
+  const std::string burst = node_.CpuFile(pod, "cpu.cfs_burst_us");
+  const std::string quota = node_.CpuFile(pod, "cpu.cfs_quota_us");
+  Put(burst, "50000\n");
+  const auto before = node_.Snapshot();
+  auto store = OpenStore(node_.state_dir());
+  Enforcer enf(node_.cgroups(), store, {});
+  Plan plan;
+  auto n = Neighbour(pod);
+  n.quota = CpuQuota{20000, 100000};
+  plan.neighbours.push_back(n);
+  auto r = enf.Apply(plan);
+  ASSERT_TRUE(r.pods[0].enforced()) << r.pods[0].message();
+  ASSERT_EQ(r.writes.size(), 2u);
+  EXPECT_EQ(r.writes[0], (cgroup::FileWrite{burst, "0"}));
+  EXPECT_EQ(r.writes[1], (cgroup::FileWrite{quota, "20000"}));
+  EXPECT_EQ(Slurp(burst), "0");
+  auto e = store->Get(burst);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->original, "50000\n");
+  EXPECT_EQ(e->written, "0");
+  // Idempotent, and the burst stays the fence's (not reverted as a knob no longer wanted).
+  auto again = enf.Apply(plan);
+  EXPECT_EQ(again.files_written, 0u);
+  EXPECT_TRUE(again.reverts.empty());
+  EXPECT_TRUE(store->Get(burst).has_value());
+  // Another writer raising the burst under the fence: its value is the original, the fence
+  // lowers it again.
+  Put(burst, "40000\n");
+  auto v = enf.Verify();
+  EXPECT_EQ(v.overwrites, 1u);
+  EXPECT_EQ(Slurp(burst), "0");
+  EXPECT_EQ(store->Get(burst)->original, "40000\n");
+  Put(burst, "50000\n");  // and back to the pod's own value
+  enf.Verify();
+  auto rv = enf.Apply(Plan{});
+  EXPECT_EQ(rv.files_reverted, 2u);
+  ASSERT_GE(rv.writes.size(), 2u);
+  EXPECT_EQ(rv.writes.back(), (cgroup::FileWrite{burst, "50000\n"}));  // after the quota
+  EXPECT_EQ(store->size(), 0u);
+  EXPECT_EQ(node_.Snapshot(), before);
+}
+
+// Switching a pod from a Quota fence to Idle gives the burst back with the quota.
+TEST_F(EnforcerV1Test, LeavingTheQuotaFenceGivesTheBurstBack) {
+  auto pod = node_.AddPod("22222222-eeee", QosClass::kBurstable, {"c1"});
+  const std::string burst = node_.CpuFile(pod, "cpu.cfs_burst_us");
+  Put(burst, "50000\n");
+  auto store = OpenStore(node_.state_dir());
+  Enforcer enf(node_.cgroups(), store, {});
+  Plan plan;
+  auto n = Neighbour(pod);
+  n.quota = CpuQuota{20000, 100000};
+  plan.neighbours.push_back(n);
+  ASSERT_TRUE(enf.Apply(plan).pods[0].enforced());
+  EXPECT_EQ(Slurp(burst), "0");
+  plan.neighbours[0].quota.reset();
+  plan.neighbours[0].idle = true;
+  auto r = enf.Apply(plan);
+  ASSERT_TRUE(r.pods[0].enforced()) << r.pods[0].message();
+  EXPECT_EQ(Slurp(burst), "50000\n");
+  EXPECT_EQ(Slurp(node_.CpuFile(pod, "cpu.cfs_quota_us")), "-1\n");
+  EXPECT_FALSE(store->Get(burst).has_value());
+}
+
 TEST_F(EnforcerV1Test, PeriodChangeUnderASetQuotaGoesThroughUnlimited) {
   auto pod = node_.AddPod("22222222-cccc", QosClass::kBurstable, {});
   Put(node_.CpuFile(pod, "cpu.cfs_quota_us"), "200000\n");
@@ -338,6 +407,35 @@ TEST_F(EnforcerV1Test, TamperedCheckpointPathsAreRefusedNotFollowed) {
   }
   EXPECT_EQ(Slurp(victim_shares), "2\n");
   EXPECT_EQ(Slurp(other_shares), "2\n");
+}
+
+// A checkpoint is a file anyone with root can edit. An entry inside the right pod's dir for a
+// file that is no knob — the pod's cgroup.procs, whose "original" is another process's PID —
+// would make a revert move that process into the pod: refused, never written, by a revert and
+// by an Apply that finds the entry stale.
+TEST_F(EnforcerV1Test, TamperedCheckpointEntryForAFileThatIsNoKnobIsRefused) {
+  auto pod = node_.AddPod("66666666-eeee", QosClass::kBurstable, {"c1"});
+  const std::string procs = node_.CpuFile(pod, "cgroup.procs");
+  const std::string tasks = node_.CpusetFile(pod, "tasks", node_.ContainerSub("c1"));
+  Put(procs, "");
+  Put(tasks, "");
+  {
+    auto store = OpenStore(node_.state_dir());
+    ASSERT_TRUE(store->Put({procs, "cgroup.procs", pod.uid, "4242", "", {}}).ok());
+    ASSERT_TRUE(store->Put({tasks, "tasks", pod.uid, "4243", "", {}}).ok());
+  }
+  auto store = OpenStore(node_.state_dir());
+  Enforcer enf(node_.cgroups(), store, {});
+  for (const ApplyReport& r : {enf.Apply(Plan{}), enf.RevertAll()}) {
+    ASSERT_EQ(r.reverts.size(), 2u);
+    for (const auto& x : r.reverts) {
+      EXPECT_EQ(x.outcome, reason::kRevertFailed) << x.path;
+      EXPECT_NE(x.message.find("not a knob file"), std::string::npos) << x.message;
+    }
+    EXPECT_TRUE(r.writes.empty());
+  }
+  EXPECT_EQ(Slurp(procs), "");
+  EXPECT_EQ(Slurp(tasks), "");
 }
 
 // kubelet's in-place resize of an Idle-fenced pod: its weight write would fail while the group

@@ -2,6 +2,7 @@
 
 #include "agent/cgroup/kernel_facts.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <filesystem>
 #include <fstream>
@@ -10,8 +11,11 @@
 #include <vector>
 
 #include <google/protobuf/util/json_util.h>
+#include <spdlog/spdlog.h>
 #include <yaml-cpp/yaml.h>
 #include <nlohmann/json.hpp>
+
+#include "common/yaml_bounds.h"
 
 namespace feedguard::agent {
 namespace {
@@ -20,49 +24,30 @@ namespace v1 = feedguard::v1;
 
 // Limits on a fence file: far above any real NodeFence (a node runs ≤ 110 pods by kubelet's
 // default, a few hundred at most), far below what could hurt the agent. YAML aliases share a
-// node, so a few hundred bytes of nested anchors expand exponentially: every node visited while
-// converting counts against the budget, aliases included.
+// node, so a few hundred bytes of nested anchors expand exponentially, and one large scalar
+// under many aliases multiplies the bytes: the tree is checked as expanded before it is
+// converted (common/yaml_bounds.h).
 constexpr size_t kMaxFenceFileBytes = 8u << 20;
-constexpr size_t kMaxYamlNodes = 200'000;  // ~10,000 pods
-constexpr int kMaxYamlDepth = 64;
+constexpr YamlLimits kFenceYamlLimits{.max_input_bytes = kMaxFenceFileBytes,
+                                      .max_nodes = 200'000,  // ~10,000 pods
+                                      .max_expanded_bytes = 2 * kMaxFenceFileBytes,
+                                      .max_depth = 64};
 
-struct YamlBudget {
-  size_t nodes = 0;
-  bool exceeded = false;
-  std::string why;
-};
-
-nlohmann::json YamlToJson(const YAML::Node& n, YamlBudget& b, int depth) {
-  if (b.exceeded) return nullptr;
-  if (++b.nodes > kMaxYamlNodes) {
-    b.exceeded = true;
-    b.why = "more than " + std::to_string(kMaxYamlNodes) + " nodes once aliases are expanded";
-    return nullptr;
-  }
-  if (depth > kMaxYamlDepth) {
-    b.exceeded = true;
-    b.why = "nested deeper than " + std::to_string(kMaxYamlDepth) + " levels";
-    return nullptr;
-  }
+// A tree CheckYamlBounds accepted: its expanded size is bounded.
+nlohmann::json YamlToJson(const YAML::Node& n) {
   switch (n.Type()) {
     case YAML::NodeType::Map: {
       nlohmann::json o = nlohmann::json::object();
-      for (const auto& kv : n) {
-        if (b.exceeded) break;
-        o[kv.first.as<std::string>()] = YamlToJson(kv.second, b, depth + 1);
-      }
+      for (const auto& kv : n) o[kv.first.as<std::string>()] = YamlToJson(kv.second);
       return o;
     }
     case YAML::NodeType::Sequence: {
       nlohmann::json a = nlohmann::json::array();
-      for (const auto& e : n) {
-        if (b.exceeded) break;
-        a.push_back(YamlToJson(e, b, depth + 1));
-      }
+      for (const auto& e : n) a.push_back(YamlToJson(e));
       return a;
     }
     case YAML::NodeType::Scalar: {
-      const std::string s = n.Scalar();
+      const std::string& s = n.Scalar();
       if (n.Tag() == "!") return s;  // quoted
       if (s == "true" || s == "false") return s == "true";
       // Integers stay integers (proto3 JSON accepts numbers for int64 fields too).
@@ -89,12 +74,11 @@ Result<v1::NodeFence> ParseNodeFence(const std::string& text, const std::string&
   if (first != std::string::npos && text[first] == '{') {
     json_text = text;
   } else {
+    auto root = LoadYamlBounded(text, kFenceYamlLimits);
+    if (!root.ok()) return root.status().Annotate(origin);
     try {
-      YamlBudget budget;
-      nlohmann::json j = YamlToJson(YAML::Load(text), budget, 0);
-      if (budget.exceeded) return InvalidArgument(origin + ": YAML refused: " + budget.why);
       // Invalid UTF-8 in the YAML is replaced, not thrown on (dump's default throws).
-      json_text = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+      json_text = YamlToJson(*root).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     } catch (const YAML::Exception& e) {
       return InvalidArgument(origin + ": not valid YAML or JSON: " + e.what());
     }
@@ -219,6 +203,7 @@ Result<Plan> NodeEngine::MakePlanFor(const v1::NodeFence& fence) {
   PlanInput in;
   in.fence = fence;
   in.reserved_cpus = options_.reserved_cpus;
+  in.protected_pods = options_.protected_pods;
   if (!options_.cpu_manager_state_path.empty()) {
     auto cm = LoadCpuManagerState(options_.cpu_manager_state_path);
     if (cm.ok()) {
@@ -301,9 +286,22 @@ Status NodeEngine::CheckPodsExist(const v1::NodeFence& fence) const {
   return OkStatus();
 }
 
+void NodeEngine::LogDecisions(const Plan& plan, const ApplyReport& r) {
+  if (!options_.decision_log) return;
+  for (const Decision& d : decisions_.Observe(plan, r, options_.enforcer->OverwriteCounts())) {
+    if (d.warn) {
+      options_.decision_log->warn("{}", d.text);
+    } else {
+      options_.decision_log->info("{}", d.text);
+    }
+  }
+}
+
 Result<v1::NodeReport> NodeEngine::Apply(const v1::NodeFence& fence) {
+  std::lock_guard<std::mutex> serial(apply_mu_);
   FG_ASSIGN_OR_RETURN(Plan plan, MakePlanFor(fence));
   ApplyReport r = options_.enforcer->Apply(plan);
+  LogDecisions(plan, r);
   if (!r.checkpoint_status.ok()) {
     // Without a checkpoint nothing can be restored later: refuse (the controller sees a NACK).
     return r.checkpoint_status.Annotate("checkpoint");
@@ -320,13 +318,33 @@ Result<v1::NodeReport> NodeEngine::Apply(const v1::NodeFence& fence) {
 }
 
 std::optional<v1::NodeReport> NodeEngine::CurrentReport() {
+  std::lock_guard<std::mutex> serial(apply_mu_);
   std::optional<v1::NodeReport> report;
+  std::optional<Plan> plan;
   {
     std::lock_guard<std::mutex> l(mu_);
     report = last_report_;
+    plan = last_plan_;
   }
   if (!report) return std::nullopt;
-  auto verify = options_.enforcer->Verify();
+  const bool waiting = std::any_of(
+      report->pods().begin(), report->pods().end(),
+      [](const v1::PodReport& p) { return !p.enforced() && p.reason() == reason::kResizePending; });
+  if (waiting && plan) {
+    // A fence lifted for kubelet's resize comes back without a new fence version (the watcher
+    // re-applies it once kubelet's write lands, or the resize times out): judge the node again
+    // against the same plan (idempotent: writes only what differs) and report that.
+    ApplyReport r = options_.enforcer->Apply(*plan);
+    LogDecisions(*plan, r);
+    if (r.checkpoint_status.ok()) {
+      report = ToReport(r, *plan);
+      std::lock_guard<std::mutex> l(mu_);
+      last_report_ = report;
+      last_apply_ = r;
+    }
+  } else {
+    options_.enforcer->Verify();
+  }
   auto counts = options_.enforcer->OverwriteCounts();
   const std::set<std::string> contested = options_.enforcer->ContestedPods();
   uint64_t total = 0;
@@ -343,7 +361,12 @@ std::optional<v1::NodeReport> NodeEngine::CurrentReport() {
     }
   }
   report->set_overwrites_total(total);
-  (void)verify;
+  // Overwrites the watcher re-applied since the last report, said once.
+  if (plan && options_.decision_log) {
+    ApplyReport seen;
+    seen.pods.assign(report->pods().begin(), report->pods().end());
+    LogDecisions(*plan, seen);
+  }
   AddObservations(&*report);
   return report;
 }
@@ -354,7 +377,9 @@ std::optional<ApplyReport> NodeEngine::last_apply() const {
 }
 
 ApplyReport NodeEngine::RevertAll() {
+  std::lock_guard<std::mutex> serial(apply_mu_);
   ApplyReport r = options_.enforcer->RevertAll();
+  LogDecisions(Plan{}, r);
   std::lock_guard<std::mutex> l(mu_);
   SampleNeighbourUsageLocked(nullptr);
   last_plan_.reset();

@@ -15,12 +15,17 @@
 #include "agent/cgroup/cgroups.h"
 #include "agent/client/fence_applier.h"
 #include "agent/enforcer/enforcer.h"
+#include "agent/engine/decision_log.h"
 #include "agent/gpu/nvml.h"
 #include "agent/planner/planner.h"
 #include "agent/topology/gpu_ids.h"
 #include "agent/topology/podresources_client.h"
 #include "agent/topology/topology.h"
 #include "feedguard/v1/nodefence.pb.h"
+
+namespace spdlog {
+class logger;
+}
 
 namespace feedguard::agent {
 
@@ -34,11 +39,16 @@ struct NodeEngineOptions {
   // Each GPU's utilisation (NVML). Null: not reported (no NVML on this node).
   gpu::GpuMonitorPtr gpu_monitor;
   CpuSet reserved_cpus;
+  // Pods never pinned (PlanInput::protected_pods); the enforcer's rail names the same pods.
+  PodRails protected_pods;
   std::string cpu_manager_state_path;  // "" = no static CPU manager
   // The enforcer's state dir ("" = none). At construction the engine reads the checkpoint there
   // (read-only) and plans its first fence from the trainers' last written cpusets, so trainers
   // keep their cores across agent restarts and upgrades (LoadPreviousPlan).
   std::string state_dir;
+  // Where each fence decision is said once (decision_log.h): info, warn for pods not fenced for
+  // a reason to act on. Null: not logged (the local commands print their report instead).
+  std::shared_ptr<spdlog::logger> decision_log;
 };
 
 class NodeEngine final : public FenceApplier {
@@ -53,6 +63,11 @@ class NodeEngine final : public FenceApplier {
 
   // FenceApplier: plan, enforce, report.
   Result<feedguard::v1::NodeReport> Apply(const feedguard::v1::NodeFence& fence) override;
+  // The last fence's report as the node holds it now: overwrite counts and contested pods, and,
+  // while a pod's fence waits on kubelet (ResizePending: lifted for an in-place resize), the
+  // node judged again against the last plan — the watcher puts such a fence back as soon as
+  // kubelet's write lands, without a new fence version, and the report must say so then, not
+  // at the next fence.
   std::optional<feedguard::v1::NodeReport> CurrentReport() override;
 
   // The full outcome of the last Apply (for the CLI's output).
@@ -71,8 +86,14 @@ class NodeEngine final : public FenceApplier {
   // Adds the growth of every fenced neighbour's (last_plan_'s) usage since the previous sample
   // to neighbour_cpu_ns_ and makes the neighbours of `next_plan` (null: none) the baselines.
   void SampleNeighbourUsageLocked(const Plan* next_plan);
+  // Says what changed (decision_log.h); requires apply_mu_.
+  void LogDecisions(const Plan& plan, const ApplyReport& r);
 
   NodeEngineOptions options_;
+  // Serialises the enforcer's Applies and reverts (a fence, the report's re-judging, RevertAll):
+  // a re-judged last plan must never land after a newer fence. Taken before mu_.
+  std::mutex apply_mu_;
+  DecisionLog decisions_;  // guarded by apply_mu_
   mutable std::mutex mu_;
   std::optional<Plan> last_plan_;     // guarded by mu_
   std::optional<Plan> restart_plan_;  // from the checkpoint, until the first Apply; guarded by mu_

@@ -3,6 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <sstream>
+
+#include <spdlog/logger.h>
+#include <spdlog/sinks/ostream_sink.h>
 
 #include "agent/enforcer/fake_node.h"
 #include "agent/topology/topology.h"
@@ -43,7 +47,7 @@ class NodeEngineTest : public ::testing::Test {
 
   // As the agent starts: checkpoint store opened (locked) in the state dir, then the engine
   // over the same dir. Call again after engine_.reset() to simulate an agent restart.
-  void StartEngine() {
+  void StartEngine(std::shared_ptr<spdlog::logger> decision_log = nullptr) {
     auto topo =
         LoadTopologyFromXmlFile(std::string(FEEDGUARD_TOPOLOGY_FIXTURES) + "/ws-1s-1gpu.xml");
     ASSERT_TRUE(topo.ok()) << topo.status().ToString();
@@ -55,6 +59,7 @@ class NodeEngineTest : public ::testing::Test {
     o.enforcer = std::make_shared<Enforcer>(node_.cgroups(), CheckpointStorePtr(std::move(*store)),
                                             EnforcerOptions{});
     o.state_dir = node_.state_dir();
+    o.decision_log = std::move(decision_log);
     engine_ = std::make_shared<NodeEngine>(std::move(o));
   }
 
@@ -183,6 +188,26 @@ TEST(ParseNodeFenceTest, YamlAnchorBombIsRefusedFast) {
   EXPECT_FALSE(ParseNodeFence(std::string(9u << 20, ' ') + "{}", "huge").ok());
 }
 
+// A byte bomb: one large scalar under 1,000 aliases (a NodeFence-shaped file of 1 or 4 MiB).
+// Unbounded, 1 MiB took 8.6 s and 2 GB to convert and 4 MiB aborted with bad_alloc; the
+// expanded bytes are bounded before anything is copied.
+TEST(ParseNodeFenceTest, YamlByteBombIsRefusedByItsExpandedBytes) {
+  for (size_t mib : {1u, 4u}) {
+    std::string y = "nodeName: &a \"" + std::string(mib << 20, 'n') + "\"\npolicies:\n";
+    for (int i = 0; i < 1000; ++i) y += "  - {name: *a}\n";
+    const auto t0 = std::chrono::steady_clock::now();
+    auto r = ParseNodeFence(y, "bytes.yaml");
+    const auto took = std::chrono::steady_clock::now() - t0;
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.status().message().find("bytes of keys and scalars once aliases are expanded"),
+              std::string::npos)
+        << r.status().ToString().substr(0, 300);
+    EXPECT_NE(r.status().message().find("bytes.yaml"), std::string::npos);
+    // Generous for a loaded 2-core machine (measured: well under a second).
+    EXPECT_LT(std::chrono::duration_cast<std::chrono::seconds>(took).count(), 10);
+  }
+}
+
 TEST(ParseNodeFenceTest, NegativeCpuMilliIsRejected) {
   const std::string head =
       R"({"nodeName":"n","version":"1","policies":[{"name":"p"}],"neighbours":[{"policy":"p","pod":{"uid":"u","namespace":"ns","name":"x",)";
@@ -214,6 +239,136 @@ TEST_F(NodeEngineTest, AContestedPodIsReportedAsSuchBeforeTheNextFenceVersion) {
     EXPECT_EQ(p.reason(), "Contested");
   }
   EXPECT_TRUE(seen);
+}
+
+const v1::PodReport* PodIn(const v1::NodeReport& r, const std::string& uid) {
+  for (const auto& p : r.pods()) {
+    if (p.uid() == uid) return &p;
+  }
+  return nullptr;
+}
+
+// kubelet resizes an Idle-fenced pod in place (v1): the fence steps aside (ResizePending), and
+// the watcher puts it back as soon as kubelet's write lands — no new fence version comes. The
+// report must follow the node then, not stay at the last fence's ResizePending (the policy read
+// "ResizePending, 0 enforced" for 75 s on the real node while the pod was fenced again).
+TEST_F(NodeEngineTest, AFenceBackAfterKubeletsResizeIsReportedWithoutANewFence) {
+  auto fence = Fence(3, {n1_});
+  fence.mutable_neighbours(0)->mutable_pod()->set_cpu_request_milli(250);
+  ASSERT_TRUE(engine_->Apply(fence).ok());
+  auto resized = Fence(4, {n1_});
+  resized.mutable_neighbours(0)->mutable_pod()->set_cpu_request_milli(1500);
+  auto during = engine_->Apply(resized);
+  ASSERT_TRUE(during.ok()) << during.status().ToString();
+  ASSERT_NE(PodIn(*during, n1_.uid), nullptr);
+  EXPECT_FALSE(PodIn(*during, n1_.uid)->enforced());
+  EXPECT_EQ(PodIn(*during, n1_.uid)->reason(), reason::kResizePending);
+  EXPECT_EQ(Slurp(node_.CpuFile(n1_, "cpu.idle")), "0");
+  // Still waiting: the periodic report says so.
+  auto waiting = engine_->CurrentReport();
+  ASSERT_TRUE(waiting.has_value());
+  EXPECT_EQ(PodIn(*waiting, n1_.uid)->reason(), reason::kResizePending);
+  // kubelet's retry lands (1.5 CPU → 1536 shares).
+  Put(node_.CpuFile(n1_, "cpu.shares"), "1536\n");
+  auto after = engine_->CurrentReport();
+  ASSERT_TRUE(after.has_value());
+  const v1::PodReport* p = PodIn(*after, n1_.uid);
+  ASSERT_NE(p, nullptr);
+  EXPECT_TRUE(p->enforced()) << p->reason() << ": " << p->message();
+  EXPECT_EQ(p->reason(), "");
+  EXPECT_EQ(after->applied_version(), 4u);
+  EXPECT_EQ(Slurp(node_.CpuFile(n1_, "cpu.idle")), "1");
+  // And it stays so, report after report.
+  auto later = engine_->CurrentReport();
+  ASSERT_TRUE(later.has_value());
+  EXPECT_TRUE(PodIn(*later, n1_.uid)->enforced());
+  engine_->RevertAll();
+  EXPECT_EQ(Slurp(node_.CpuFile(n1_, "cpu.shares")), "1536\n");  // kubelet's resize survives
+  EXPECT_EQ(Slurp(node_.CpuFile(n1_, "cpu.idle")), "0\n");
+}
+
+// Each decision is said once at info level, naming the pod and the reason — never once per
+// report or sweep.
+TEST_F(NodeEngineTest, EachDecisionIsLoggedOnceNamingThePodAndTheReason) {
+  std::ostringstream out;
+  auto log = std::make_shared<spdlog::logger>(
+      "decisions", std::make_shared<spdlog::sinks::ostream_sink_mt>(out));
+  log->set_pattern("%l %v");
+  engine_.reset();
+  StartEngine(log);
+  auto lines = [&] {
+    std::vector<std::string> v;
+    std::istringstream in(out.str());
+    for (std::string l; std::getline(in, l);) v.push_back(l);
+    out.str("");
+    return v;
+  };
+  auto fence = Fence(3, {n1_, n2_});
+  fence.mutable_neighbours(1)->mutable_pod()->set_cpu_request_milli(250);
+  ASSERT_TRUE(engine_->Apply(fence).ok());
+  auto first = lines();
+  ASSERT_EQ(first.size(), 3u) << out.str();
+  EXPECT_NE(first[0].find("info pod ml/" + trainer_.name + " (policy p): trainer protected"),
+            std::string::npos)
+      << first[0];
+  EXPECT_NE(first[1].find("pod batch/" + n1_.name + " (policy p): neighbour fenced: Idle"),
+            std::string::npos)
+      << first[1];
+  // The same fence again, and reports: nothing new to say.
+  fence.set_version(4);
+  ASSERT_TRUE(engine_->Apply(fence).ok());
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(engine_->CurrentReport().has_value());
+  EXPECT_TRUE(lines().empty()) << out.str();
+  // Another writer rewrites n1's idle file: re-applied, said once.
+  Put(node_.CpuFile(n1_, "cpu.idle"), "0\n");
+  ASSERT_TRUE(engine_->CurrentReport().has_value());
+  ASSERT_TRUE(engine_->CurrentReport().has_value());
+  auto rewrite = lines();
+  ASSERT_EQ(rewrite.size(), 1u) << out.str();
+  EXPECT_NE(rewrite[0].find(n1_.name + " (policy p): another writer rewrote 1 of its fenced "
+                                       "files; their values are the originals now and the "
+                                       "fence was re-applied"),
+            std::string::npos)
+      << rewrite[0];
+  // kubelet resizes n2 in place: the step-aside and the return, each once.
+  fence.set_version(5);
+  fence.mutable_neighbours(1)->mutable_pod()->set_cpu_request_milli(1500);
+  ASSERT_TRUE(engine_->Apply(fence).ok());
+  ASSERT_TRUE(engine_->CurrentReport().has_value());
+  auto aside = lines();
+  ASSERT_EQ(aside.size(), 1u) << out.str();
+  EXPECT_NE(aside[0].find(n2_.name + " (policy p): fence lifted for kubelet's in-place resize"),
+            std::string::npos)
+      << aside[0];
+  Put(node_.CpuFile(n2_, "cpu.shares"), "1536\n");
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(engine_->CurrentReport().has_value());
+  auto back = lines();
+  ASSERT_GE(back.size(), 1u) << out.str();
+  EXPECT_NE(back[0].find(n2_.name + " (policy p): neighbour fenced: Idle (cpu.idle=1) (again, "
+                                    "after kubelet's in-place resize)"),
+            std::string::npos)
+      << back[0];
+  // n1 leaves the fence; then everything is reverted.
+  auto without_n1 = Fence(6, {n2_});
+  without_n1.mutable_neighbours(0)->mutable_pod()->set_cpu_request_milli(1500);
+  ASSERT_TRUE(engine_->Apply(without_n1).ok());
+  auto gone = lines();
+  ASSERT_EQ(gone.size(), 1u) << out.str();
+  EXPECT_NE(gone[0].find("info pod batch/" + n1_.name + ": fence withdrawn, 2 file(s) restored"),
+            std::string::npos)
+      << gone[0];
+  engine_->RevertAll();
+  EXPECT_EQ(lines().size(), 2u);  // the trainer and n2
+  // A pod that cannot be fenced is a warning, said once.
+  auto missing = Fence(7, {n1_});
+  missing.mutable_neighbours(0)->mutable_pod()->set_uid("cccccccc-0404");
+  ASSERT_TRUE(engine_->Apply(missing).ok());
+  ASSERT_TRUE(engine_->Apply(missing).ok());
+  auto warn = lines();
+  ASSERT_EQ(std::count_if(warn.begin(), warn.end(),
+                          [](const std::string& l) { return l.rfind("warning ", 0) == 0; }),
+            1)
+      << out.str();
 }
 
 TEST_F(NodeEngineTest, NeighbourCpuSecondsCountsOnlyWhileFencedAndNeverDecreases) {

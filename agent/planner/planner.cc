@@ -312,6 +312,16 @@ class Planner {
     }
 
     const auto& cpu = w.policy->trainer_cpu();
+    if (in_.protected_pods.Protects(w.placement.pod)) {
+      // The rail: never written, so never given cores that neighbours are then kept off.
+      Diag(uid, w.placement.policy, reason::kProtectedPod,
+           "trainer " + w.placement.pod.ns + "/" + w.placement.pod.name +
+               " is protected (the agent's own pod, a system-critical priority class or a "
+               "system namespace): not pinned, no core reserved");
+      w.placement.weight.reset();
+      w.skip = true;
+      return;
+    }
     if (in_.cpu_manager.OwnsCpusOf(uid)) {
       Diag(uid, w.placement.policy, reason::kCpuManagerOwnsPod,
            "kubelet's static CPU manager pins this pod; feedguard leaves its cpuset alone");

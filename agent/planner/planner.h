@@ -28,7 +28,9 @@
 // Rails (no policy overrides them). Reserved CPUs, the static CPU manager's exclusive CPUs and
 //   CPUs outside Topology::allowed_cpus are off-limits (a core with any such thread is never a
 //   free whole core); at least one whole free core outside them always remains for everyone else; a
-//   pod that owns CPU-manager CPUs is not pinned by us ("CpuManagerOwnsPod"). When trainers do not
+//   pod that owns CPU-manager CPUs is not pinned by us ("CpuManagerOwnsPod"); a protected pod
+//   (PlanInput::protected_pods) named as a trainer is neither pinned nor weighted and takes no
+//   core from neighbours' cpusets ("ProtectedPod"), even as an incumbent. When trainers do not
 //   fit, the last by (priority desc, namespace, name) get "NotEnoughCores" and stay unpinned
 //   (their neighbours are still fenced).
 // Trainer weight. A policy's trainer_cpu.weight (> 0) is copied to each of its trainers, pinned
@@ -66,6 +68,9 @@ struct PlanInput {
   CpuSet reserved_cpus;  // kubelet reservedSystemCPUs / system CPUs
   CpuManagerState cpu_manager;
   std::optional<Plan> previous;
+  // Pods no fence may pin (the agent itself, kube-system, system-*-critical): named as trainers
+  // they reserve no core and get no weight ("ProtectedPod"); the enforcer refuses them too.
+  PodRails protected_pods;
 };
 
 PodIdentity ToPodIdentity(const feedguard::v1::PodRef& pod);

@@ -1,6 +1,8 @@
 // planner_test.cc — MakePlan over the synthetic hwloc topologies in tests/fixtures/topologies.
 #include "agent/planner/planner.h"
 
+#include "feedguard/common/reasons.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -481,6 +483,48 @@ TEST(PlannerTest, CpusetFenceNeverMovesANeighbourTheCpuManagerPinned) {
   EXPECT_TRUE(HasDiag(plan, "pinned-nb", "CpuManagerOwnsPod")) << Diags(plan);
   ASSERT_TRUE(N(plan, "n").cpus.has_value());
   EXPECT_FALSE(N(plan, "n").cpus->Intersects(CpuSet{1, 9}));
+}
+
+// The rail no fence overrides: a protected pod (kube-system, a system-*-critical priority class,
+// the agent itself) named as a trainer — by a fence file, or a controller with other rails — is
+// never pinned, so it reserves no core: neighbours' cpusets keep every core it would have taken,
+// and it gets no trainer weight. As an incumbent (an older agent's checkpoint) it loses its cores.
+TEST(PlannerTest, ProtectedPodsNamedAsTrainersReserveNoCore) {
+  Input in;
+  in.Policy({.name = "p", .cores = 2, .fence = pb::CPUSET, .weight = 500})
+      .Trainer("sys", "p", {"0000:01:00.0"}, "kube-system")
+      .Trainer("critical", "p", {"0000:01:00.0"})
+      .Trainer("real", "p", {"0000:01:00.0"})
+      .Neighbour("n", "p");
+  in.get().fence.mutable_trainers(1)->mutable_pod()->set_priority_class_name(
+      "system-node-critical");
+  in.get().previous = PreviousPlanFromCpusets({{"sys", *CpuSet::Parse("2-3,10-11")}});
+  const Plan plan = in.Make("ws-1s-1gpu");
+  for (const char* uid : {"sys", "critical"}) {
+    EXPECT_TRUE(T(plan, uid).cpus.empty()) << uid << ": " << T(plan, uid).cpus.ToString();
+    EXPECT_FALSE(T(plan, uid).weight.has_value()) << uid;
+    EXPECT_TRUE(HasDiag(plan, uid, reason::kProtectedPod)) << Diags(plan);
+  }
+  EXPECT_EQ(T(plan, "real").cpus.ToString(), "0-1,8-9");
+  EXPECT_EQ(T(plan, "real").weight, std::optional<uint64_t>(500));
+  ASSERT_TRUE(N(plan, "n").cpus.has_value());
+  EXPECT_EQ(N(plan, "n").cpus->ToString(), "2-7,10-15");
+  CheckRails(Topo("ws-1s-1gpu"), in.get(), plan);
+}
+
+TEST(PlannerTest, TheAgentsOwnPodNamedAsATrainerReservesNoCore) {
+  Input in;
+  in.Policy({.name = "p", .cores = 1, .fence = pb::CPUSET})
+      .Trainer("agent-pod", "p", {"0000:01:00.0"}, "feedguard-system")
+      .Neighbour("n", "p");
+  in.get().protected_pods.self_pod_uid = "agent-pod";
+  const Plan plan = in.Make("ws-1s-1gpu");
+  EXPECT_TRUE(T(plan, "agent-pod").cpus.empty()) << T(plan, "agent-pod").cpus.ToString();
+  EXPECT_TRUE(HasDiag(plan, "agent-pod", reason::kProtectedPod)) << Diags(plan);
+  EXPECT_EQ(N(plan, "n").cpus->ToString(), "0-15");
+  // Without the rail (another agent's pod) the same pod is an ordinary trainer.
+  in.get().protected_pods.self_pod_uid = "someone-else";
+  EXPECT_EQ(T(in.Make("ws-1s-1gpu"), "agent-pod").cpus.ToString(), "0,8");
 }
 
 TEST(PlannerTest, TrainerAndNeighbourIsATrainer) {

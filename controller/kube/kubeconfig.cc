@@ -7,13 +7,14 @@
 #include <fstream>
 
 #include "common/strings.h"
+#include "common/yaml_bounds.h"
 
 namespace feedguard::kube {
 namespace {
 
 // A kubeconfig, a token, a CA bundle: a few KB. Anything past this is not one of them (a
 // mistaken path to a device or a huge file) and is refused rather than read into memory.
-constexpr std::streamsize kMaxConfigFileBytes = 4 << 20;
+constexpr size_t kMaxConfigFileBytes = 4 << 20;
 
 Result<std::string> ReadWholeFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -22,7 +23,7 @@ Result<std::string> ReadWholeFile(const std::string& path) {
   char buf[16 * 1024];
   while (in.read(buf, sizeof buf) || in.gcount() > 0) {
     out.append(buf, static_cast<size_t>(in.gcount()));
-    if (static_cast<std::streamsize>(out.size()) > kMaxConfigFileBytes) {
+    if (out.size() > kMaxConfigFileBytes) {
       return InvalidArgument(path + " is larger than " + std::to_string(kMaxConfigFileBytes >> 20) +
                              " MiB: not a kubeconfig, token or CA file");
     }
@@ -111,12 +112,15 @@ Result<std::string> Base64Decode(std::string_view in) {
 
 Result<RestConfig> ParseKubeconfig(std::string_view yaml, const std::string& base_dir,
                                    const std::string& context) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(std::string(yaml));
-  } catch (const YAML::Exception& e) {
-    return InvalidArgument(std::string("kubeconfig is not YAML: ") + e.what());
-  }
+  // A kubeconfig is a few KB; one of many clusters and users a few MB. Bounded as expanded, so
+  // that aliases cannot make one of them a bomb for the reads below (common/yaml_bounds.h).
+  static constexpr YamlLimits kKubeconfigLimits{.max_input_bytes = kMaxConfigFileBytes,
+                                                .max_nodes = 200'000,
+                                                .max_expanded_bytes = 4 * kMaxConfigFileBytes,
+                                                .max_depth = 64};
+  auto loaded = LoadYamlBounded(yaml, kKubeconfigLimits);
+  if (!loaded.ok()) return loaded.status().Annotate("kubeconfig");
+  const YAML::Node root = *loaded;
   if (!root.IsMap()) return InvalidArgument("kubeconfig is not a mapping");
   try {
     std::string ctx_name = context.empty() ? Str(root, "current-context") : context;

@@ -145,6 +145,27 @@ TEST_F(KubeconfigTest, OversizeFilesAreRefusedNotRead) {
   EXPECT_EQ(b.status().message().find("larger than"), std::string::npos) << b.status().ToString();
 }
 
+// A kubeconfig-shaped byte bomb: one 1 MiB server URL under 1,000 aliases (a 1 MiB file). The
+// expanded bytes are bounded before any field is read.
+TEST(KubeconfigBoundsTest, YamlByteBombIsRefused) {
+  std::string y = "current-context: c\nclusters:\n- name: x\n  cluster: {server: &s \"https://" +
+                  std::string(1 << 20, 'h') + "\"}\n";
+  for (int i = 0; i < 1000; ++i)
+    y += "- name: c" + std::to_string(i) + "\n  cluster: {server: *s}\n";
+  y += "contexts:\n- name: c\n  context: {cluster: c999}\n";
+  auto r = ParseKubeconfig(y, "", "");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("bytes of keys and scalars once aliases are expanded"),
+            std::string::npos)
+      << r.status().ToString().substr(0, 300);
+  // Not YAML at all is still said as such.
+  auto bad = ParseKubeconfig("clusters: [", "", "");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("not valid YAML"), std::string::npos)
+      << bad.status().ToString();
+}
+
 TEST_F(KubeconfigTest, FileFormsRelativeToKubeconfigAndTokens) {
   Write(dir_.path() + "/tok", "  secret-1\n");
   const std::string yaml = R"(current-context: c

@@ -124,6 +124,42 @@ TEST_F(ReconcilerTest, SendsOnlyChangedFencesWithGrowingVersions) {
   EXPECT_EQ(sink_->sent.back().neighbours_size(), 2);
 }
 
+// A native sidecar (an init container with restartPolicy: Always) reaches the agent as a
+// container of its pod, id and all, and counts in the pod's request: the agent lifts its own
+// quota under a Quota fence and pins or confines it with the pod like any other container.
+TEST_F(ReconcilerTest, NativeSidecarsReachTheAgentAsContainersOfTheirPod) {
+  r_->UpsertPolicy(PolicyJson(true));
+  r_->UpsertPod(PodJson("train", "gpu-1", {{"role", "trainer"}}));
+  json pod = PodJson("web", "gpu-1");
+  pod["spec"]["containers"][0]["resources"] = {{"limits", {{"cpu", "1"}}}};
+  pod["spec"]["initContainers"] = {
+      {{"name", "mesh"}, {"restartPolicy", "Always"}, {"resources", {{"limits", {{"cpu", "2"}}}}}}};
+  pod["status"]["qosClass"] = "Burstable";
+  pod["status"]["containerStatuses"] = {{{"name", "main"}, {"containerID", "containerd://aaaa"}}};
+  pod["status"]["initContainerStatuses"] = {
+      {{"name", "mesh"}, {"containerID", "containerd://eeee"}}};
+  r_->UpsertPod(pod);
+  r_->Step();
+  auto fence = r_->DesiredFence("gpu-1");
+  ASSERT_TRUE(fence.has_value());
+  ASSERT_EQ(fence->neighbours_size(), 1);
+  const auto& ref = fence->neighbours(0).pod();
+  ASSERT_EQ(ref.containers_size(), 2);
+  EXPECT_EQ(ref.containers(0).container_id(), "containerd://aaaa");
+  EXPECT_EQ(ref.containers(1).name(), "mesh");
+  EXPECT_EQ(ref.containers(1).container_id(), "containerd://eeee");
+  EXPECT_EQ(ref.cpu_request_milli(), 3000);
+  EXPECT_EQ(ref.cpu_limit_milli(), 3000);
+  // The sidecar starting later (its id appears in initContainerStatuses) re-sends the fence.
+  const size_t sent = sink_->sent.size();
+  pod["status"]["initContainerStatuses"][0]["containerID"] = "containerd://ffff";
+  r_->UpsertPod(pod);
+  r_->Step();
+  ASSERT_EQ(sink_->sent.size(), sent + 1);
+  EXPECT_EQ(r_->DesiredFence("gpu-1")->neighbours(0).pod().containers(1).container_id(),
+            "containerd://ffff");
+}
+
 TEST_F(ReconcilerTest, AddsFinalizerAndWritesCoalescedStatus) {
   r_->UpsertPolicy(PolicyJson(false));
   r_->UpsertPod(PodJson("train", "gpu-1", {{"role", "trainer"}}));
@@ -425,6 +461,58 @@ TEST_F(ReconcilerTest, UnchangedPeriodicReportsDoNotRecomputeStatus) {
   r_->OnReport("gpu-1", report);
   EXPECT_EQ(step(), after_first + 1);
   EXPECT_EQ(writer_->statuses["vision"].back()["trainers"]["starved"], 1);
+}
+
+// The status follows the node's latest report, not the fence it last acknowledged: an Idle
+// fence lifted for kubelet's in-place resize (ResizePending) and put back by the agent without a
+// new fence version reads enforced again as soon as the agent's next report says so.
+TEST_F(ReconcilerTest, StatusFollowsTheNodesLatestReportWithoutANewFence) {
+  r_->UpsertPolicy(PolicyJson(true));
+  r_->UpsertPod(PodJson("train", "gpu-1", {{"role", "trainer"}}));
+  r_->UpsertPod(PodJson("spin", "gpu-1"));
+  r_->Step();
+  Ack("gpu-1");
+  Ack("gpu-2");
+  feedguard::v1::NodeReport report;
+  report.set_applied_version(sink_->agents["gpu-1"].acked_version);
+  auto* trainer = report.add_pods();
+  trainer->set_uid("uid-train");
+  trainer->set_policy("vision");
+  trainer->set_role(feedguard::v1::PodReport::TRAINER);
+  trainer->set_enforced(true);
+  auto* spin = report.add_pods();
+  spin->set_uid("uid-spin");
+  spin->set_namespace_("ml");
+  spin->set_name("spin");
+  spin->set_policy("vision");
+  spin->set_role(feedguard::v1::PodReport::NEIGHBOUR);
+  spin->set_reason("ResizePending");
+  spin->set_message("kubelet is resizing this pod in place");
+  r_->OnReport("gpu-1", report);
+  clock_->Advance(std::chrono::milliseconds(1500));
+  r_->Step();
+  json st = writer_->statuses["vision"].back();
+  EXPECT_EQ(st["nodes"]["enforced"], 1) << st.dump();  // the empty gpu-2 only
+  EXPECT_EQ(st["nodes"]["failed"], 1) << st.dump();
+  ASSERT_EQ(st["failures"].size(), 1u) << st.dump();
+  EXPECT_EQ(st["failures"][0]["reason"], "ResizePending");
+  // The agent re-fenced the pod (kubelet's write landed): same fence version, no ACK, a report.
+  spin->set_enforced(true);
+  spin->clear_reason();
+  spin->clear_message();
+  r_->OnReport("gpu-1", report);
+  clock_->Advance(std::chrono::milliseconds(1500));
+  r_->Step();
+  st = writer_->statuses["vision"].back();
+  EXPECT_EQ(st["nodes"]["enforced"], 2) << st.dump();
+  EXPECT_EQ(st["nodes"]["failed"], 0) << st.dump();
+  EXPECT_EQ(st["neighbours"]["fenced"], 1) << st.dump();
+  EXPECT_TRUE(st["failures"].empty()) << st.dump();
+  for (const auto& c : st["conditions"]) {
+    if (c["type"] == "Ready") {
+      EXPECT_EQ(c["status"], "True") << st.dump();
+    }
+  }
 }
 
 TEST_F(ReconcilerTest, HostileReportLeavesStatusWritable) {

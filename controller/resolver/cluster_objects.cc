@@ -232,6 +232,60 @@ PodInfo PodFromJson(const nlohmann::json& pod) {
   return PodFromJson(pod, kDefaults);
 }
 
+namespace {
+
+// What one container's spec says of CPU (millicores; a request defaults to the limit, as the API
+// server defaults it), its GPUs, and the QoS inputs.
+struct ContainerResources {
+  int64_t cpu_request = 0;
+  int64_t cpu_limit = 0;  // 0: none
+  int64_t gpus = 0;
+  bool any = false;         // states a CPU or memory request or limit
+  bool guaranteed = false;  // CPU and memory limits equal to their requests
+};
+
+ContainerResources ReadResources(const nlohmann::json& c, const GpuResourceNames& gpu_names) {
+  ContainerResources out;
+  const auto& res = Obj(c, "resources");
+  const auto& req = Obj(res, "requests");
+  const auto& lim = Obj(res, "limits");
+  std::string rq = Str(req, "cpu"), lm = Str(lim, "cpu");
+  if (rq.empty()) rq = lm;
+  if (auto v = ParseCpuMilli(rq); !rq.empty() && v.ok()) out.cpu_request = *v;
+  if (auto v = ParseCpuMilli(lm); !lm.empty() && v.ok()) out.cpu_limit = *v;
+  std::string rm = Str(req, "memory"), lmem = Str(lim, "memory");
+  out.any = !rq.empty() || !lm.empty() || !rm.empty() || !lmem.empty();
+  if (rm.empty()) rm = lmem;
+  out.guaranteed =
+      out.cpu_limit != 0 && out.cpu_request == out.cpu_limit && !lmem.empty() && rm == lmem;
+  if (lim.is_object()) {
+    for (auto& [name, v] : lim.items()) {
+      if (!gpu_names.Matches(name)) continue;
+      int64_t n = 0;
+      if (v.is_string()) {
+        const std::string t = v.get<std::string>();
+        auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), n);
+        if (ec != std::errc() || end != t.data() + t.size()) n = 0;
+      } else if (v.is_number_integer() && !v.is_number_unsigned()) {
+        n = v.get<int64_t>();
+      } else if (v.is_number_unsigned()) {  // nlohmann reads every positive integer so
+        n = static_cast<int64_t>(
+            std::min<uint64_t>(v.get<uint64_t>(), static_cast<uint64_t>(kMaxGpusPerContainer)));
+      }
+      out.gpus = SaturatingAdd(out.gpus, std::clamp<int64_t>(n, 0, kMaxGpusPerContainer));
+    }
+  }
+  return out;
+}
+
+// A native sidecar: an init container with restartPolicy Always (GA in Kubernetes 1.33). It
+// starts before the containers and runs beside them for the pod's life.
+bool IsSidecar(const nlohmann::json& init_container) {
+  return Str(init_container, "restartPolicy") == "Always";
+}
+
+}  // namespace
+
 PodInfo PodFromJson(const nlohmann::json& pod, const GpuResourceNames& gpu_names) {
   PodInfo p;
   const auto& meta = Obj(pod, "metadata");
@@ -246,50 +300,59 @@ PodInfo PodFromJson(const nlohmann::json& pod, const GpuResourceNames& gpu_names
   p.priority_class = Str(spec, "priorityClassName");
   p.phase = Str(status, "phase");
 
+  // The pod's CPU request and limit as kubelet sizes its pod cgroup (component-helpers'
+  // PodRequests / PodLimits, without overhead): the containers' sum plus the sidecars', or, if
+  // larger, what the largest init container needs beside the sidecars declared before it. The
+  // pod has a limit only if every container — and every init container with the sidecars before
+  // it — has one (kubelet writes no pod quota otherwise).
   bool every_limited = true, any_resources = false, guaranteed = true;
   int64_t gpus = 0;
+  int64_t request = 0, limit = 0;
   const auto& containers = Obj(spec, "containers");
   if (containers.is_array()) {
     for (const auto& c : containers) {
       p.containers.push_back({Str(c, "name"), ""});
-      const auto& res = Obj(c, "resources");
-      const auto& req = Obj(res, "requests");
-      const auto& lim = Obj(res, "limits");
-      // A request defaults to the limit when only the limit is given.
-      std::string rq = Str(req, "cpu"), lm = Str(lim, "cpu");
-      if (rq.empty()) rq = lm;
-      int64_t rq_m = 0, lm_m = 0;
-      if (auto v = ParseCpuMilli(rq); !rq.empty() && v.ok()) rq_m = *v;
-      if (auto v = ParseCpuMilli(lm); !lm.empty() && v.ok()) lm_m = *v;
-      p.cpu_request_milli = SaturatingAdd(p.cpu_request_milli, rq_m);
-      p.cpu_limit_milli = SaturatingAdd(p.cpu_limit_milli, lm_m);
-      if (lm_m == 0) every_limited = false;
-      if (!rq.empty() || !lm.empty() || !Str(req, "memory").empty() || !Str(lim, "memory").empty())
-        any_resources = true;
-      // Guaranteed: every container has cpu and memory limits equal to their requests.
-      std::string rm = Str(req, "memory"), lmem = Str(lim, "memory");
-      if (rm.empty()) rm = lmem;
-      if (lm_m == 0 || rq_m != lm_m || lmem.empty() || rm != lmem) guaranteed = false;
-      if (lim.is_object()) {
-        for (auto& [name, v] : lim.items()) {
-          if (!gpu_names.Matches(name)) continue;
-          int64_t n = 0;
-          if (v.is_string()) {
-            const std::string t = v.get<std::string>();
-            auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), n);
-            if (ec != std::errc() || end != t.data() + t.size()) n = 0;
-          } else if (v.is_number_integer() && !v.is_number_unsigned()) {
-            n = v.get<int64_t>();
-          } else if (v.is_number_unsigned()) {  // nlohmann reads every positive integer so
-            n = static_cast<int64_t>(
-                std::min<uint64_t>(v.get<uint64_t>(), static_cast<uint64_t>(kMaxGpusPerContainer)));
-          }
-          gpus = SaturatingAdd(gpus, std::clamp<int64_t>(n, 0, kMaxGpusPerContainer));
-        }
-      }
+      const ContainerResources r = ReadResources(c, gpu_names);
+      request = SaturatingAdd(request, r.cpu_request);
+      limit = SaturatingAdd(limit, r.cpu_limit);
+      if (r.cpu_limit == 0) every_limited = false;
+      any_resources |= r.any;
+      guaranteed &= r.guaranteed;
+      gpus = SaturatingAdd(gpus, r.gpus);
     }
   }
-  if (!every_limited) p.cpu_limit_milli = 0;
+  const auto& init_containers = Obj(spec, "initContainers");
+  if (init_containers.is_array()) {
+    int64_t sidecars_request = 0, sidecars_limit = 0;  // of the sidecars declared so far
+    int64_t init_request = 0, init_limit = 0;          // the most any init step needs
+    for (const auto& c : init_containers) {
+      const ContainerResources r = ReadResources(c, gpu_names);
+      any_resources |= r.any;
+      guaranteed &= r.guaranteed;
+      int64_t step_request = 0, step_limit = 0;
+      if (IsSidecar(c)) {
+        // A container of the pod: fenced, its dir lifted and pinned like any other.
+        p.containers.push_back({Str(c, "name"), ""});
+        request = SaturatingAdd(request, r.cpu_request);
+        limit = SaturatingAdd(limit, r.cpu_limit);
+        sidecars_request = SaturatingAdd(sidecars_request, r.cpu_request);
+        sidecars_limit = SaturatingAdd(sidecars_limit, r.cpu_limit);
+        step_request = sidecars_request;
+        step_limit = sidecars_limit;
+        gpus = SaturatingAdd(gpus, r.gpus);  // held for the pod's life
+      } else {
+        step_request = SaturatingAdd(r.cpu_request, sidecars_request);
+        step_limit = SaturatingAdd(r.cpu_limit, sidecars_limit);
+      }
+      if (step_limit == 0) every_limited = false;
+      init_request = std::max(init_request, step_request);
+      init_limit = std::max(init_limit, step_limit);
+    }
+    request = std::max(request, init_request);
+    limit = std::max(limit, init_limit);
+  }
+  p.cpu_request_milli = request;
+  p.cpu_limit_milli = every_limited ? limit : 0;
   p.gpus = static_cast<int32_t>(std::min<int64_t>(gpus, INT32_MAX));
   std::string qos = Str(status, "qosClass");
   if (qos == "Guaranteed")
@@ -303,8 +366,10 @@ PodInfo PodFromJson(const nlohmann::json& pod, const GpuResourceNames& gpu_names
             : guaranteed   ? PodQos::kGuaranteed
                            : PodQos::kBurstable;
 
-  const auto& statuses = Obj(status, "containerStatuses");
-  if (statuses.is_array()) {
+  // Container ids: the containers' and the sidecars' (names are unique across both lists).
+  for (const char* list : {"containerStatuses", "initContainerStatuses"}) {
+    const auto& statuses = Obj(status, list);
+    if (!statuses.is_array()) continue;
     for (const auto& s : statuses) {
       std::string name = Str(s, "name"), id = Str(s, "containerID");
       for (auto& c : p.containers)
@@ -320,8 +385,11 @@ std::shared_ptr<const kube::FieldSet> PodFields() {
        "metadata.labels", "metadata.deletionTimestamp",      //
        "spec.nodeName", "spec.priorityClassName",            //
        "spec.containers.name", "spec.containers.resources",  //
-       "status.phase", "status.qosClass",                    //
-       "status.containerStatuses.name", "status.containerStatuses.containerID"});
+       "spec.initContainers.name", "spec.initContainers.restartPolicy",
+       "spec.initContainers.resources",    //
+       "status.phase", "status.qosClass",  //
+       "status.containerStatuses.name", "status.containerStatuses.containerID",
+       "status.initContainerStatuses.name", "status.initContainerStatuses.containerID"});
 }
 
 std::shared_ptr<const kube::FieldSet> NodeFields() {

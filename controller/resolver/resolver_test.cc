@@ -195,6 +195,73 @@ TEST(ClusterObjectsTest, PodProjection) {
   EXPECT_EQ(pod.node_name, "gpu-1");
 }
 
+// Native sidecars (initContainers with restartPolicy: Always) run beside the containers for the
+// pod's life: they are containers of the pod (so the agent lifts their own quota under a Quota
+// fence and pins or confines them with the pod), and kubelet counts them in the pod's request
+// and limit. Run-to-completion init containers are not containers of the running pod; they only
+// raise the pod's request or limit when one needs more than the rest (with the sidecars
+// declared before it).
+TEST(ClusterObjectsTest, NativeSidecarsAreContainersOfThePod) {
+  auto pod = PodFromJson(nlohmann::json::parse(R"({
+    "metadata": {"uid": "u-2", "namespace": "batch", "name": "web"},
+    "spec": {"nodeName": "gpu-1",
+      "initContainers": [
+        {"name": "proxy", "restartPolicy": "Always",
+         "resources": {"requests": {"cpu": "500m"}, "limits": {"cpu": "500m"}}},
+        {"name": "setup", "resources": {"limits": {"cpu": "1"}}},
+        {"name": "log", "restartPolicy": "Always", "resources": {"limits": {"cpu": "250m"}}}],
+      "containers": [{"name": "main", "resources": {"limits": {"cpu": "1"}}}]},
+    "status": {"phase": "Running", "qosClass": "Burstable",
+      "containerStatuses": [{"name": "main", "containerID": "containerd://aaaa"}],
+      "initContainerStatuses": [
+        {"name": "proxy", "containerID": "containerd://pppp"},
+        {"name": "setup", "containerID": "containerd://ssss"},
+        {"name": "log", "containerID": "containerd://llll"}]}})"));
+  ASSERT_EQ(pod.containers.size(), 3u);
+  EXPECT_EQ(pod.containers[0].name, "main");
+  EXPECT_EQ(pod.containers[0].id, "containerd://aaaa");
+  EXPECT_EQ(pod.containers[1].name, "proxy");
+  EXPECT_EQ(pod.containers[1].id, "containerd://pppp");
+  EXPECT_EQ(pod.containers[2].name, "log");
+  EXPECT_EQ(pod.containers[2].id, "containerd://llll");
+  // main 1000 + proxy 500 + log 250; the init step "setup" needs 1000 + proxy's 500 = 1500.
+  EXPECT_EQ(pod.cpu_request_milli, 1750);
+  EXPECT_EQ(pod.cpu_limit_milli, 1750);
+
+  // An init container that needs more than the rest sets the pod's request and limit, counted
+  // with the sidecars declared before it.
+  auto big = PodFromJson(nlohmann::json::parse(R"({"metadata": {"uid": "u-3"}, "spec": {
+      "initContainers": [
+        {"name": "proxy", "restartPolicy": "Always", "resources": {"limits": {"cpu": "1"}}},
+        {"name": "migrate", "resources": {"limits": {"cpu": "4"}}}],
+      "containers": [{"name": "main", "resources": {"limits": {"cpu": "1"}}}]}})"));
+  EXPECT_EQ(big.cpu_request_milli, 5000);
+  EXPECT_EQ(big.cpu_limit_milli, 5000);
+  EXPECT_EQ(big.containers.size(), 2u);
+
+  // A sidecar without a CPU limit: kubelet writes no pod quota, so the pod has no limit.
+  auto open = PodFromJson(nlohmann::json::parse(R"({"metadata": {"uid": "u-4"}, "spec": {
+      "initContainers": [{"name": "proxy", "restartPolicy": "Always",
+                          "resources": {"requests": {"cpu": "100m"}}}],
+      "containers": [{"name": "main", "resources": {"limits": {"cpu": "1"}}}]}})"));
+  EXPECT_EQ(open.cpu_request_milli, 1100);
+  EXPECT_EQ(open.cpu_limit_milli, 0);
+  // ... nor does a run-to-completion init container without one (and no sidecar before it).
+  auto init_open = PodFromJson(nlohmann::json::parse(R"({"metadata": {"uid": "u-5"}, "spec": {
+      "initContainers": [{"name": "setup"}],
+      "containers": [{"name": "main", "resources": {"limits": {"cpu": "1"}}}]}})"));
+  EXPECT_EQ(init_open.cpu_limit_milli, 0);
+  EXPECT_EQ(init_open.containers.size(), 1u);
+  // A sidecar's GPUs are held for the pod's life; its absent QoS class is derived from every
+  // container (here: all limited and equal → Guaranteed).
+  auto gpu = PodFromJson(nlohmann::json::parse(R"({"metadata": {"uid": "u-6"}, "spec": {
+      "initContainers": [{"name": "feeder", "restartPolicy": "Always", "resources": {
+        "limits": {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": "1"}}}],
+      "containers": [{"name": "main", "resources": {"limits": {"cpu": "1", "memory": "1Gi"}}}]}})"));
+  EXPECT_EQ(gpu.gpus, 1);
+  EXPECT_EQ(gpu.qos, PodQos::kGuaranteed);
+}
+
 // Every way a device plugin spells a GPU counts by default: time-slicing/MPS replicas renamed
 // by renameByDefault (nvidia.com/gpu.shared), MIG slices, AMD and Intel GPUs.
 TEST(ClusterObjectsTest, PodUidKeepsEveryUidExactly) {
@@ -410,7 +477,9 @@ TEST(ClusterObjectsTest, RecordsOfTrimmedObjectsEqualRecordsOfWholeOnes) {
     "spec": {
       "volumes": [{"name": "kube-api-access-x", "projected": {"sources": [
         {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}}], "defaultMode": 420}}],
-      "initContainers": [{"name": "init", "image": "busybox", "resources": {"requests": {"cpu": "8"}}}],
+      "initContainers": [{"name": "init", "image": "busybox", "resources": {"requests": {"cpu": "8"}}},
+        {"name": "proxy", "image": "envoy", "restartPolicy": "Always", "ports": [{"containerPort": 9901}],
+         "resources": {"requests": {"cpu": "250m", "memory": "64Mi"}}}],
       "containers": [
         {"name": "main", "image": "registry.example/train:1.0",
          "env": [{"name": "NCCL_DEBUG", "value": "INFO"}],
@@ -431,7 +500,8 @@ TEST(ClusterObjectsTest, RecordsOfTrimmedObjectsEqualRecordsOfWholeOnes) {
         {"name": "loader", "containerID": "containerd://bbbb", "ready": true, "restartCount": 0,
          "state": {"running": {"startedAt": "2026-11-23T15:49:25Z"}}},
         {"name": "main", "containerID": "containerd://aaaa", "ready": true}],
-      "initContainerStatuses": [{"name": "init", "containerID": "containerd://cccc"}]}})";
+      "initContainerStatuses": [{"name": "init", "containerID": "containerd://cccc"},
+        {"name": "proxy", "containerID": "containerd://dddd", "ready": true, "started": true}]}})";
   const nlohmann::json whole = nlohmann::json::parse(pod_text);
   const nlohmann::json trimmed = kube::ParseFields(pod_text, PodFields().get());
   EXPECT_LT(trimmed.dump().size() * 2, whole.dump().size()) << trimmed.dump();
@@ -444,10 +514,12 @@ TEST(ClusterObjectsTest, RecordsOfTrimmedObjectsEqualRecordsOfWholeOnes) {
             "ml/train-7d9f-x2@gpu-node-1:training:Running");
   EXPECT_TRUE(b.terminating);
   EXPECT_EQ(b.gpus, 3);
-  EXPECT_EQ(b.cpu_request_milli, 8500);
+  EXPECT_EQ(b.cpu_request_milli, 8750);  // main, loader and the proxy sidecar
   EXPECT_EQ(b.qos, PodQos::kBurstable);
-  ASSERT_EQ(b.containers.size(), 2u);
+  ASSERT_EQ(b.containers.size(), 3u);
   EXPECT_EQ(b.containers[1].id, "containerd://bbbb");
+  EXPECT_EQ(b.containers[2].name, "proxy");
+  EXPECT_EQ(b.containers[2].id, "containerd://dddd");
   EXPECT_EQ(static_cast<const Labels&>(b.labels).size(), 3u);
   EXPECT_EQ(trimmed["metadata"]["resourceVersion"], "225");
 

@@ -337,6 +337,30 @@ TEST_P(CgroupTest, ChildQuotaAboveParentIsInvalidArgument) {
   EXPECT_EQ(q.period_us, 50000);
 }
 
+// The kernel refuses a finite quota below the group's own burst (EINVAL, v1 and v2): the error
+// names the burst, not "a child quota above its parent's", and a burst above the quota is
+// refused as such.
+TEST_P(CgroupTest, QuotaBelowTheBurstIsRefusedNamingTheBurst) {
+  auto pod = Start(Pod("eeee0000-0007", QosClass::kBurstable, 'e', 500, 0, {}));
+  const std::string burst = File(pod.dirs, cg::Knob::kBurst);
+  if (!fs::exists(burst)) GTEST_SKIP() << "kernel lacks CFS burst (" << burst << ")";
+  const std::string quota = File(pod.dirs, cg::Knob::kQuota);
+  ASSERT_TRUE(cg::WriteCgroupFile(burst, "50000").ok());
+  const std::string fence = v2() ? "20000 100000" : "20000";
+  Status s = cg::WriteCgroupFile(quota, fence);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
+  EXPECT_NE(s.message().find(v2() ? "cpu.max.burst 50000" : "cpu.cfs_burst_us 50000"),
+            std::string::npos)
+      << s.ToString();
+  EXPECT_EQ(s.message().find("child quota"), std::string::npos) << s.ToString();
+  // Burst lowered first: the quota lands; a burst above it is then refused, naming the burst.
+  ASSERT_TRUE(cg::WriteCgroupFile(burst, "0").ok());
+  ASSERT_TRUE(cg::WriteCgroupFile(quota, fence).ok());
+  Status b = cg::WriteCgroupFile(burst, "50000");
+  EXPECT_EQ(b.code(), StatusCode::kInvalidArgument) << b.ToString();
+  EXPECT_NE(b.message().find("burst above the group's quota"), std::string::npos) << b.ToString();
+}
+
 // (e) exact original bytes come back after a typed write and a raw restore.
 TEST_P(CgroupTest, RawRestoreGivesBackExactBytes) {
   auto pod = Start(Pod("ffff0000-0006", QosClass::kBurstable, 'f', 700, 0, {}));

@@ -390,6 +390,33 @@ TEST_P(EnforcerCgroupTest, QuotaFenceLandsOnPodsWhoseContainersHaveLimitsAndPeri
   EXPECT_EQ(tree.Snapshot(), before);
 }
 
+// A pod whose CFS burst is above its quota share: the kernel refuses the fence's quota below
+// the burst (EINVAL, v1 and v2), so the fence lowers the burst to 0 first, and the revert gives
+// back every byte (the burst after the quota).
+TEST_P(EnforcerCgroupTest, QuotaFenceLandsOnAPodWithABurstAboveItsShare) {
+  Tree tree(GetParam());
+  PodIdentity pod = tree.AddPod("burst-0001", QosClass::kBurstable, 1, 512, -1);
+  const std::string pod_dir = tree.Mount("cpu") + "/" + tree.PodRel(pod);
+  const std::string burst = pod_dir + (tree.v2() ? "/cpu.max.burst" : "/cpu.cfs_burst_us");
+  if (!fs::exists(burst)) GTEST_SKIP() << "kernel lacks CFS burst (" << burst << ")";
+  SetLimit(tree, pod_dir, 100000, 100000);
+  ASSERT_TRUE(WriteKnob(burst, "50000")) << burst << ": " << std::strerror(errno);
+  const auto before = tree.Snapshot();
+  ASSERT_EQ(Trim(before.at(burst)), "50000");
+  TempDir state;
+  auto store = OpenStore(state.path());
+  Enforcer enf(tree.cgroups(), store, {});
+  Plan plan = OneNeighbour(pod, [](NeighbourAction& a) { a.quota = CpuQuota{20000, 100000}; });
+  ExpectEnforced(enf.Apply(plan), 1);
+  EXPECT_EQ(Trim(Slurp(burst)), "0");
+  EXPECT_EQ(Trim(Slurp(pod_dir + (tree.v2() ? "/cpu.max" : "/cpu.cfs_quota_us"))),
+            tree.v2() ? "20000 100000" : "20000");
+  EXPECT_EQ(enf.Apply(plan).files_written, 0u);
+  enf.RevertAll();
+  EXPECT_EQ(tree.Snapshot(), before);
+  EXPECT_EQ(store->size(), 0u);
+}
+
 // A pod whose fence the kernel refuses half-way is left exactly as it was (here v1 refuses the
 // pod quota because a dir no container names — a sandbox — has a limit above it).
 TEST_P(EnforcerCgroupTest, RefusedQuotaFenceRollsBackToTheExactBytes) {

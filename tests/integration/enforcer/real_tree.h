@@ -38,10 +38,11 @@ using cgroup::CgroupVersion;
 
 inline constexpr char kV1Root[] = "/sys/fs/cgroup";
 inline const char* const kControllers[] = {"cpu", "cpuacct", "cpuset"};
-inline const char* const kKnobsV1[] = {"cpu.shares",        "cpu.idle",    "cpu.cfs_quota_us",
-                                       "cpu.cfs_period_us", "cpuset.cpus", "cpuset.mems"};
-inline const char* const kKnobsV2[] = {"cpu.weight",    "cpu.idle",    "cpu.max",
-                                       "cpu.max.burst", "cpuset.cpus", "cpuset.mems"};
+inline const std::vector<std::string> kKnobsV1 = {
+    "cpu.shares",       "cpu.idle",    "cpu.cfs_quota_us", "cpu.cfs_period_us",
+    "cpu.cfs_burst_us", "cpuset.cpus", "cpuset.mems"};
+inline const std::vector<std::string> kKnobsV2 = {"cpu.weight",    "cpu.idle",    "cpu.max",
+                                                  "cpu.max.burst", "cpuset.cpus", "cpuset.mems"};
 
 inline std::string Cgroup2Root() {
   const char* env = std::getenv("FEEDGUARD_CGROUP2_ROOT");
@@ -169,7 +170,7 @@ class Tree {
   std::map<std::string, std::string> Snapshot() const {
     std::map<std::string, std::string> out;
     for (const auto& d : made_) {
-      for (const char* k : v2() ? kKnobsV2 : kKnobsV1) {
+      for (const std::string& k : v2() ? kKnobsV2 : kKnobsV1) {
         std::string f = d + "/" + k;
         if (fs::exists(f)) out[f] = Slurp(f);
       }
