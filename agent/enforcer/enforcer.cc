@@ -109,6 +109,13 @@ Enforcer::Enforcer(cgroup::CgroupsPtr cgroups, CheckpointStorePtr checkpoint,
       options_(std::move(options)),
       clock_(options_.time_source ? options_.time_source : std::make_shared<RealTimeSource>()) {}
 
+// The bytes kubelet puts in a pod's weight file for a CPU request (kubelet_facts.h).
+std::string Enforcer::KubeletsWeightValue(cgroup::CgroupVersion v, int64_t request_milli) {
+  return std::to_string(v == cgroup::CgroupVersion::kV1
+                            ? cgroup::MilliCpuToShares(request_milli)
+                            : cgroup::PodWeightForRequest(request_milli));
+}
+
 bool Enforcer::idle_reads_zero() const {
   std::lock_guard<std::mutex> l(mu_);
   return idle_reads_zero_;
@@ -406,11 +413,21 @@ Enforcer::PodWork Enforcer::PreparePodLocked(const Target& t, Scratch& s) {
       const bool landed =
           e && cur.ok() &&
           (y->second.written ||
-           (!KnobValuesEquivalent(weight_file, *cur, e->written) && !IsOursLocked(*e, *cur)));
+           (!KnobValuesEquivalent(weight_file, *cur, e->written) && !IsOursLocked(*e, *cur)) ||
+           (KnobValuesEquivalent(weight_file, *cur, KubeletsWeightValue(version, req)) &&
+            clock_->MonotonicNow() - y->second.since >= options_.resize_settle));
       const bool expired = clock_->MonotonicNow() - y->second.since > options_.resize_yield_timeout;
       if (landed) {
-        // kubelet's value is the pod's from now on, whatever the journal called it.
-        AdoptOriginalLocked(*e, *cur, *s.report);
+        // kubelet's value is the pod's from now on, whatever the journal called it, and the
+        // resize is over: the request the fence now holds with is journaled with it, so an agent
+        // killed before its cpu.idle=1 write lands does not step aside again after a restart.
+        CheckpointEntry landed_entry = *e;
+        landed_entry.original = *cur;
+        landed_entry.request_milli = req;
+        if (!(landed_entry == *e)) {
+          Status st = checkpoint_->Commit({landed_entry}, {});
+          if (!st.ok() && s.report->checkpoint_status.ok()) s.report->checkpoint_status = st;
+        }
         yielding_.erase(y);
       } else if (expired) {
         yielding_.erase(y);
@@ -434,7 +451,7 @@ Enforcer::PodWork Enforcer::PreparePodLocked(const Target& t, Scratch& s) {
   std::optional<CpuQuota> want_quota = t.quota;
   if (t.quota && v1 && !t.dry_run) {
     if (auto q = quota_settling_.find(t.pod.uid); q != quota_settling_.end()) {
-      if (clock_->MonotonicNow() - q->second < options_.quota_resize_settle) {
+      if (clock_->MonotonicNow() - q->second < options_.resize_settle) {
         // kubelet and runc are resizing the pod: their writes land unfenced; every bandwidth
         // file of ours stays ours (nothing is reverted meanwhile) and the fence returns after.
         want_quota.reset();
@@ -787,6 +804,25 @@ void Enforcer::RollbackPodLocked(PodWork& w, const std::vector<cgroup::FileWrite
     }
     Status st = checkpoint_->Commit(upserts, removals);
     if (!st.ok() && r.checkpoint_status.ok()) r.checkpoint_status = st;
+    // An interrupted earlier attempt (the agent killed mid-sequence) may have left files of this
+    // pod holding our values that this Apply did not write — a container quota lifted before the
+    // pod's refused write. Their entries are unsettled (values beside `written` still recorded);
+    // a pod that ends unfenced gets them back too, as the uninterrupted sequence would have.
+    std::vector<CheckpointEntry> leftovers;
+    for (const auto& e : checkpoint_->Entries()) {
+      if (e.pod_uid == w.result.uid() && !e.also_ours.empty() && !w.prior.count(e.path)) {
+        leftovers.push_back(e);
+      }
+    }
+    if (!leftovers.empty()) {
+      ApplyReport lr;
+      RevertLocked(leftovers, lr);
+      undone += lr.files_reverted;
+      r.writes.insert(r.writes.end(), lr.writes.begin(), lr.writes.end());
+      if (!lr.checkpoint_status.ok() && r.checkpoint_status.ok()) {
+        r.checkpoint_status = lr.checkpoint_status;
+      }
+    }
   }
   w.result.mutable_message()->append(
       trouble.empty() ? "; rolled back (" + std::to_string(undone) + " write(s) undone)"
@@ -1199,7 +1235,11 @@ void Enforcer::ReapplyLocked(std::set<std::string> uids, Scratch& s, VerifyRepor
 
 void Enforcer::NoteQuotaResizeLocked(const CheckpointEntry& e) {
   const auto& layout = cgroups_->layout();
-  if (layout.version != cgroup::CgroupVersion::kV1 || !cgroup::IsBandwidthFile(e.path)) return;
+  // kubelet writes the quota and its period on a resize, never the burst.
+  if (layout.version != cgroup::CgroupVersion::kV1 || !cgroup::IsBandwidthFile(e.path) ||
+      cgroup::IsBurstFile(e.path)) {
+    return;
+  }
   const std::string dir = Dirname(e.path);
   for (QosClass q : {QosClass::kGuaranteed, QosClass::kBurstable, QosClass::kBestEffort}) {
     if (dir == JoinPath(layout.cpu_mount,
@@ -1217,10 +1257,20 @@ VerifyReport Enforcer::Tick() {
   const auto now = clock_->MonotonicNow();
   std::set<std::string> due;
   for (const auto& [uid, since] : quota_settling_) {
-    if (now - since >= options_.quota_resize_settle) due.insert(uid);
+    if (now - since >= options_.resize_settle) due.insert(uid);
   }
   for (const auto& [uid, y] : yielding_) {
-    if (y.written || now - y.since > options_.resize_yield_timeout) due.insert(uid);
+    if (y.written || now - y.since > options_.resize_yield_timeout) {
+      due.insert(uid);
+    } else if (now - y.since >= options_.resize_settle) {
+      // kubelet's value already in place (nothing will be written): PreparePodLocked lands it.
+      auto cur = cgroups_->ReadRaw(y.weight_file);
+      const auto v = cgroups_->layout().version;
+      if (cur.ok() &&
+          KnobValuesEquivalent(y.weight_file, *cur, KubeletsWeightValue(v, y.request_milli))) {
+        due.insert(uid);
+      }
+    }
   }
   if (due.empty()) return vr;
   ApplyReport r;

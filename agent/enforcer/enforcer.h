@@ -98,8 +98,10 @@ struct EnforcerOptions {
   // a re-fenced pod's quota is refused (EINVAL) and kubelet retries until the file is contested.
   // So after another writer's new value lands in a v1 pod's bandwidth files the fence waits this
   // long for kubelet and runc to finish (ResizePending), then goes back on with their values as
-  // the originals.
-  std::chrono::milliseconds quota_resize_settle{3000};
+  // the originals. The same wait ends an Idle step-aside whose weight file already holds what
+  // kubelet wants for the new request (v1: 1000m is 1024 shares, what leaving idle leaves —
+  // kubelet then sees its value in place and writes nothing).
+  std::chrono::milliseconds resize_settle{3000};
   // cgroup v2 kernels where an idle group's cpu.weight reads 0 (6.1 measured; kernel_facts.h):
   // false (default) holds Idle fences as the lowest weight instead, because kubelet >= 1.36
   // reads that 0 back as ~1.8e15 CPUs requested; true keeps cpu.idle (kubelet <= 1.35, or
@@ -171,7 +173,7 @@ class Enforcer {
 
   // Puts fences back whose wait for kubelet is over: Idle fences stepped aside past
   // resize_yield_timeout (or whose weight file kubelet has written) and v1 Quota fences past
-  // quota_resize_settle. Cheap when nothing waits; the Watcher calls it every round.
+  // resize_settle. Cheap when nothing waits; the Watcher calls it every round.
   VerifyReport Tick();
 
   // True once an Apply has reconciled the checkpoint with a plan.
@@ -210,6 +212,7 @@ class Enforcer {
   struct PodWork;  // one pod's computed writes, defined in the .cc
 
   static std::vector<Target> TargetsOf(const Plan& plan);
+  static std::string KubeletsWeightValue(cgroup::CgroupVersion v, int64_t request_milli);
   ApplyReport ApplyLocked(const Plan& plan);
   bool IsProtected(const PodIdentity& pod) const;
   Status CheckWritable(const std::string& file, const std::string& pod_uid) const;
@@ -246,7 +249,7 @@ class Enforcer {
   // Prepares and writes the pods `uids` of the last plan again (Verify, Tick).
   void ReapplyLocked(std::set<std::string> uids, Scratch& s, VerifyReport& vr);
   // v1: another writer's new value in a pod dir's (not a container's) bandwidth file — kubelet
-  // resizing the pod; the Quota fence then waits quota_resize_settle.
+  // resizing the pod; the Quota fence then waits resize_settle.
   void NoteQuotaResizeLocked(const CheckpointEntry& e);
 
   const cgroup::CgroupsPtr cgroups_;

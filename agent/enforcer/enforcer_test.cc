@@ -545,7 +545,7 @@ TEST_F(EnforcerV1Test, IdleResizeLandsOnKubeletsWriteAndTheSweepTimesOut) {
 
 // v1 Quota fence, kubelet resizes the pod in place (a limit change): kubelet writes the pod's
 // quota, then runc the container's — refused under a re-fenced pod, retried until contested. So a
-// new value in the pod's bandwidth file makes the fence wait quota_resize_settle (ResizePending),
+// new value in the pod's bandwidth file makes the fence wait resize_settle (ResizePending),
 // leaving kubelet's and runc's writes alone; then it returns with their values as the originals.
 TEST_F(EnforcerV1Test, QuotaFenceWaitsForKubeletsResizeThenReturns) {
   auto clock = std::make_shared<ManualTimeSource>();
@@ -1063,8 +1063,8 @@ TEST(EnforcerV2Test, SystemdRestatingTheOriginalIsReappliedAndNeverContested) {
 TEST(EnforcerV2Test, IdleOnAKernelWhoseIdleWeightReadsZeroIsHeldAsTheLowestWeight) {
   for (bool keep_idle : {false, true}) {
     FakeNode node(CgroupVersion::kV2, KubeletDriver::kSystemd);
-    auto pod = node.AddPod(keep_idle ? "eeeeeeee-0005" : "eeeeeeee-0004", QosClass::kBurstable,
-                           {"c"});
+    auto pod =
+        node.AddPod(keep_idle ? "eeeeeeee-0005" : "eeeeeeee-0004", QosClass::kBurstable, {"c"});
     const std::string idle = node.CpuFile(pod, "cpu.idle");
     const std::string weight = node.CpuFile(pod, "cpu.weight");
     Put(weight, "10\n");

@@ -25,6 +25,7 @@ FENCE_TIMEOUT_S="${FEEDGUARD_NODE_FENCE_TIMEOUT_S:-60}"
 node_up
 import_feedguard_images
 helm_install_fg
+$K create namespace "$WNS" >/dev/null
 
 # A busybox pod whose main container exits when /tmp/crash appears (kubectl exec touches it);
 # kubelet restarts it in a fresh container (and cgroup) with an empty /tmp.

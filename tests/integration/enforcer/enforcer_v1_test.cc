@@ -477,6 +477,43 @@ TEST_P(EnforcerCgroupTest, SandboxDirAlreadyAtTheTargetStaysOursAcrossReapplyAnd
 // A pinned trainer whose pod has a running process: withdrawing the pinning must not fail. On
 // v2 kubelet leaves cpuset.cpus empty ("the parent's"), which the kernel refuses to restore on
 // a cgroup with tasks: the agent writes the inherited set instead and says so.
+// The same resize when kubelet writes nothing: it reads its own 1024 back from the pod cgroup
+// (leaving idle left it there) and counts the resize done. Once resize_settle has passed with
+// kubelet's value in place, the fence goes back on (Tick) with 1024 as the original — before, it
+// waited resize_yield_timeout (60 s) and the revert then wrote the pre-resize 256.
+TEST_P(EnforcerCgroupTest, IdleFencedPodResizedToOneCpuWithoutAWriteIsFencedAfterTheSettle) {
+  if (GetParam() == CgroupVersion::kV2) GTEST_SKIP() << "v1 only (see above)";
+  Tree tree(GetParam());
+  PodIdentity pod = tree.AddPod("resize-1cpu-q", QosClass::kBurstable, 1, 256, -1);
+  const std::string dir = tree.Mount("cpu") + "/" + tree.PodRel(pod);
+  const std::string weight = dir + "/" + tree.WeightFile();
+  TempDir state;
+  auto store = OpenStore(state.path());
+  auto clock = std::make_shared<ManualTimeSource>();
+  EnforcerOptions o;
+  o.time_source = clock;
+  Enforcer enf(tree.cgroups(), store, o);
+  auto plan_with = [&](int64_t req) {
+    return OneNeighbour(pod, [req](NeighbourAction& a) {
+      a.idle = true;
+      a.pod.cpu_request_milli = req;
+    });
+  };
+  ExpectEnforced(enf.Apply(plan_with(250)), 1);
+  EXPECT_EQ(enf.Apply(plan_with(1000)).pods[0].reason(), reason::kResizePending);
+  EXPECT_EQ(Slurp(weight), "1024\n");
+  enf.Tick();
+  EXPECT_EQ(Slurp(dir + "/cpu.idle"), "0\n") << "fenced again before kubelet could look";
+  clock->Advance(o.resize_settle + std::chrono::milliseconds(1));
+  enf.Tick();
+  EXPECT_EQ(Slurp(dir + "/cpu.idle"), "1\n");
+  EXPECT_EQ(store->Get(weight)->original, "1024\n");
+  ExpectEnforced(enf.Apply(plan_with(1000)), 1);
+  enf.RevertAll();
+  EXPECT_EQ(Slurp(weight), "1024\n");
+  EXPECT_EQ(Slurp(dir + "/cpu.idle"), "0\n");
+}
+
 // A container restarted inside a Cpuset-fenced pod (crash loop, liveness probe, OOM kill): on v1
 // runc's new cgroup starts with a copy of the pod's, i.e. the fence's, set. Nothing wrote it, yet
 // it must be widened when the fence goes — before, it stayed confined until its next restart.
@@ -515,7 +552,8 @@ TEST_P(EnforcerCgroupTest, ContainerRestartedUnderACpusetFenceIsWidenedOnRevert)
   }
   const std::string pod_cpuset = tree.Mount("cpuset") + "/" + tree.PodRel(pod);
   for (const char* f : {"/cpuset.mems", "/cpuset.cpus"}) {
-    ASSERT_TRUE(WriteKnob(tree.ContainerDir(pod, 1, "cpuset") + f, std::string(Trim(Slurp(pod_cpuset + f)))));
+    ASSERT_TRUE(WriteKnob(tree.ContainerDir(pod, 1, "cpuset") + f,
+                          std::string(Trim(Slurp(pod_cpuset + f)))));
   }
   const std::string fresh = tree.ContainerDir(pod, 1, "cpuset") + "/cpuset.cpus";
   ASSERT_EQ(Trim(Slurp(fresh)), CpuSet{all->ToVector().back()}.ToString());

@@ -125,8 +125,13 @@ def main():
         "overwrites_seen": (ow[-1] - ow[0]) if len(ow) >= 2 else None,
         "abandoned_fences": len(abandoned) if abandoned is not None else None,
         "files_restored_exact": revert.get("exact"),
+        "files_restored_inherited": revert.get("inherited", 0),
         "files_total": revert.get("total"),
+        # Byte-exact for every file. An empty v2 cpuset (inherit) the kernel refuses to restore on
+        # a populated cgroup comes back as the inherited set: counted apart, never as exact.
         "revert_exact": bool(revert) and revert.get("exact") == revert.get("total"),
+        "revert_same_cpus": bool(revert) and
+        revert.get("exact", 0) + revert.get("inherited", 0) == revert.get("total"),
     }
     json.dump(row, sys.stdout)
     sys.stdout.write("\n")
