@@ -166,7 +166,7 @@ say "3. Quota fence on a neighbour with a limit; resized in place (request and l
 $K -n "$WNS" wait --for=condition=Ready pod/trainer-quota pod/nb-quota --timeout=180s >/dev/null || fail "pods not Ready"
 d="$CPU/$(pod_dir nb-quota)"
 c="$d/$(cid nb-quota)"
-policy quota Quota nb-quota '' '    maxCPU: "50%"' | $K apply -f - >/dev/null
+policy quota Quota nb-quota '' '    maxCPU: "25%"' | $K apply -f - >/dev/null
 wait_until "$FENCE_TIMEOUT_S" "Quota policy enforced" enforced_on_node quota >/dev/null
 fenced_quota="$(cat "$d/cpu.cfs_quota_us")"
 [[ "$fenced_quota" != 100000 && "$fenced_quota" != -1 ]] || fail "nb-quota not capped ($fenced_quota)"
