@@ -117,6 +117,9 @@ class RecordingObserver final : public controller::AgentObserver {
         (r.pods_size() > 0 ? " cpus=" + r.pods(0).cpus() : "") +
         (r.pods_size() > 0 ? " message=" + r.pods(0).message() : ""));
   }
+  void OnUnreadable(const std::string& node, const std::string& e) override {
+    Add("unreadable " + node + " " + e);
+  }
   bool Has(const std::string& prefix) const {
     std::lock_guard lock(mu_);
     for (const auto& e : events_)
@@ -533,17 +536,25 @@ TEST_F(GrpcStreamTest, HelloForAnotherNodeIsRejected) {
   EXPECT_FALSE(server->GetAgent("gpu-2")->connected);
 }
 
-TEST_F(GrpcStreamTest, NodeNameFromDnsSan) {
-  ASSERT_TRUE(pki_->MakeLeaf("ca", "san", "feedguard-agent", {"DNS:gpu-san"}, false).ok());
+TEST_F(GrpcStreamTest, OnlyAKubeletStyleSubjectNamesANode) {
+  // Issue 28, item 5: a CA-signed "CN=tenant-app, DNS:node-b" without O=system:nodes was served
+  // node-b's fence. Neither a DNS SAN nor the node CN without the nodes' organisation names one.
+  ASSERT_TRUE(pki_->MakeLeaf("ca", "san", "tenant-app", {"DNS:gpu-san"}, false).ok());
+  ASSERT_TRUE(pki_->MakeLeaf("ca", "no-org", "system:node:gpu-san", {}, false).ok());
+  ASSERT_TRUE(pki_->MakeLeaf("ca", "node", "system:node:gpu-san", {}, false, "system:nodes").ok());
   auto server = StartServer(ServerOptions());
   ASSERT_TRUE(server);
-  auto stub = RawStub(server->port(), "san");
-  EXPECT_EQ(HelloAndFinish(*stub, "feedguard-agent").error_code(),
-            grpc::StatusCode::PERMISSION_DENIED)
-      << "a CN without system:node: names no node";
-  grpc::Status s = HelloAndFinish(*stub, "gpu-san");
+  ASSERT_TRUE(server->SetDesired(Fence("gpu-san", 1)).ok());
+  auto san = RawStub(server->port(), "san");
+  EXPECT_EQ(HelloAndFinish(*san, "gpu-san").error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(HelloAndFinish(*san, "tenant-app").error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  auto no_org = RawStub(server->port(), "no-org");
+  EXPECT_EQ(HelloAndFinish(*no_org, "gpu-san").error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_FALSE(server->GetAgent("gpu-san")->hello);
+  auto node = RawStub(server->port(), "node");
+  grpc::Status s = HelloAndFinish(*node, "gpu-san");
   EXPECT_TRUE(s.ok()) << s.error_message();
-  EXPECT_TRUE(server->GetAgent("gpu-san").has_value());
+  EXPECT_TRUE(server->GetAgent("gpu-san")->hello);
 }
 
 TEST_F(GrpcStreamTest, SharedCertificateModeTrustsHelloButStillNeedsTheCa) {
@@ -690,6 +701,11 @@ TEST_F(GrpcStreamTest, ManyStreamsWithoutAThreadPerStream) {
   constexpr int kAgents = 300;
   DistributorOptions o;
   o.insecure = true;
+  // 300 agents multiplexed on one connection stand for 300 connections here (the thread count
+  // is the point); the per-connection bounds, which would hold them to a few, are tested in
+  // distributor_test.
+  o.max_streams_per_connection = 0;
+  o.max_pending_hellos_per_connection = 0;
   auto server = StartServer(o);
   ASSERT_TRUE(server);
   auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(server->port()),
