@@ -175,9 +175,9 @@ Result<std::unique_ptr<ControllerApp>> ControllerApp::Create(const Flags& f) {
   ro.suspended = f.GetBool("suspend");
   FG_ASSIGN_OR_RETURN(const int64_t max_fence_bytes, f.GetInt("max-fence-bytes"));
   FG_ASSIGN_OR_RETURN(const int64_t max_containers, f.GetInt("max-fence-containers-per-pod"));
-  if (max_fence_bytes < 4096 || max_fence_bytes > (int64_t{1} << 30) || max_containers < 0) {
+  if (max_fence_bytes < 1024 || max_fence_bytes > (int64_t{1} << 30) || max_containers < 0) {
     return InvalidArgument(
-        "--max-fence-bytes must be 4096-1073741824, --max-fence-containers-per-pod >= 0");
+        "--max-fence-bytes must be 1024-1073741824, --max-fence-containers-per-pod >= 0");
   }
   ro.max_fence_bytes = static_cast<size_t>(max_fence_bytes);
   ro.fence_limits.max_containers_per_pod = static_cast<size_t>(max_containers);
