@@ -16,8 +16,8 @@
 //              as soon as the server ends it, for the whole run (one thread runs it)
 // plus --raw-connections plain TCP connections that never speak HTTP/2, held for the whole run,
 // and --slowloris N connections to --slowloris-port (the metrics/health port, issue 28, item 4)
-// that send a request head one byte every --slowloris-interval-ms and never finish it, each
-// re-opened as soon as the server closes it.
+// that send a request line and then one header byte every --slowloris-interval-ms, never
+// finishing the request, each re-opened as soon as the server closes it.
 // Prints one JSON line at the end: attempts and final grpc codes per kind, slowloris re-opens.
 #include <arpa/inet.h>
 #include <grpcpp/grpcpp.h>
@@ -244,26 +244,28 @@ int Dial(const std::string& host, int port) {
   return fd;
 }
 
-// --slowloris: N connections that trickle a request head, a byte per interval each, and never
-// finish it; a connection the server answers or closes is re-opened at once. Returns how many
-// times one was re-opened.
+// --slowloris: N connections that send a request line at once and then trickle an endless
+// header, a byte per interval each (the classic slowloris), never finishing the request; a
+// connection the server answers or closes is re-opened at once. Returns how many times one was
+// re-opened.
 uint64_t Slowloris(const Options& o, Clock::time_point end) {
-  static const std::string kHead = "GET /metrics HTTP/1.1\r\nHost: probe\r\nX-Slow: ";
+  static const std::string kLine = "GET /metrics HTTP/1.1\r\nHost: probe\r\n";
+  static const std::string kHeader = "X-Slow: ";
   struct Conn {
     int fd = -1;
     size_t sent = 0;
   };
   std::vector<Conn> conns(static_cast<size_t>(o.slowloris));
   uint64_t reopened = 0;
-  auto next = [&](Conn& c) {  // one more byte of the head; after it, of an endless header
-    const char b = c.sent < kHead.size() ? kHead[c.sent] : 'x';
+  auto next = [&](Conn& c) {  // one more byte of the header that never ends
+    const char b = c.sent < kHeader.size() ? kHeader[c.sent] : 'x';
     ++c.sent;
     return send(c.fd, &b, 1, MSG_NOSIGNAL) == 1;
   };
   auto open = [&](Conn& c) {
     c.fd = Dial(o.host, o.slowloris_port);
     c.sent = 0;
-    if (c.fd >= 0) (void)next(c);
+    if (c.fd >= 0) (void)!send(c.fd, kLine.data(), kLine.size(), MSG_NOSIGNAL);
   };
   for (Conn& c : conns) open(c);
   while (Clock::now() < end) {
