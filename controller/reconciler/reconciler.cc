@@ -97,6 +97,56 @@ void MarkSuspended(nlohmann::json& st, const nlohmann::json& prev, size_t held, 
                               {"observedGeneration", generation}});
 }
 
+// The Reverting condition's message of a deleting policy whose finalizer waits for nodes.
+std::string RevertingMessage(const std::string& policy, const std::vector<std::string>& waiting,
+                             const std::vector<std::string>& unreachable) {
+  auto list = [](const std::vector<std::string>& nodes) {
+    std::string out;
+    for (size_t i = 0; i < nodes.size() && i < 10; ++i) out += (i ? ", " : "") + nodes[i];
+    if (nodes.size() > 10) out += ", and " + std::to_string(nodes.size() - 10) + " more";
+    return out;
+  };
+  std::string msg =
+      "deleting: the finalizer waits until every node has restored the original "
+      "values; " +
+      std::to_string(waiting.size() + unreachable.size()) + " node(s) still hold it";
+  if (!waiting.empty()) msg += "; reverting now: " + list(waiting);
+  if (!unreachable.empty()) {
+    msg += "; without a connected agent (each reverts once its agent reconnects): " +
+           list(unreachable) + ". To stop waiting for them: kubectl patch fencepolicy " + policy +
+           " --type=json -p '[{\"op\":\"remove\",\"path\":\"/metadata/finalizers\"}]' (their "
+           "fence then stays until their agent is back and receives a fence without the policy)";
+  }
+  return msg;
+}
+
+// `st` with a Reverting=True condition (reason WaitingForNodes) carrying `msg`.
+void MarkReverting(nlohmann::json& st, const std::string& msg, int64_t generation,
+                   std::chrono::system_clock::time_point now) {
+  if (!st.contains("conditions") || !st["conditions"].is_array()) {
+    st["conditions"] = nlohmann::json::array();
+  }
+  std::string since = Rfc3339(now);
+  auto& conds = st["conditions"];
+  for (auto it = conds.begin(); it != conds.end();) {
+    if (it->is_object() && it->value("type", nlohmann::json()) == "Reverting") {
+      if (it->value("status", nlohmann::json()) == "True") {
+        auto t = it->find("lastTransitionTime");
+        if (t != it->end() && t->is_string()) since = t->get<std::string>();
+      }
+      it = conds.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  conds.push_back({{"type", "Reverting"},
+                   {"status", "True"},
+                   {"reason", "WaitingForNodes"},
+                   {"message", SafeText(msg, 4096)},
+                   {"lastTransitionTime", since},
+                   {"observedGeneration", generation}});
+}
+
 std::set<std::string> PoliciesIn(const feedguard::v1::NodeFence& f) {
   std::set<std::string> out;
   for (const auto& p : f.policies()) out.insert(p.name());
@@ -570,6 +620,7 @@ bool Reconciler::NodeAdmissible(const std::string& node) const {
 
 bool Reconciler::StepApiWrites() {
   std::vector<std::string> finalizers_to_add, finalizers_to_remove;
+  std::vector<std::pair<std::string, std::string>> reverting_due;  // policy, condition message
   std::vector<std::string> status_due;
   // A disconnected agent turns stale only when its grace period ends, with no event of its own:
   // look at the (few) disconnected nodes and recompute every status once one of them turned.
@@ -600,21 +651,54 @@ bool Reconciler::StepApiWrites() {
       if (e.policy.deleting && e.policy.HasFinalizer() &&
           retry_.Due("finalizer-remove/" + name, now)) {
         bool still_fenced = false;
+        std::vector<std::string> waiting, unreachable;  // nodes held up; those without agent
         for (const auto& [node, n] : nodes_) {
           if (!n.exists) continue;
-          if (n.acked_policies.count(name)) still_fenced = true;
+          bool holds = n.acked_policies.count(name) > 0;
           // A connected agent that has not yet acknowledged anything from this process (a
           // restart, a failover) may still hold the policy from the last leader.
-          if (!n.ack_known && n.agent_connected) still_fenced = true;
+          if (!n.ack_known && n.agent_connected) holds = true;
           for (const auto& [v, ps] : n.sent_policies)
-            if (ps.count(name)) still_fenced = true;
+            if (ps.count(name)) holds = true;
+          if (!holds) continue;
+          still_fenced = true;
+          (n.agent_connected ? waiting : unreachable).push_back(node);
         }
-        if (!still_fenced) finalizers_to_remove.push_back(name);
+        if (!still_fenced) {
+          finalizers_to_remove.push_back(name);
+        } else if (std::string msg = RevertingMessage(name, waiting, unreachable);
+                   msg != e.reverting_written) {
+          reverting_due.emplace_back(name, std::move(msg));
+        }
       }
       if (e.status_dirty && now - e.last_write >= options_.status_interval &&
           retry_.Due("status/" + name, now)) {
         status_due.push_back(name);
       }
+    }
+  }
+  // A deleting policy whose finalizer waits says for which nodes, and how to stop waiting for
+  // one whose agent is gone (issue 28, item 8: `kubectl delete` hung without a word).
+  for (auto& [name, msg] : reverting_due) {
+    nlohmann::json st;
+    int64_t generation = 0;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      auto it = policies_.find(name);
+      if (it == policies_.end()) continue;
+      st = it->second.last_status.is_object() ? it->second.last_status : nlohmann::json::object();
+      generation = it->second.policy.generation;
+    }
+    MarkReverting(st, msg, generation, clock_->WallNow());
+    Status ws = writer_->WriteStatus(name, st);
+    std::lock_guard<std::mutex> l(mu_);
+    auto it = policies_.find(name);
+    if (it == policies_.end()) continue;
+    if (ws.ok()) {
+      it->second.last_status = st;
+      it->second.reverting_written = msg;
+    } else {
+      retry_.Failed("finalizer-remove/" + name, clock_->MonotonicNow());  // paces the retry
     }
   }
   for (const auto& name : finalizers_to_add) {
@@ -771,7 +855,8 @@ bool Reconciler::StepApiWrites() {
     l.unlock();
     for (const auto& e : events) writer_->Event(name, e.type, e.reason, e.message);
   }
-  return !status_due.empty() || !finalizers_to_add.empty() || !finalizers_to_remove.empty();
+  return !status_due.empty() || !finalizers_to_add.empty() || !finalizers_to_remove.empty() ||
+         !reverting_due.empty();
 }
 
 void Reconciler::Run(std::stop_token stop) {

@@ -182,6 +182,9 @@ class Reconciler final : public AgentObserver {
     std::chrono::steady_clock::time_point last_write{};
     bool status_dirty = true;
     bool finalizer_pending = false;  // AddFinalizer in flight / failed, retried
+    // Deleting: the Reverting condition's message last written ("" none yet): which nodes the
+    // finalizer still waits for, and the way out for those without a connected agent.
+    std::string reverting_written;
   };
   struct NodeEntry {
     NodeInfo info;

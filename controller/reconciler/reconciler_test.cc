@@ -561,6 +561,44 @@ json Cond(const json& st, const std::string& type) {
   return json();
 }
 
+TEST_F(ReconcilerTest, ADeletionWaitingForANodeWithoutAgentSaysSoAndHowToStopWaiting) {
+  // Issue 28, item 8: `kubectl delete fp` hung without a word while a node that applied the
+  // policy had no connected agent.
+  r_->UpsertPolicy(PolicyJson(true));
+  r_->UpsertPod(PodJson("train", "gpu-1", {{"role", "trainer"}}));
+  r_->Step();
+  Ack("gpu-1");
+  Ack("gpu-2");
+  r_->Step();
+  sink_->agents["gpu-1"].connected = false;  // its agent is gone
+  r_->OnDisconnected("gpu-1");
+  r_->UpsertPolicy(PolicyJson(true, /*deleting=*/true));
+  clock_->Advance(std::chrono::seconds(2));
+  r_->Step();
+  EXPECT_TRUE(writer_->removed.empty());
+  ASSERT_FALSE(writer_->statuses["vision"].empty());
+  json st = writer_->statuses["vision"].back();
+  const json c = Cond(st, "Reverting");
+  ASSERT_FALSE(c.is_null()) << st.dump();
+  EXPECT_EQ(c["status"], "True");
+  EXPECT_EQ(c["reason"], "WaitingForNodes");
+  const std::string msg = c["message"].get<std::string>();
+  EXPECT_NE(msg.find("without a connected agent (each reverts once its agent reconnects): gpu-1"),
+            std::string::npos)
+      << msg;
+  EXPECT_NE(msg.find("kubectl patch fencepolicy vision --type=json"), std::string::npos) << msg;
+  // Written once, not on every pass.
+  const size_t writes = writer_->statuses["vision"].size();
+  clock_->Advance(std::chrono::seconds(2));
+  r_->Step();
+  EXPECT_EQ(writer_->statuses["vision"].size(), writes);
+  // The agent comes back and acknowledges the fence without the policy: the finalizer goes.
+  Ack("gpu-1");
+  r_->OnConnected("gpu-1", {});
+  r_->Step();
+  EXPECT_EQ(writer_->removed, std::vector<std::string>{"vision"});
+}
+
 TEST_F(ReconcilerTest, OffSwitchWithdrawsEveryFenceSaysSoAndReapplies) {
   const std::string ns = ReconcilerOptions().rails.agent_namespace;
   ASSERT_FALSE(ns.empty());
