@@ -340,9 +340,47 @@ void FenceClient::HandleUpdate(StreamHandle& h, const feedguard::v1::FenceUpdate
   SendReport(h, report);
 }
 
+size_t FitReportToLimit(feedguard::v1::NodeReport* report, size_t max_bytes) {
+  // The AgentMessage around the report adds its tag and length.
+  const size_t budget = max_bytes > 16 ? max_bytes - 16 : 0;
+  auto fits = [&] { return report->ByteSizeLong() <= budget; };
+  if (fits()) return 0;
+  constexpr size_t kMaxMessage = 512;
+  for (auto& pod : *report->mutable_pods()) {
+    if (pod.message().size() > kMaxMessage) {
+      std::string m = pod.message().substr(0, kMaxMessage);
+      while (!m.empty() && (static_cast<unsigned char>(m.back()) & 0xC0) == 0x80) m.pop_back();
+      if (!m.empty() && static_cast<unsigned char>(m.back()) >= 0xC0) m.pop_back();  // a cut lead
+      pod.set_message(std::move(m));
+    }
+  }
+  if (fits()) return 0;
+  for (auto& pod : *report->mutable_pods()) {
+    if (pod.enforced()) pod.clear_message();
+  }
+  size_t dropped = 0;
+  for (bool enforced : {true, false}) {
+    auto* pods = report->mutable_pods();
+    for (int i = pods->size() - 1; i >= 0 && !fits(); --i) {
+      if (pods->Get(i).enforced() != enforced) continue;
+      pods->DeleteSubrange(i, 1);
+      ++dropped;
+    }
+  }
+  return dropped;
+}
+
 bool FenceClient::SendReport(StreamHandle& h, const feedguard::v1::NodeReport& report) {
   AgentMessage m;
   *m.mutable_report() = report;
+  EscapeInvalidUtf8Fields(&m);  // before fitting: escaping lengthens what it rewrites
+  if (const size_t dropped = FitReportToLimit(m.mutable_report(), kMaxAgentMessageBytes)) {
+    if (auto held = escape_log_.Allow()) {
+      spdlog::error(
+          "fence client: report of {} pods over the controller's {} byte limit: {} left out{}",
+          report.pods_size(), kMaxAgentMessageBytes, dropped, LogLimiter::HeldBack(*held));
+    }
+  }
   if (!h.Write(m)) return false;
   std::lock_guard lock(mu_);
   ++stats_.reports;

@@ -88,6 +88,13 @@ struct FenceClientOptions {
 // FenceClientOptions::unreached_backoff_cap case).
 bool DialReachedController(const grpc::Status& status, grpc_connectivity_state channel_state);
 
+// Makes `report` fit in `max_bytes` serialized (the controller's receive limit, wire_limits.h:
+// a bigger message ends the stream before the controller reads it, after the ACK that made the
+// node look enforced). Steps, each only while still too big: every pod's message is cut to 512
+// bytes (what status shows of it), then enforced pods lose their message, then pods are dropped
+// from the end, enforced ones before failed ones. Returns how many pods were dropped.
+size_t FitReportToLimit(feedguard::v1::NodeReport* report, size_t max_bytes);
+
 class FenceClient {
  public:
   struct Stats {
@@ -144,8 +151,9 @@ class FenceClient {
   std::shared_ptr<StreamHandle> stream_;                  // guarded by mu_; open (hello sent)
   std::optional<feedguard::v1::NodeReport> last_report_;  // guarded by mu_
   bool report_dirty_ = false;                             // guarded by mu_: send last_report_ now
-  LogLimiter escape_log_;  // strings escaped before sending (StreamHandle::Write)
-  Stats stats_;            // guarded by mu_
+  // Lines about messages changed before sending (strings escaped, a report cut to the limit).
+  LogLimiter escape_log_;
+  Stats stats_;  // guarded by mu_
   // Touched only by the run thread:
   std::optional<feedguard::v1::NodeFence> last_fence_;  // last fence applied successfully
 

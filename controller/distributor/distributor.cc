@@ -249,10 +249,12 @@ class Distributor::AgentStream final
       events.push_back([node = node_, e = error](AgentObserver& o) { o.OnUnreadable(node, e); });
     }
     if (auto held = d_->unreadable_log_.Allow()) {
-      spdlog::warn("distributor: {} from {} ({}): {}; stream ended{}",
-                   n != nullptr ? "node " + node_ : std::string("a stream before its hello"), peer_,
-                   n != nullptr ? std::to_string(n->unreadable_messages) + " in a row" : "-", error,
-                   LogLimiter::HeldBack(*held));
+      const std::string who = n != nullptr ? "node " + node_ + " (" + peer_ + ", " +
+                                                 std::to_string(n->unreadable_messages) +
+                                                 " since its last readable report)"
+                                           : "a stream before its hello (" + peer_ + ")";
+      spdlog::warn("distributor: {}: {}; stream ended{}{}", who, error,
+                   n != nullptr ? ", node reported failing" : "", LogLimiter::HeldBack(*held));
     }
     FinishLocked(grpc::Status(grpc::StatusCode::INTERNAL, "cannot parse the agent's message"));
   }
