@@ -11,7 +11,8 @@
 //                        reported (TooManyContainers); a tenant's pod of thousands of containers
 //                        cannot push its node's fence over the limit.
 //   agent → controller   the controller's receive limit (DistributorOptions::
-//                        max_receive_message_bytes) is kMaxAgentMessageBytes.
+//                        max_receive_message_bytes) is kMaxAgentMessageBytes; the agent fits
+//                        every report under it (FitReportToLimit, agent/client/fence_client.h).
 //
 // Both binaries take flags that override these; the chart sets the agent's receive limit from
 // the controller's fence limit (charts/feedguard/values.yaml `limits`).
