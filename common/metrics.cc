@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <cstdio>
 
-#include <httplib.h>
-
 namespace feedguard {
 namespace {
 
@@ -76,58 +74,26 @@ std::string RenderLabelled(const std::string& name, const std::string& help,
 Result<std::unique_ptr<MetricsServer>> MetricsServer::Start(const std::string& address,
                                                             Collector collector, Ready ready,
                                                             MetricsServerOptions options) {
-  auto colon = address.rfind(':');
-  if (colon == std::string::npos) {
-    return InvalidArgument("metrics address \"" + address + "\" must be host:port");
-  }
-  std::string host = address.substr(0, colon);
-  if (host.empty()) host = "0.0.0.0";
-  int port = std::atoi(address.c_str() + colon + 1);
-  std::unique_ptr<MetricsServer> s(new MetricsServer());
-  s->server_ = std::make_unique<httplib::Server>();
-  // Slow clients must not starve the probes (see MetricsServerOptions).
-  const size_t threads = std::max<size_t>(options.threads, 2);
-  s->server_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-  s->server_->set_read_timeout(options.read_timeout);
-  s->server_->set_write_timeout(options.write_timeout);
-  s->server_->set_keep_alive_timeout(std::max<time_t>(1, options.keep_alive_timeout.count()));
-  s->server_->set_keep_alive_max_count(options.keep_alive_max_requests);
-  s->server_->set_payload_max_length(options.max_request_body_bytes);
-  s->server_->Get("/metrics", [collector](const httplib::Request&, httplib::Response& res) {
-    try {
-      res.set_content(collector ? collector() : "", "text/plain; version=0.0.4");
-    } catch (const std::exception& e) {  // never let a collector end the serving thread
-      res.status = 500;
-      res.set_content(std::string("collector failed: ") + e.what() + "\n", "text/plain");
-    }
-  });
-  s->server_->Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
-    res.set_content("ok\n", "text/plain");
-  });
-  s->server_->Get("/readyz", [ready](const httplib::Request&, httplib::Response& res) {
-    bool ok = false;
-    try {
-      ok = !ready || ready();
-    } catch (const std::exception&) {
-      ok = false;
-    }
-    res.status = ok ? 200 : 503;
-    res.set_content(ok ? "ready\n" : "not ready\n", "text/plain");
-  });
-  if (port == 0) {
-    s->port_ = s->server_->bind_to_any_port(host);
-  } else {
-    s->port_ = s->server_->bind_to_port(host, port) ? port : -1;
-  }
-  if (s->port_ <= 0) return Unavailable("cannot listen on " + address);
-  httplib::Server* raw = s->server_.get();
-  s->thread_ = std::thread([raw] { raw->listen_after_bind(); });
-  return s;
-}
-
-MetricsServer::~MetricsServer() {
-  if (server_) server_->stop();
-  if (thread_.joinable()) thread_.join();
+  std::vector<HttpRoute> routes;
+  // The collector reads other components' state under their locks: on the endpoint's worker
+  // thread, so a slow one never delays the probes.
+  routes.push_back(
+      {"/metrics", /*blocking=*/true, [collector] {
+         return HttpResponse{200, "text/plain; version=0.0.4", collector ? collector() : ""};
+       }});
+  routes.push_back({"/healthz", false, [] { return HttpResponse{200, "text/plain", "ok\n"}; }});
+  routes.push_back({"/readyz", false, [ready] {
+                      bool ok = false;
+                      try {
+                        ok = !ready || ready();
+                      } catch (const std::exception&) {
+                        ok = false;
+                      }
+                      return ok ? HttpResponse{200, "text/plain", "ready\n"}
+                                : HttpResponse{503, "text/plain", "not ready\n"};
+                    }});
+  FG_ASSIGN_OR_RETURN(auto endpoint, HttpEndpoint::Start(address, std::move(routes), options));
+  return std::unique_ptr<MetricsServer>(new MetricsServer(std::move(endpoint)));
 }
 
 }  // namespace feedguard

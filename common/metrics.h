@@ -12,11 +12,8 @@
 #include <thread>
 #include <vector>
 
+#include "common/http_endpoint.h"
 #include "feedguard/common/status.h"
-
-namespace httplib {
-class Server;
-}
 
 namespace feedguard {
 
@@ -59,21 +56,10 @@ std::string RenderLabelled(const std::string& name, const std::string& help,
                            const std::vector<std::pair<std::string, double>>& label_values,
                            const std::string& label);
 
-// How the endpoint stands up to slow or idle clients (cpp-httplib's own settings). Each open
-// connection holds one worker thread while it is read, so the pool is sized well above what
-// probes and scrapes need, and every read and write has a deadline: an idle connection is
-// closed after `keep_alive_timeout`, a request that stalls for `read_timeout` between bytes is
-// dropped. A client that trickles a byte just inside `read_timeout` keeps its thread, so more
-// than `threads` such clients at once can still delay probes: bind to a private address or
-// admit only the kubelet and Prometheus (the chart's NetworkPolicy) where that matters.
-struct MetricsServerOptions {
-  size_t threads = 64;
-  std::chrono::milliseconds read_timeout{2'000};
-  std::chrono::milliseconds write_timeout{5'000};
-  std::chrono::seconds keep_alive_timeout{2};
-  size_t keep_alive_max_requests = 100;
-  size_t max_request_body_bytes = 4096;  // GET only: nothing legitimate sends a body
-};
+// How the endpoint stands up to slow, idle or hostile clients: http_endpoint.h (one event loop,
+// deadlines per request, a bounded number of connections, a deep listen backlog; the collector
+// on a thread of its own so /healthz never waits for it).
+using MetricsServerOptions = HttpEndpointOptions;
 
 // Serves GET /metrics (collector output), /healthz (always 200 while serving) and /readyz
 // (200 when `ready()` is true, else 503).
@@ -86,14 +72,12 @@ class MetricsServer {
   static Result<std::unique_ptr<MetricsServer>> Start(const std::string& address,
                                                       Collector collector, Ready ready,
                                                       MetricsServerOptions options = {});
-  ~MetricsServer();
-  int port() const { return port_; }
+  int port() const { return endpoint_->port(); }
+  HttpEndpointStats stats() const { return endpoint_->stats(); }
 
  private:
-  MetricsServer() = default;
-  std::unique_ptr<httplib::Server> server_;
-  std::thread thread_;
-  int port_ = 0;
+  explicit MetricsServer(std::unique_ptr<HttpEndpoint> e) : endpoint_(std::move(e)) {}
+  std::unique_ptr<HttpEndpoint> endpoint_;
 };
 
 }  // namespace feedguard

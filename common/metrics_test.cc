@@ -2,11 +2,13 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <memory>
 #include <thread>
@@ -79,7 +81,19 @@ class RawConnection {
   RawConnection(const RawConnection&) = delete;
   RawConnection& operator=(const RawConnection&) = delete;
   bool connected() const { return connected_; }
-  void Send(const std::string& s) { (void)!::send(fd_, s.data(), s.size(), MSG_NOSIGNAL); }
+  // False once the server has closed the connection (the send fails).
+  bool Send(const std::string& s) {
+    return connected_ &&
+           ::send(fd_, s.data(), s.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(s.size());
+  }
+  // Whether the server closed the connection within `wait` (EOF or reset).
+  bool PeerClosed(std::chrono::milliseconds wait) {
+    pollfd p{fd_, POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(wait.count())) <= 0) return false;
+    char buf[256];
+    const ssize_t n = ::recv(fd_, buf, sizeof buf, MSG_DONTWAIT);
+    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
+  }
 
  private:
   int fd_ = -1;
@@ -148,6 +162,127 @@ TEST(MetricsServerTest, IdleConnectionsAreClosed) {
   ::close(fd);
   EXPECT_EQ(n, 0) << "expected the server to close the idle connection";
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(4));
+}
+
+// A probe as the kubelet sends it: a new connection, GET, at most `timeout` for the answer.
+bool ProbeAnswers(int port, const char* path, std::chrono::milliseconds timeout) {
+  httplib::Client c("127.0.0.1", port);
+  c.set_connection_timeout(timeout);
+  c.set_read_timeout(timeout);
+  auto r = c.Get(path);
+  return r && r->status == 200;
+}
+
+TEST(MetricsServerTest, HealthzAnswersDuring200SlowConnections) {
+  // Issue 28, item 4: ~65 connections sending a byte a second kept the port busy and at 70
+  // every /healthz timed out (a thread per connection, a listen backlog of 5). 200 slowloris
+  // connections, re-opened as the server drops them, and 50 that never send anything: every
+  // probe is answered within its one second.
+  auto s = MetricsServer::Start(
+      "127.0.0.1:0", [] { return RenderGauge("feedguard_up", "1 when serving", 1); },
+      [] { return true; });
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  const int port = (*s)->port();
+  constexpr int kSlow = 200;
+  std::vector<std::unique_ptr<RawConnection>> slow, idle;
+  for (int i = 0; i < kSlow; ++i) {
+    slow.push_back(std::make_unique<RawConnection>(port));
+    slow.back()->Send("GET /metrics HTTP/1.1\r\n");
+  }
+  for (int i = 0; i < 50; ++i) idle.push_back(std::make_unique<RawConnection>(port));
+  std::atomic<bool> done{false};
+  std::thread trickler([&] {
+    while (!done) {
+      for (auto& c : slow) {
+        if (!c->Send("X")) {  // dropped by the server: the attacker opens another
+          c = std::make_unique<RawConnection>(port);
+          c->Send("GET /metrics HTTP/1.1\r\n");
+        }
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  int answered = 0, probes = 0;
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(6);
+  while (std::chrono::steady_clock::now() < end) {  // past the request deadline (2 s) twice
+    ++probes;
+    answered += ProbeAnswers(port, "/healthz", std::chrono::seconds(1)) ? 1 : 0;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  done = true;
+  trickler.join();
+  EXPECT_EQ(answered, probes);
+  EXPECT_GE(probes, 10);
+}
+
+TEST(MetricsServerTest, ATricklingRequestIsClosedAtItsDeadlineNotKeptByEachByte) {
+  MetricsServerOptions o;
+  o.request_timeout = std::chrono::milliseconds(1000);
+  auto s = MetricsServer::Start("127.0.0.1:0", nullptr, nullptr, o);
+  ASSERT_TRUE(s.ok());
+  RawConnection c((*s)->port());
+  ASSERT_TRUE(c.connected());
+  const auto t0 = std::chrono::steady_clock::now();
+  bool closed = false;
+  // A byte every 200 ms, well inside any per-byte timeout: the whole request is due in 1 s.
+  while (!closed && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5)) {
+    closed = !c.Send("G") || c.PeerClosed(std::chrono::milliseconds(200));
+  }
+  EXPECT_TRUE(closed);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(2500));
+}
+
+TEST(MetricsServerTest, PastTheConnectionCapTheOldestWaitingConnectionMakesRoom) {
+  MetricsServerOptions o;
+  o.max_connections = 8;
+  o.request_timeout = std::chrono::seconds(30);  // only the cap sheds them here
+  auto s = MetricsServer::Start(
+      "127.0.0.1:0", nullptr, [] { return true; }, o);
+  ASSERT_TRUE(s.ok());
+  const int port = (*s)->port();
+  std::vector<std::unique_ptr<RawConnection>> held;
+  for (int i = 0; i < 20; ++i) {
+    held.push_back(std::make_unique<RawConnection>(port));
+    held.back()->Send("GET /readyz HTTP/1.1\r\n");
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_LE((*s)->stats().open, 8u);
+  EXPECT_TRUE(ProbeAnswers(port, "/readyz", std::chrono::seconds(1)));
+  EXPECT_TRUE(held.front()->PeerClosed(std::chrono::milliseconds(500)));  // the oldest went
+}
+
+TEST(MetricsServerTest, RequestsWithABodyOrOtherMethodsAreRefused) {
+  auto s = MetricsServer::Start("127.0.0.1:0", nullptr, nullptr);
+  ASSERT_TRUE(s.ok());
+  httplib::Client c("127.0.0.1", (*s)->port());
+  auto post = c.Post("/healthz", std::string(100, 'x'), "text/plain");
+  ASSERT_TRUE(post);
+  EXPECT_EQ(post->status, 413);
+  auto head = c.Head("/healthz");
+  ASSERT_TRUE(head);
+  EXPECT_EQ(head->status, 200);
+  EXPECT_EQ(c.Get("/nothing")->status, 404);
+  EXPECT_EQ(c.Get("/healthz?verbose=1")->status, 200);
+}
+
+TEST(MetricsServerTest, ASlowCollectorDoesNotDelayTheProbes) {
+  std::atomic<bool> release{false};
+  auto s = MetricsServer::Start(
+      "127.0.0.1:0",
+      [&] {
+        while (!release) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        return std::string("slow 1\n");
+      },
+      [] { return true; });
+  ASSERT_TRUE(s.ok());
+  const int port = (*s)->port();
+  std::thread scrape([&] { ProbeAnswers(port, "/metrics", std::chrono::seconds(10)); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_TRUE(ProbeAnswers(port, "/healthz", std::chrono::milliseconds(500)));
+  EXPECT_TRUE(ProbeAnswers(port, "/readyz", std::chrono::milliseconds(500)));
+  release = true;
+  scrape.join();
 }
 
 }  // namespace

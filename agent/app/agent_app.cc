@@ -47,6 +47,9 @@ class TimedApplier final : public FenceApplier {
 Status AgentApp::Validate(const AgentConfig& c) {
   if (c.controller.empty()) return InvalidArgument("--controller HOST:PORT is required");
   if (c.node.node_name.empty()) return InvalidArgument("--node-name is required");
+  if (c.max_fence_bytes < (64u << 10) || c.max_fence_bytes > (1u << 30)) {
+    return InvalidArgument("--max-fence-bytes must be between 65536 and 1073741824");
+  }
   return OkStatus();
 }
 
@@ -69,6 +72,7 @@ FenceClientOptions AgentApp::ClientOptions() const {
   o.tls_server_name = config_.tls_server_name;
   o.token_file = config_.token_file;
   o.report_interval = config_.report_interval;
+  o.max_receive_message_bytes = config_.max_fence_bytes;
   o.hello.set_node_name(config_.node.node_name);
   o.hello.set_agent_version(FEEDGUARD_VERSION);
   const auto& layout = node_.cgroups->layout();

@@ -29,6 +29,8 @@ struct AgentConfig {
   std::chrono::milliseconds report_interval{10'000};  // how often to send a fresh report
   std::chrono::milliseconds verify_interval{60'000};  // sweep: re-read every file we wrote
   std::string metrics_addr;  // /metrics, /healthz, /readyz (host:port; "" = off)
+  // Largest message read from the controller (≥ the controller's --max-fence-bytes).
+  size_t max_fence_bytes = kAgentMaxReceiveBytes;
 };
 
 class TimedApplier;

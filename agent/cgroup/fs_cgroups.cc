@@ -24,6 +24,11 @@ bool IsDir(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+bool IsRegularFile(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
 template <typename T>
 Result<T> ParseNumber(std::string_view text, const std::string& what) {
   std::string t(Trim(text));
@@ -273,7 +278,11 @@ class FsCgroups final : public Cgroups {
   }
 
   // The dir's cpuset file and every one below it, breadth-first (parents before children),
-  // with each node's parent index and current set.
+  // with each node's parent index and current set. A dir below without the file is no cpuset
+  // of its own (on v2: a child a tenant made in a delegated container cgroup without enabling
+  // cpuset in its parent's subtree_control; its tasks use the nearest ancestor's set, and no
+  // dir below it can have one either): it and its subtree are skipped, not a failure of the pod
+  // (a failure would leave the pod, a Cpuset-fenced neighbour, unconfined).
   Result<std::vector<CpusetNode>> CpusetNodes(const CgroupPaths& d, Knob knob) const {
     if (knob != Knob::kCpusetCpus && knob != Knob::kCpusetMems) {
       return InvalidArgument("cpuset tree wants kCpusetCpus or kCpusetMems");
@@ -287,7 +296,9 @@ class FsCgroups final : public Cgroups {
       if (nodes.size() >= kMaxNodes)
         return Internal("cgroup tree under " + d.cpuset + " too large");
       const auto [dir, parent] = queue[qi];
-      FG_ASSIGN_OR_RETURN(CpuSet cur, ReadSet(JoinPath(dir, name)));
+      const std::string file = JoinPath(dir, name);
+      if (parent >= 0 && !IsRegularFile(file)) continue;
+      FG_ASSIGN_OR_RETURN(CpuSet cur, ReadSet(file));
       nodes.push_back({JoinPath(dir, name), parent, cur});
       const int me = static_cast<int>(nodes.size()) - 1;
       DIR* dp = ::opendir(dir.c_str());

@@ -194,6 +194,36 @@ TEST_P(FsCgroupsTest, CpusetTreePlanCoversCrunChild) {
   EXPECT_EQ(cg_->PlanCpusetTree(pod.dirs, Knob::kCpusetCpus, {2, 3}).value().size(), 0u);
 }
 
+TEST_P(FsCgroupsTest, CpusetTreeSkipsChildDirsWithoutCpusetFiles) {
+  // Issue 28, item 3: a container with a delegated cgroup makes child dirs below itself without
+  // enabling cpuset for them (v2: no cpuset.cpus there), one named with bytes that are not
+  // UTF-8. They are no cpusets of their own: skipped, and the pod's tree is still planned (a
+  // failure here left a Cpuset-fenced neighbour unconfined).
+  PodIdentity p = MakePod(QosClass::kBurstable);
+  auto pod = cg_->ResolvePod(p).value();
+  const std::string container = pod.containers[0].dirs.cpuset;
+  fs::create_directories(container + "/\xff\xfe/nested");
+  fs::create_directories(container + "/tenant-made");
+  Put(pod.dirs.cpuset + "/cpuset.cpus", "0-3\n");
+  Put(container + "/cpuset.cpus", "0-3\n");
+  auto files = cg_->CpusetTreeFiles(pod.dirs, Knob::kCpusetCpus);
+  ASSERT_TRUE(files.ok()) << files.status().ToString();
+  EXPECT_EQ(*files, (std::vector<std::string>{pod.dirs.cpuset + "/cpuset.cpus",
+                                              container + "/cpuset.cpus"}));
+  auto plan = cg_->PlanCpusetTree(pod.dirs, Knob::kCpusetCpus, {2, 3});
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  ASSERT_TRUE(cg_->SetCpusetTree(pod.dirs, Knob::kCpusetCpus, {2, 3}).ok());
+  EXPECT_EQ(Slurp(container + "/cpuset.cpus"), "2-3");
+  EXPECT_EQ(Slurp(pod.dirs.cpuset + "/cpuset.cpus"), "2-3");
+  // A child that is a cpuset of its own (cpuset enabled for it) is still in the tree.
+  ASSERT_TRUE(MakeFakeCgroupDir(container + "/own", layout_.version, v1() ? "cpuset" : "").ok());
+  Put(container + "/own/cpuset.cpus", "0-3\n");
+  auto again = cg_->PlanCpusetTree(pod.dirs, Knob::kCpusetCpus, {2, 3});
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  ASSERT_EQ(again->size(), 1u);
+  EXPECT_EQ((*again)[0].path, container + "/own/cpuset.cpus");
+}
+
 TEST_P(FsCgroupsTest, UsagePidsAndPressure) {
   auto pod = cg_->ResolvePod(MakePod(QosClass::kBurstable)).value();
   if (v1()) {

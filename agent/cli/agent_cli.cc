@@ -170,11 +170,21 @@ void AddRunFlags(CLI::App* app, AgentConfig* c) {
       "sweep: how often to re-read every file we wrote (inotify catches most rewrites) "
       "(default: 60000)",
       &c->verify_interval, ParseMillis, "MS");
+  app->add_option("--max-fence-bytes", c->max_fence_bytes,
+                  "largest message read from the controller; at least the controller's "
+                  "--max-fence-bytes (wire_limits.h)")
+      ->capture_default_str();
   app->add_option("--metrics-addr", c->metrics_addr,
                   "/metrics, /healthz, /readyz (host:port; \"\" = off)");
 }
 
 // ---- the commands -----------------------------------------------------------------------
+
+// Pretty JSON. Text from the node (cgroup paths a tenant named, kernel messages) need not be
+// UTF-8: an invalid sequence is printed as U+FFFD instead of aborting the command.
+std::string Dump(const nlohmann::json& j) {
+  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
+}
 
 nlohmann::json ApplyReportJson(const ApplyReport& r) {
   nlohmann::json pods = nlohmann::json::array();
@@ -215,7 +225,7 @@ int CmdTopology(const NodeConfig& c, bool json) {
   if (!topo.ok()) {
     return Fail(topo.status(), topo.status().code() == StatusCode::kInvalidArgument ? 2 : 1);
   }
-  std::cout << (json ? TopologyToJson(*topo).dump(2) + "\n" : TopologyToTable(*topo));
+  std::cout << (json ? Dump(TopologyToJson(*topo)) + "\n" : TopologyToTable(*topo));
   return 0;
 }
 
@@ -234,7 +244,7 @@ int CmdPlanOrApply(const NodeConfig& c, const std::string& fence_file, bool appl
   auto plan = probe.engine->MakePlanFor(*fence);
   if (!plan.ok()) return Fail(plan.status(), 2);
   if (!apply) {
-    std::cout << PlanToJson(*plan).dump(2) << "\n";
+    std::cout << Dump(PlanToJson(*plan)) << "\n";
     return 0;
   }
   // Valid: now open the state dir (the topology is not loaded again).
@@ -243,7 +253,7 @@ int CmdPlanOrApply(const NodeConfig& c, const std::string& fence_file, bool appl
   auto report = node.engine->Apply(*fence);
   if (!report.ok()) return Fail(report.status(), 1);
   auto full = node.engine->last_apply();
-  std::cout << ApplyReportJson(*full).dump(2) << "\n";
+  std::cout << Dump(ApplyReportJson(*full)) << "\n";
   return full->failed == 0 ? 0 : 1;
 }
 
@@ -251,7 +261,7 @@ int CmdRevert(const NodeConfig& c) {
   auto node = BuildNode(c);
   if (!node.ok()) return Fail(node.status(), 1);
   ApplyReport r = node->engine->RevertAll();
-  std::cout << ApplyReportJson(r).dump(2) << "\n";
+  std::cout << Dump(ApplyReportJson(r)) << "\n";
   for (const auto& v : r.reverts) {
     if (v.outcome == reason::kRevertFailed) return 1;
   }

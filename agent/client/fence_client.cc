@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <random>
 #include <utility>
 
@@ -14,6 +15,8 @@
 #include <grpcpp/security/tls_credentials_options.h>
 #include <spdlog/spdlog.h>
 
+#include "agent/client/utf8_fields.h"
+#include "common/log_limiter.h"
 #include "feedguard/v1/nodefence.grpc.pb.h"
 
 namespace feedguard::agent {
@@ -56,9 +59,25 @@ struct FenceClient::StreamHandle {
   grpc::ClientContext ctx;
   std::unique_ptr<grpc::ClientReaderWriter<AgentMessage, ControllerMessage>> rw;
   std::mutex write_mu;
-  bool closed = false;  // guarded by write_mu; no Write after Finish
+  bool closed = false;               // guarded by write_mu; no Write after Finish
+  LogLimiter* escape_log = nullptr;  // the client's: lines about escaped strings
+  uint64_t last_version = 0;         // run thread only: the newest fence version on this stream
 
+  // Every message leaves the agent here: a string that is not UTF-8 (a cgroup path a tenant
+  // named) is escaped first, or the controller could parse none of the message (utf8_fields.h).
   bool Write(const AgentMessage& m) {
+    if (!StringFieldsAreUtf8(m)) {
+      AgentMessage fixed = m;
+      const size_t n = EscapeInvalidUtf8Fields(&fixed);
+      const auto* kind = fixed.GetReflection()->GetOneofFieldDescriptor(
+          fixed, fixed.GetDescriptor()->FindOneofByName("msg"));
+      if (auto held = escape_log->Allow()) {
+        spdlog::warn("fence client: escaped {} string(s) that were not UTF-8 in a {} message{}", n,
+                     kind != nullptr ? kind->name() : "empty", LogLimiter::HeldBack(*held));
+      }
+      std::lock_guard lock(write_mu);
+      return !closed && rw->Write(fixed);
+    }
     std::lock_guard lock(write_mu);
     return !closed && rw->Write(m);
   }
@@ -168,6 +187,7 @@ void FenceClient::RunLoop(std::stop_token stop) {
 
 FenceClient::StreamEnd FenceClient::RunStream(uint64_t attempt) {
   auto h = std::make_shared<StreamHandle>();
+  h->escape_log = &escape_log_;
   {
     std::lock_guard lock(mu_);
     if (stopping_) return StreamEnd::kFailed;
@@ -183,6 +203,8 @@ FenceClient::StreamEnd FenceClient::RunStream(uint64_t attempt) {
   args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
   // Our own backoff decides when to redial: no subchannel (and its backoff) shared across dials.
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  args.SetMaxReceiveMessageSize(static_cast<int>(
+      std::min<size_t>(options_.max_receive_message_bytes, std::numeric_limits<int>::max())));
   if (!options_.tls_server_name.empty()) args.SetSslTargetNameOverride(options_.tls_server_name);
   auto channel = grpc::CreateCustomChannel(options_.target, creds_, args);
   auto stub = feedguard::v1::FenceDistribution::NewStub(channel);
@@ -249,6 +271,29 @@ FenceClient::StreamEnd FenceClient::RunStream(uint64_t attempt) {
 void FenceClient::HandleUpdate(StreamHandle& h, const feedguard::v1::FenceUpdate& update) {
   const feedguard::v1::NodeFence& fence = update.fence();
   AgentMessage answer;
+  // The fence's own metadata is checked, not trusted (issue 28, item 7): it must be this node's,
+  // and on one stream its versions only grow (a controller numbers each node's fences upward;
+  // a new stream may be another controller, which numbers afresh). Refused: NACKed, not applied.
+  std::string refusal;
+  if (fence.node_name() != options_.hello.node_name()) {
+    refusal = "fence for node \"" + fence.node_name() + "\" sent to the agent of node " +
+              options_.hello.node_name();
+  } else if (h.last_version > 0 && fence.version() < h.last_version) {
+    refusal = "fence version " + std::to_string(fence.version()) + " is older than version " +
+              std::to_string(h.last_version) + " received before on this stream";
+  }
+  if (!refusal.empty()) {
+    answer.mutable_nack()->set_version(fence.version());
+    answer.mutable_nack()->set_nonce(update.nonce());
+    answer.mutable_nack()->set_error(refusal);
+    spdlog::warn("fence client: refused a fence: {}", refusal);
+    if (h.Write(answer)) {
+      std::lock_guard lock(mu_);
+      ++stats_.nacks;
+    }
+    return;
+  }
+  h.last_version = fence.version();
   if (last_fence_ && google::protobuf::util::MessageDifferencer::Equals(*last_fence_, fence)) {
     // Resent after a reconnect: already in place.
     answer.mutable_ack()->set_version(fence.version());
@@ -295,9 +340,47 @@ void FenceClient::HandleUpdate(StreamHandle& h, const feedguard::v1::FenceUpdate
   SendReport(h, report);
 }
 
+size_t FitReportToLimit(feedguard::v1::NodeReport* report, size_t max_bytes) {
+  // The AgentMessage around the report adds its tag and length.
+  const size_t budget = max_bytes > 16 ? max_bytes - 16 : 0;
+  auto fits = [&] { return report->ByteSizeLong() <= budget; };
+  if (fits()) return 0;
+  constexpr size_t kMaxMessage = 512;
+  for (auto& pod : *report->mutable_pods()) {
+    if (pod.message().size() > kMaxMessage) {
+      std::string m = pod.message().substr(0, kMaxMessage);
+      while (!m.empty() && (static_cast<unsigned char>(m.back()) & 0xC0) == 0x80) m.pop_back();
+      if (!m.empty() && static_cast<unsigned char>(m.back()) >= 0xC0) m.pop_back();  // a cut lead
+      pod.set_message(std::move(m));
+    }
+  }
+  if (fits()) return 0;
+  for (auto& pod : *report->mutable_pods()) {
+    if (pod.enforced()) pod.clear_message();
+  }
+  size_t dropped = 0;
+  for (bool enforced : {true, false}) {
+    auto* pods = report->mutable_pods();
+    for (int i = pods->size() - 1; i >= 0 && !fits(); --i) {
+      if (pods->Get(i).enforced() != enforced) continue;
+      pods->DeleteSubrange(i, 1);
+      ++dropped;
+    }
+  }
+  return dropped;
+}
+
 bool FenceClient::SendReport(StreamHandle& h, const feedguard::v1::NodeReport& report) {
   AgentMessage m;
   *m.mutable_report() = report;
+  EscapeInvalidUtf8Fields(&m);  // before fitting: escaping lengthens what it rewrites
+  if (const size_t dropped = FitReportToLimit(m.mutable_report(), kMaxAgentMessageBytes)) {
+    if (auto held = escape_log_.Allow()) {
+      spdlog::error(
+          "fence client: report of {} pods over the controller's {} byte limit: {} left out{}",
+          report.pods_size(), kMaxAgentMessageBytes, dropped, LogLimiter::HeldBack(*held));
+    }
+  }
   if (!h.Write(m)) return false;
   std::lock_guard lock(mu_);
   ++stats_.reports;

@@ -25,8 +25,10 @@
 
 #include "agent/client/fence_applier.h"
 #include "common/backoff.h"
+#include "common/log_limiter.h"
 #include "feedguard/common/status.h"
 #include "feedguard/common/time_source.h"
+#include "feedguard/common/wire_limits.h"
 #include "feedguard/v1/nodefence.pb.h"
 
 namespace grpc {
@@ -40,9 +42,10 @@ class CertificateProviderInterface;
 namespace feedguard::agent {
 
 struct ClientTlsFiles {
-  std::string ca_file;    // PEM CA bundle that signs the controller's certificate
-  std::string cert_file;  // PEM client certificate ("system:node:<node>" CN or DNS SAN)
-  std::string key_file;   // PEM private key of cert_file
+  std::string ca_file;  // PEM CA bundle that signs the controller's certificate
+  std::string
+      cert_file;  // PEM client certificate (cert mode: CN system:node:<node>, O system:nodes)
+  std::string key_file;  // PEM private key of cert_file
 };
 
 struct FenceClientOptions {
@@ -71,6 +74,9 @@ struct FenceClientOptions {
   std::chrono::milliseconds unreached_backoff_cap{5'000};
   std::chrono::milliseconds keepalive_time{30'000};
   std::chrono::milliseconds keepalive_timeout{10'000};
+  // Largest message read from the controller: at least its largest fence (wire_limits.h), or
+  // every send of a bigger one is refused and the node keeps its old fence.
+  size_t max_receive_message_bytes = kAgentMaxReceiveBytes;
   SleeperPtr sleeper;        // default: RealSleeper; Stop() ends the sleep between attempts
   TimeSourcePtr clock;       // default: RealTimeSource
   uint64_t jitter_seed = 0;  // 0: random
@@ -81,6 +87,13 @@ struct FenceClientOptions {
 // controller closed it. Still CONNECTING or in TRANSIENT_FAILURE: nothing answered (the
 // FenceClientOptions::unreached_backoff_cap case).
 bool DialReachedController(const grpc::Status& status, grpc_connectivity_state channel_state);
+
+// Makes `report` fit in `max_bytes` serialized (the controller's receive limit, wire_limits.h:
+// a bigger message ends the stream before the controller reads it, after the ACK that made the
+// node look enforced). Steps, each only while still too big: every pod's message is cut to 512
+// bytes (what status shows of it), then enforced pods lose their message, then pods are dropped
+// from the end, enforced ones before failed ones. Returns how many pods were dropped.
+size_t FitReportToLimit(feedguard::v1::NodeReport* report, size_t max_bytes);
 
 class FenceClient {
  public:
@@ -138,7 +151,9 @@ class FenceClient {
   std::shared_ptr<StreamHandle> stream_;                  // guarded by mu_; open (hello sent)
   std::optional<feedguard::v1::NodeReport> last_report_;  // guarded by mu_
   bool report_dirty_ = false;                             // guarded by mu_: send last_report_ now
-  Stats stats_;                                           // guarded by mu_
+  // Lines about messages changed before sending (strings escaped, a report cut to the limit).
+  LogLimiter escape_log_;
+  Stats stats_;  // guarded by mu_
   // Touched only by the run thread:
   std::optional<feedguard::v1::NodeFence> last_fence_;  // last fence applied successfully
 

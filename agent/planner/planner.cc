@@ -376,12 +376,21 @@ class Planner {
   void Finish(TrainerWork& w, const CpuSet& cpus, Allocator& alloc) {
     alloc.Take(cpus);
     w.placement.cpus = cpus;
-    w.placement.mems = CpuSet{};
-    for (int pu : cpus) {
-      const int n = alloc.NumaOfPu(pu);
-      if (n >= 0) w.placement.mems.Insert(n);
-    }
+    w.placement.mems = LocalMems(cpus);
     w.placement.gpu_local = LocalTo(w, cpus, alloc);
+  }
+
+  // The memory nodes local to `cpus`: every NUMA node whose locality holds one of them — the
+  // cores' own DRAM node and the CPU-less memory nodes beside it (KNL MCDRAM, HBM in flat mode,
+  // CXL expanders, a Grace-Hopper GPU's memory), which hwloc gives the cpuset of the cores
+  // they are local to (issue 28, item 9: only the closest CPU node was kept, so a trainer bound
+  // to its HBM node failed or silently fell back while fenced).
+  CpuSet LocalMems(const CpuSet& cpus) const {
+    CpuSet mems;
+    for (const NumaNode& n : t_.numa_nodes) {
+      if (n.cpus.Intersects(cpus)) mems.Insert(n.id);
+    }
+    return mems;
   }
 
   std::set<int> GpuNodes(const TrainerWork& w) const {

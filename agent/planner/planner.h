@@ -16,7 +16,8 @@
 //   (Diagnostic "GPULocalityUnknown"), REQUIRE fails. PREFER falls back to other nodes, nearest
 //   first by the OS distance matrix (then same package, then id) ("NUMAFallback");
 //   REQUIRE fails the trainer ("NotEnoughLocalCores"); IGNORE best-fits one node, else spreads.
-//   mems = the NUMA nodes of the chosen cores.
+//   mems = every NUMA node local to the chosen cores: their DRAM node and the memory-only nodes
+//   beside it (HBM/MCDRAM, CXL, a GPU's memory), not only the nearest CPU node.
 // Stability. Trainers placed in `previous` keep exactly their CPUs while still valid (same size,
 //   still usable, locality still acceptable); they are placed first, in priority order, so adding
 //   or removing a trainer never moves another. `previous` survives agent restarts (the engine

@@ -773,7 +773,9 @@ TEST(PlannerTest, GpuLocalWhenItsCoreGroupHasTwoNumaNodes) {
     EXPECT_FALSE(HasDiag(plan, "r", "GPULocalityUnknown")) << Diags(plan);
     EXPECT_EQ(T(plan, "p").cpus.ToString(), "4-5,12-13");
     EXPECT_TRUE(T(plan, "p").gpu_local);
-    EXPECT_EQ(T(plan, "p").mems.ToString(), "2");
+    // Issue 28, item 9: the cluster's MCDRAM node (3, CPU-less) is as local as its DRAM (2).
+    EXPECT_EQ(T(plan, "p").mems.ToString(), "2-3");
+    EXPECT_EQ(T(plan, "r").mems.ToString(), "2-3");
     EXPECT_EQ(T(plan, "r").cpus.ToString(), "6,14");
     EXPECT_TRUE(T(plan, "r").gpu_local);
     CheckRails(topo, in.get(), plan);

@@ -9,10 +9,13 @@
 // stand-in authenticator: each node's first hello needs a "TokenReview" of L ms (on the review
 // workers), later ones are cached.
 //
-// stdout: JSON lines. {"ev":"ready","port":P} once listening; on "stats" (stdin):
-//   {"ev":"stats","rss_kb":…,"heap_in_use":…,"heap_arena":…,"connected":…,"nodes":…,"acked":…}
+// stdout: JSON lines. {"ev":"ready","port":P,"metrics_port":M} once listening (M: 0 without
+// --metrics-addr, which serves the controller's /metrics, /healthz, /readyz); on "stats":
+//   {"ev":"stats","rss_kb":…,"heap_in_use":…,"heap_arena":…,"connected":…,"nodes":…,"acked":…,
+//    "hellos_pending":…,"refused":{"connection":…,"address":…,"pending":…,…},"unreadable":…}
 // heap_* from glibc's mallinfo2 (bytes in use / obtained from the system by malloc).
 // stdin: "stats", "bump" (a new fence version for every node, then a "bumped" stats line),
+// "drop" (the server ends every agent's stream, as a network blip would: they reconnect),
 // "trim" (malloc_trim, then stats), "quit" (also on EOF).
 #include <malloc.h>
 
@@ -27,6 +30,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/metrics.h"
 #include "controller/distributor/distributor.h"
 
 namespace feedguard::bench {
@@ -88,6 +92,10 @@ class CountingObserver final : public controller::AgentObserver {
   void OnReport(const std::string&, const feedguard::v1::NodeReport&) override {
     reports.fetch_add(1);
   }
+  void OnUnreadable(const std::string&, const std::string& error) override {
+    if (!error.empty()) unreadable.fetch_add(1);
+  }
+  std::atomic<uint64_t> unreadable{0};
   std::atomic<uint64_t> acks{0};
   std::atomic<uint64_t> reports{0};
 };
@@ -124,6 +132,8 @@ int Usage(const char* argv0) {
       "usage: %s [--port 0] [--nodes 1000] [--node-prefix node-] [--node-digits 5]\n"
       "  [--pods-per-node 1] [--memory-quota-mb M]\n"
       "  [--max-pending-hellos N] [--new-streams-per-second R] [--max-streams N]\n"
+      "  [--max-pending-hellos-per-connection N] [--max-pending-hellos-per-address N]\n"
+      "  [--max-streams-per-connection N] [--metrics-addr 127.0.0.1:0]\n"
       "  [--max-receive-bytes B] [--hello-timeout-ms T] [--review-latency-ms L]\n"
       "  [--review-workers W] [--review-queue Q] [--tls-ca F --tls-cert F --tls-key F]\n"
       "  [--tsi-max-frame-bytes B] [--tcp-read-chunk-bytes B (0: grpc's)]\n"
@@ -139,6 +149,7 @@ int Main(int argc, char** argv) {
   Args a;
   a.d.insecure = true;
   int64_t review_latency_ms = -1;  // <0: no authenticator
+  std::string metrics_addr;        // "": none
   for (int i = 1; i < argc; ++i) {
     const std::string k = argv[i];
     if (i + 1 >= argc) return Usage(argv[0]);
@@ -162,6 +173,14 @@ int Main(int argc, char** argv) {
         a.d.new_streams_per_second = std::stod(v);
       } else if (k == "--max-streams") {
         a.d.max_streams = std::stoull(v);
+      } else if (k == "--max-pending-hellos-per-connection") {
+        a.d.max_pending_hellos_per_connection = std::stoull(v);
+      } else if (k == "--max-pending-hellos-per-address") {
+        a.d.max_pending_hellos_per_address = std::stoull(v);
+      } else if (k == "--max-streams-per-connection") {
+        a.d.max_streams_per_connection = std::stoi(v);
+      } else if (k == "--metrics-addr") {  // the controller's /metrics, /healthz, /readyz server
+        metrics_addr = v;
       } else if (k == "--max-receive-bytes") {
         a.d.max_receive_message_bytes = std::stoi(v);
       } else if (k == "--tls-ca") {  // mTLS; any certificate of the CA may speak for any node
@@ -243,9 +262,37 @@ int Main(int argc, char** argv) {
                         {"acks", observer->acks.load()},
                         {"reports", observer->reports.load()},
                         {"reviews", auth ? auth->reviews.load() : 0}};
+    const controller::DistributorCounters c = d->Counters();
+    j["hellos_pending"] = c.hellos_pending;
+    j["refused"] = {{"connection", c.refused_per_connection},
+                    {"address", c.refused_per_address},
+                    {"pending", c.refused_pending_total},
+                    {"streams", c.refused_streams},
+                    {"rate", c.refused_rate}};
+    j["unreadable"] = c.unreadable_messages;
     std::cout << j.dump() << std::endl;
   };
-  std::cout << nlohmann::json({{"ev", "ready"}, {"port", d->port()}}).dump() << std::endl;
+  // The probe endpoint the controller serves (common/metrics.h), here with a small collector.
+  std::unique_ptr<MetricsServer> metrics;
+  if (!metrics_addr.empty()) {
+    auto m = MetricsServer::Start(
+        metrics_addr,
+        [&] {
+          return RenderGauge("feedguard_agents_connected", "agents with an open stream",
+                             static_cast<double>(d->ConnectedCount()));
+        },
+        [] { return true; });
+    if (!m.ok()) {
+      std::fprintf(stderr, "%s\n", m.status().ToString().c_str());
+      return 1;
+    }
+    metrics = std::move(m).value();
+  }
+  std::cout << nlohmann::json({{"ev", "ready"},
+                               {"port", d->port()},
+                               {"metrics_port", metrics ? metrics->port() : 0}})
+                   .dump()
+            << std::endl;
   stats("stats");
   uint64_t version = 1;
   std::string line;
@@ -260,6 +307,9 @@ int Main(int argc, char** argv) {
         (void)d->SetDesired(std::move(f));
       }
       stats("bumped");
+    } else if (line == "drop") {  // ends every agent's stream (a blip): the agents reconnect
+      for (const auto& agent : d->ListAgents()) (void)d->Disconnect(agent.node);
+      stats("dropped");
     } else if (line == "trim") {
       malloc_trim(0);
       stats("stats");

@@ -7,7 +7,7 @@ and raw TCP connections that never speak HTTP/2. Measured: RSS before/peak/after
 (every real agent still served), and real-agent streams that ended during the flood.
 
 usage: flood.py BUILD_DIR [--agents 500] [--duration-s 30] [--threads 16] [--raw 1000]
-                [--server-args "..."] [--bound-mb 200] [--out bench/results/flood]
+                [--server-args "..."] [--bound-mb 200] [--out bench/results/flood-bound]
 Exit status 1 when a real agent was not served within --serve-timeout-s in some round, a real
 stream ended, or the RSS peak exceeded --bound-mb.
 """

@@ -8,16 +8,28 @@
 //   report     hello for an invented node followed at once by an oversize report
 //   halfopen   --halfopen-batch streams that never say hello, each on its own connection, held
 //              until the server ends them (its hello deadline or its bounds), then again
-// plus --raw-connections plain TCP connections that never speak HTTP/2, held for the whole run.
-// Prints one JSON line at the end: attempts and final grpc codes per kind.
+//   badreport  once per thread: hello for --node (a real node), ACK of the fence the server
+//              sends, then a report whose text is not UTF-8 (issue 28, item 3: what an agent
+//              sent for a tenant's cgroup named "\xff\xfe"); the server's final code
+//   onesock    --onesock-streams streams that never say hello, all on ONE connection (issue 28,
+//              item 1: the chart's shared certificate, no token, 1,100 streams), each re-opened
+//              as soon as the server ends it, for the whole run (one thread runs it)
+// plus --raw-connections plain TCP connections that never speak HTTP/2, held for the whole run,
+// and --slowloris N connections to --slowloris-port (the metrics/health port, issue 28, item 4)
+// that send a request line and then one header byte every --slowloris-interval-ms, never
+// finishing the request, each re-opened as soon as the server closes it.
+// Prints one JSON line at the end: attempts and final grpc codes per kind, slowloris re-opens.
 #include <arpa/inet.h>
 #include <grpcpp/grpcpp.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <poll.h>
+
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <map>
 #include <mutex>
@@ -44,6 +56,11 @@ struct Options {
   int oversize_bytes = 300 * 1024;
   int raw_connections = 0;
   int halfopen_batch = 200;  // half-open streams one "halfopen" thread holds at once
+  int onesock_streams = 1100;
+  std::string node;  // badreport
+  int slowloris = 0;
+  int slowloris_port = 0;
+  int slowloris_interval_ms = 1000;
   std::vector<std::string> kinds = {"invented", "oversize", "report", "halfopen"};
 };
 
@@ -98,6 +115,35 @@ int Attack(const Options& o, const std::string& kind, uint64_t n) {
   return static_cast<int>(rw->Finish().error_code());
 }
 
+// "badreport": a node's stream that ACKs its fence and then sends a report the controller cannot
+// parse (a proto3 string that is not UTF-8: C++ protobuf serializes it, with a logged error).
+int BadReport(const Options& o) {
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  auto stub = feedguard::v1::FenceDistribution::NewStub(grpc::CreateCustomChannel(
+      o.host + ":" + std::to_string(o.port), grpc::InsecureChannelCredentials(), args));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  auto rw = stub->Stream(&ctx);
+  rw->Write(Hello(o.node));
+  ControllerMessage in;
+  if (rw->Read(&in) && in.has_update()) {
+    AgentMessage ack;
+    ack.mutable_ack()->set_version(in.update().fence().version());
+    ack.mutable_ack()->set_nonce(in.update().nonce());
+    rw->Write(ack);
+    AgentMessage report;
+    report.mutable_report()->set_applied_version(in.update().fence().version());
+    auto* pod = report.mutable_report()->add_pods();
+    pod->set_reason("CgroupNotFound");
+    pod->set_message("no cgroup at /sys/fs/cgroup/cpuset/kubepods/pod1/c1/\xff\xfe/cpuset.cpus");
+    rw->Write(report);
+  }
+  while (rw->Read(&in)) {
+  }
+  return static_cast<int>(rw->Finish().error_code());
+}
+
 // One batch of half-open streams: opened one after another, then each drained to its end.
 void HalfOpenBatch(const Options& o, Tally& tally) {
   struct Open {
@@ -125,6 +171,125 @@ void HalfOpenBatch(const Options& o, Tally& tally) {
   }
 }
 
+// "onesock": streams that never say hello, all multiplexed on one channel (one connection), each
+// re-opened when the server ends it, until `end` (every stream's own deadline: they all go then;
+// those are not counted as the server's answer). grpc's callback API: opening one does not wait.
+void OneConnection(const Options& o, Tally& tally, std::atomic<uint64_t>& seq,
+                   Clock::time_point end) {
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  auto stub = feedguard::v1::FenceDistribution::NewStub(grpc::CreateCustomChannel(
+      o.host + ":" + std::to_string(o.port), grpc::InsecureChannelCredentials(), args));
+  const auto wall_end = std::chrono::system_clock::now() + (end - Clock::now());
+  struct Shared {
+    std::mutex mu;
+    std::condition_variable cv;
+    int open = 0;  // guarded by mu
+  } shared;
+  struct Silent final : grpc::ClientBidiReactor<AgentMessage, ControllerMessage> {
+    Silent(feedguard::v1::FenceDistribution::Stub& s, Tally& t, Shared& sh,
+           std::chrono::system_clock::time_point deadline, Clock::time_point e)
+        : tally(t), shared(sh), end(e) {
+      ctx.set_deadline(deadline);
+      s.async()->Stream(&ctx, this);
+      StartRead(&in);
+      StartCall();
+    }
+    void OnReadDone(bool ok) override {
+      if (ok) StartRead(&in);
+    }
+    void OnDone(const grpc::Status& st) override {
+      if (Clock::now() + std::chrono::milliseconds(200) < end) {
+        tally.Add("onesock", static_cast<int>(st.error_code()));
+      }
+      {
+        std::lock_guard l(shared.mu);
+        --shared.open;
+      }
+      shared.cv.notify_all();
+      delete this;
+    }
+    grpc::ClientContext ctx;
+    ControllerMessage in;
+    Tally& tally;
+    Shared& shared;
+    const Clock::time_point end;
+  };
+  std::unique_lock l(shared.mu);
+  while (Clock::now() + std::chrono::milliseconds(200) < end) {
+    while (shared.open < o.onesock_streams) {
+      ++shared.open;
+      seq.fetch_add(1);
+      l.unlock();
+      new Silent(*stub, tally, shared, wall_end, end);  // deletes itself in OnDone
+      l.lock();
+    }
+    shared.cv.wait_until(l, std::min(end, Clock::now() + std::chrono::milliseconds(100)));
+  }
+  shared.cv.wait_for(l, std::chrono::seconds(30), [&] { return shared.open == 0; });
+}
+
+// A raw TCP connection to host:port (-1 on failure).
+int Dial(const std::string& host, int port) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return -1;
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(static_cast<uint16_t>(port));
+  inet_pton(AF_INET, host.c_str(), &sa.sin_addr);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// --slowloris: N connections that send a request line at once and then trickle an endless
+// header, a byte per interval each (the classic slowloris), never finishing the request; a
+// connection the server answers or closes is re-opened at once. Returns how many times one was
+// re-opened.
+uint64_t Slowloris(const Options& o, Clock::time_point end) {
+  static const std::string kLine = "GET /metrics HTTP/1.1\r\nHost: probe\r\n";
+  static const std::string kHeader = "X-Slow: ";
+  struct Conn {
+    int fd = -1;
+    size_t sent = 0;
+  };
+  std::vector<Conn> conns(static_cast<size_t>(o.slowloris));
+  uint64_t reopened = 0;
+  auto next = [&](Conn& c) {  // one more byte of the header that never ends
+    const char b = c.sent < kHeader.size() ? kHeader[c.sent] : 'x';
+    ++c.sent;
+    return send(c.fd, &b, 1, MSG_NOSIGNAL) == 1;
+  };
+  auto open = [&](Conn& c) {
+    c.fd = Dial(o.host, o.slowloris_port);
+    c.sent = 0;
+    if (c.fd >= 0) (void)!send(c.fd, kLine.data(), kLine.size(), MSG_NOSIGNAL);
+  };
+  for (Conn& c : conns) open(c);
+  while (Clock::now() < end) {
+    for (Conn& c : conns) {
+      bool alive = c.fd >= 0;
+      if (alive) {
+        pollfd p{c.fd, POLLIN, 0};
+        if (poll(&p, 1, 0) > 0) alive = false;  // the server answered or closed: start over
+      }
+      if (alive && !next(c)) alive = false;
+      if (!alive) {
+        if (c.fd >= 0) close(c.fd);
+        open(c);
+        ++reopened;
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(o.slowloris_interval_ms));
+  }
+  for (Conn& c : conns) {
+    if (c.fd >= 0) close(c.fd);
+  }
+  return reopened;
+}
+
 int Main(int argc, char** argv) {
   Options o;
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -143,6 +308,16 @@ int Main(int argc, char** argv) {
       o.halfopen_batch = std::stoi(v);
     } else if (k == "--raw-connections") {
       o.raw_connections = std::stoi(v);
+    } else if (k == "--node") {
+      o.node = v;
+    } else if (k == "--onesock-streams") {
+      o.onesock_streams = std::stoi(v);
+    } else if (k == "--slowloris") {
+      o.slowloris = std::stoi(v);
+    } else if (k == "--slowloris-port") {
+      o.slowloris_port = std::stoi(v);
+    } else if (k == "--slowloris-interval-ms") {
+      o.slowloris_interval_ms = std::stoi(v);
     } else if (k == "--kinds") {
       o.kinds.clear();
       size_t start = 0;
@@ -157,35 +332,45 @@ int Main(int argc, char** argv) {
       return 2;
     }
   }
-  if (o.port == 0 || o.threads <= 0 || o.kinds.empty()) {
+  if ((o.port == 0 && !o.kinds.empty()) || o.threads < 0 ||
+      (o.slowloris > 0 && o.slowloris_port == 0)) {
     std::fprintf(stderr,
                  "usage: %s --port P [--host 127.0.0.1] [--threads 8] [--duration-s 30]\n"
-                 "  [--kinds invented,oversize,report,halfopen] [--oversize-bytes 307200]\n"
-                 "  [--raw-connections 0] [--halfopen-batch 200]\n",
+                 "  [--kinds invented,oversize,report,halfopen,onesock,badreport]\n"
+                 "  [--oversize-bytes 307200] [--node NAME (badreport)]\n"
+                 "  [--raw-connections 0] [--halfopen-batch 200] [--onesock-streams 1100]\n"
+                 "  [--slowloris N --slowloris-port P [--slowloris-interval-ms 1000]]\n"
+                 "  (--kinds '' for none)\n",
                  argv[0]);
     return 2;
   }
   std::vector<int> raw;
   for (int i = 0; i < o.raw_connections; ++i) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    const int fd = Dial(o.host, o.port);
     if (fd < 0) break;
-    sockaddr_in sa{};
-    sa.sin_family = AF_INET;
-    sa.sin_port = htons(static_cast<uint16_t>(o.port));
-    inet_pton(AF_INET, o.host.c_str(), &sa.sin_addr);
-    if (connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) {
-      close(fd);
-      break;
-    }
     raw.push_back(fd);
   }
   Tally tally;
   std::atomic<uint64_t> seq{0};
-  const auto end = Clock::now() + std::chrono::duration<double>(o.duration_s);
+  const auto end = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                      std::chrono::duration<double>(o.duration_s));
   std::vector<std::thread> threads;
-  for (int t = 0; t < o.threads; ++t) {
+  std::atomic<uint64_t> slowloris_reopened{0};
+  if (o.slowloris > 0) {
+    threads.emplace_back([&] { slowloris_reopened = Slowloris(o, end); });
+  }
+  for (int t = 0; t < o.threads && !o.kinds.empty(); ++t) {
     threads.emplace_back([&, t] {
       const std::string& kind = o.kinds[static_cast<size_t>(t) % o.kinds.size()];
+      if (kind == "onesock") {
+        OneConnection(o, tally, seq, end);
+        return;
+      }
+      if (kind == "badreport") {
+        seq.fetch_add(1);
+        tally.Add(kind, BadReport(o));
+        return;
+      }
       while (Clock::now() < end) {
         if (kind == "halfopen") {
           seq.fetch_add(static_cast<uint64_t>(o.halfopen_batch));
@@ -201,6 +386,8 @@ int Main(int argc, char** argv) {
   nlohmann::json out = {{"ev", "flood"},
                         {"attempts", seq.load()},
                         {"raw_connections", raw.size()},
+                        {"slowloris", o.slowloris},
+                        {"slowloris_reopened", slowloris_reopened.load()},
                         {"codes", tally.Json()}};
   std::printf("%s\n", out.dump().c_str());
   return 0;

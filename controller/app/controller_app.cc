@@ -44,7 +44,8 @@ void DefineFlags(Flags& f) {
   f.Define("agent-identity", "token",
            "token: the agent's projected ServiceAccount token, checked by TokenReview, must be "
            "bound to the node its hello names (mTLS still required for the channel); cert: the "
-           "agent's client certificate must name its node (CN system:node:<name> or a DNS SAN); "
+           "agent's client certificate must name its node (CN system:node:<name> with O "
+           "system:nodes, signed by --tls-client-ca, which must sign node identities only); "
            "shared-cert (INSECURE): any certificate from the CA may speak for any node");
   f.Define("agent-token-audience", "feedguard", "audience of the agents' projected tokens");
   f.Define("agent-service-account", "feedguard-agent",
@@ -65,6 +66,13 @@ void DefineFlags(Flags& f) {
            "pages of N objects, each parsed whole (for API servers that would read an "
            "unpaginated list from etcd in one piece)");
   f.Define("status-interval-ms", "1000", "at most one status write per policy per interval");
+  f.Define("max-fence-bytes", std::to_string(kMaxFenceBytes),
+           "largest NodeFence sent to an agent (serialized); a node whose fence is bigger keeps "
+           "its last one and is reported FenceTooLarge. Keep it below every agent's "
+           "--max-fence-bytes (grpc's default 4 MiB for agents that set none)");
+  f.Define("max-fence-containers-per-pod", std::to_string(kMaxFenceContainersPerPod),
+           "container ids carried per pod in a fence; a pod with more is fenced at the pod "
+           "level only and reported TooManyContainers");
   f.Define("gpu-resource-names", std::string(kDefaultGpuResourceNames),
            "extended resources that count as GPUs, comma-separated; a trailing - or * makes an "
            "entry a prefix (e.g. nvidia.com/mig-)");
@@ -165,6 +173,14 @@ Result<std::unique_ptr<ControllerApp>> ControllerApp::Create(const Flags& f) {
   ro.rails.agent_namespace = f.Get("agent-namespace");
   ro.status_interval = status_interval;
   ro.suspended = f.GetBool("suspend");
+  FG_ASSIGN_OR_RETURN(const int64_t max_fence_bytes, f.GetInt("max-fence-bytes"));
+  FG_ASSIGN_OR_RETURN(const int64_t max_containers, f.GetInt("max-fence-containers-per-pod"));
+  if (max_fence_bytes < 1024 || max_fence_bytes > (int64_t{1} << 30) || max_containers < 0) {
+    return InvalidArgument(
+        "--max-fence-bytes must be 1024-1073741824, --max-fence-containers-per-pod >= 0");
+  }
+  ro.max_fence_bytes = static_cast<size_t>(max_fence_bytes);
+  ro.fence_limits.max_containers_per_pod = static_cast<size_t>(max_containers);
   {
     std::string error;
     if (!GpuResourceNames::Parse(f.Get("gpu-resource-names"), &ro.gpu_resource_names, &error)) {
@@ -314,7 +330,8 @@ std::string ControllerApp::RenderMetrics() {
       // period (--stale-after-ms) ends; its fences are still in place (fail static).
       if (a.stale)
         stale++;
-      else if (a.last_nack && a.last_nack->version == a.desired_version)
+      else if ((a.last_nack && a.last_nack->version == a.desired_version) ||
+               a.unreadable_messages > 0)
         failed++;
       else if (a.acked_version >= a.desired_version)
         enforced++;
@@ -327,6 +344,22 @@ std::string ControllerApp::RenderMetrics() {
     out += RenderGauge("feedguard_overwrites_total",
                        "cgroup values rewritten by others, summed over agents' reports",
                        overwrites_sum_.Update(overwrites_by_node), "counter");
+    const DistributorCounters c = distributor_->Counters();
+    out += RenderGauge("feedguard_agent_hellos_pending",
+                       "agent streams open but not yet past their hello",
+                       static_cast<double>(c.hellos_pending));
+    out += RenderLabelled(
+        "feedguard_agent_streams_refused_total",
+        "agent streams refused before anything was read, by the bound that refused them", "counter",
+        {{"connection", static_cast<double>(c.refused_per_connection)},
+         {"address", static_cast<double>(c.refused_per_address)},
+         {"pending", static_cast<double>(c.refused_pending_total)},
+         {"streams", static_cast<double>(c.refused_streams)},
+         {"rate", static_cast<double>(c.refused_rate)}},
+        "bound");
+    out += RenderGauge("feedguard_agent_messages_unreadable_total",
+                       "agent messages that did not parse (each ended its stream)",
+                       static_cast<double>(c.unreadable_messages), "counter");
   }
   return out;
 }

@@ -108,6 +108,7 @@ std::optional<FenceSink::Agent> DistributorSink::GetAgent(const std::string& nod
   a.desired_version = s->desired_version;
   if (s->last_nack && s->last_nack->version == s->desired_version)
     a.nack_error = s->last_nack->error;
+  if (s->unreadable_messages > 0) a.unreadable_error = s->unreadable_error;
   return a;
 }
 

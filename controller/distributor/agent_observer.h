@@ -24,6 +24,10 @@ class AgentObserver {
   virtual void OnAck(const std::string& node, uint64_t version) = 0;
   virtual void OnNack(const std::string& node, uint64_t version, const std::string& error) = 0;
   virtual void OnReport(const std::string& node, const feedguard::v1::NodeReport& report) = 0;
+  // The node's agent sent a message that did not parse (`error` says what; its stream was
+  // ended): the node is failing until a report of it parses again, which is told with an empty
+  // `error` (after that report's OnReport).
+  virtual void OnUnreadable(const std::string& node, const std::string& error) = 0;
 };
 using AgentObserverPtr = std::shared_ptr<AgentObserver>;
 

@@ -79,6 +79,7 @@ class Distributor::AgentStream final
       : d_(d),
         identities_(std::move(identities)),
         peer_(std::move(peer)),
+        address_(PeerAddress(peer_)),
         token_(std::move(token)),
         opened_(d->options_.clock->MonotonicNow()) {
     std::lock_guard lock(d_->mu_);
@@ -87,25 +88,14 @@ class Distributor::AgentStream final
       FinishLocked(grpc::Status(grpc::StatusCode::UNAVAILABLE, "controller shutting down"));
       return;
     }
-    if (d_->live_.size() > d_->options_.max_streams) {
-      FinishLocked(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "too many agent streams"));
-      return;
-    }
-    const DistributorOptions& o = d_->options_;
-    if (o.new_streams_per_second > 0 &&
-        !TakeToken(d_->new_streams_, o.new_streams_per_second,
-                   std::max(1.0, o.new_streams_per_second), opened_)) {
-      FinishLocked(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                                "too many new agent streams; retry with backoff"));
-      return;
-    }
-    if (o.max_pending_hellos > 0 && d_->pending_hellos_ >= o.max_pending_hellos) {
-      FinishLocked(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                                "too many agent hellos in progress; retry with backoff"));
+    if (auto refusal = d_->AdmitNewStreamLocked(peer_, address_, opened_)) {
+      FinishLocked(std::move(*refusal));
       return;
     }
     pending_ = true;
     ++d_->pending_hellos_;
+    ++d_->pending_by_connection_[peer_];
+    ++d_->pending_by_address_[address_];
     StartRead(&in_buf_);
   }
 
@@ -118,7 +108,8 @@ class Distributor::AgentStream final
   void OnReadDone(bool ok) override {
     std::string auth_node;  // a hello whose token is to be judged
     {
-      std::lock_guard lock(d_->mu_);
+      Events events;
+      std::unique_lock lock(d_->mu_);
       if (!ok) {
         // The agent closed its side, was cancelled, or we already finished the call.
         FinishLocked(grpc::Status::OK);
@@ -126,8 +117,11 @@ class Distributor::AgentStream final
       }
       // What grpc's typed handler would do; the size bound was applied before (grpc's
       // max receive message size).
+      const size_t bytes = in_buf_.Length();
       if (!grpc::SerializationTraits<AgentMessage>::Deserialize(&in_buf_, &in_).ok()) {
-        FinishLocked(grpc::Status(grpc::StatusCode::INTERNAL, "cannot parse the agent's message"));
+        UnreadableLocked(bytes, events);
+        lock.unlock();
+        Notify(events);
         return;
       }
       if (d_->options_.authenticator && node_.empty() && in_.msg_case() == AgentMessage::kHello &&
@@ -239,6 +233,32 @@ class Distributor::AgentStream final
     return &it->second;
   }
 
+  // requires d_->mu_. The agent sent bytes that are no AgentMessage (e.g. a proto3 string that
+  // is not UTF-8, which C++ protobuf serializes but does not parse): counted, logged
+  // (rate-limited), the node (once known) reported failing until a report of it parses again,
+  // and the stream ended; the agent reconnects.
+  void UnreadableLocked(size_t bytes, Events& events) {
+    ++d_->counters_.unreadable_messages;
+    const std::string error = "a message of " + std::to_string(bytes) +
+                              " bytes did not parse as an AgentMessage (not protobuf, or a string "
+                              "field that is not UTF-8)";
+    Node* n = RegisteredNodeLocked();
+    if (n != nullptr) {
+      ++n->unreadable_messages;
+      n->unreadable_error = error;
+      events.push_back([node = node_, e = error](AgentObserver& o) { o.OnUnreadable(node, e); });
+    }
+    if (auto held = d_->unreadable_log_.Allow()) {
+      const std::string who = n != nullptr ? "node " + node_ + " (" + peer_ + ", " +
+                                                 std::to_string(n->unreadable_messages) +
+                                                 " since its last readable report)"
+                                           : "a stream before its hello (" + peer_ + ")";
+      spdlog::warn("distributor: {}: {}; stream ended{}{}", who, error,
+                   n != nullptr ? ", node reported failing" : "", LogLimiter::HeldBack(*held));
+    }
+    FinishLocked(grpc::Status(grpc::StatusCode::INTERNAL, "cannot parse the agent's message"));
+  }
+
   // requires d_->mu_
   void HandleLocked(Events& events, const std::optional<Status>& verdict) {
     const auto now = d_->options_.clock->MonotonicNow();
@@ -283,6 +303,11 @@ class Distributor::AgentStream final
         n->last_report =
             ReportSummary{report->applied_version(), report->dry_run(), report->overwrites_total(),
                           static_cast<size_t>(report->pods_size())};
+        if (n->unreadable_messages > 0) {  // the agent speaks readably again
+          n->unreadable_messages = 0;
+          n->unreadable_error.clear();
+          events.push_back([node = node_](AgentObserver& o) { o.OnUnreadable(node, ""); });
+        }
         events.push_back(
             [node = node_, r = std::move(report)](AgentObserver& o) { o.OnReport(node, *r); });
         break;
@@ -316,8 +341,10 @@ class Distributor::AgentStream final
         !MayActForNode(identities_, name)) {
       std::string names;
       for (const std::string& id : identities_) names += (names.empty() ? "" : ", ") + id;
-      spdlog::warn("distributor: refused hello for node {} from {}: certificate names [{}]", name,
-                   peer_, names);
+      if (auto held = d_->refusal_log_.Allow()) {
+        spdlog::warn("distributor: refused hello for node {} from {}: certificate names [{}]{}",
+                     name, peer_, names, LogLimiter::HeldBack(*held));
+      }
       FinishLocked(grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
                                 "client certificate does not name node " + name));
       return;
@@ -325,8 +352,10 @@ class Distributor::AgentStream final
     if (d_->options_.authenticator) {
       const Status v = verdict.value_or(Internal("token not checked"));
       if (!v.ok()) {
-        spdlog::warn("distributor: refused hello for node {} from {}: {}", name, peer_,
-                     v.ToString());
+        if (auto held = d_->refusal_log_.Allow()) {
+          spdlog::warn("distributor: refused hello for node {} from {}: {}{}", name, peer_,
+                       v.ToString(), LogLimiter::HeldBack(*held));
+        }
         const auto code = v.code() == StatusCode::kUnavailable
                               ? grpc::StatusCode::UNAVAILABLE
                               : grpc::StatusCode::PERMISSION_DENIED;
@@ -371,6 +400,12 @@ class Distributor::AgentStream final
     if (!pending_) return;
     pending_ = false;
     --d_->pending_hellos_;
+    auto release = [](std::map<std::string, size_t, std::less<>>& by, const std::string& key) {
+      auto it = by.find(key);
+      if (it != by.end() && --it->second == 0) by.erase(it);
+    };
+    release(d_->pending_by_connection_, peer_);
+    release(d_->pending_by_address_, address_);
   }
 
   // requires d_->mu_
@@ -381,8 +416,9 @@ class Distributor::AgentStream final
 
   Distributor* const d_;
   const std::vector<std::string> identities_;
-  const std::string peer_;
-  const std::string token_;  // bearer token of the call ("" when none); judged at hello
+  const std::string peer_;     // grpc's peer: "ipv4:10.0.0.1:4711", one per connection
+  const std::string address_;  // the peer's address without its port
+  const std::string token_;    // bearer token of the call ("" when none); judged at hello
   const std::chrono::steady_clock::time_point opened_;
   // All below guarded by d_->mu_.
   std::string node_;  // set once the hello is accepted
@@ -552,15 +588,65 @@ bool Distributor::TakeToken(Bucket& b, double rate, double burst,
   return true;
 }
 
+std::optional<grpc::Status> Distributor::AdmitNewStreamLocked(
+    const std::string& connection, const std::string& address,
+    std::chrono::steady_clock::time_point now) {
+  const DistributorOptions& o = options_;
+  auto refuse = [&](uint64_t& counter, const char* what) {
+    ++counter;
+    if (auto held = refusal_log_.Allow()) {
+      spdlog::warn("distributor: refused a new stream from {}: {}{}", connection, what,
+                   LogLimiter::HeldBack(*held));
+    }
+    return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                        std::string(what) + "; retry with backoff");
+  };
+  if (live_.size() > o.max_streams) {
+    return refuse(counters_.refused_streams, "too many agent streams");
+  }
+  if (o.new_streams_per_second > 0 && !TakeToken(new_streams_, o.new_streams_per_second,
+                                                 std::max(1.0, o.new_streams_per_second), now)) {
+    return refuse(counters_.refused_rate, "too many new agent streams");
+  }
+  // One connection, then one address, then everyone: the narrowest bound that is full names
+  // the refusal, and a connection or host at its share cannot take the places left to others.
+  auto at = [](const auto& by, const std::string& key, size_t bound) {
+    if (bound == 0) return false;
+    auto it = by.find(key);
+    return it != by.end() && it->second >= bound;
+  };
+  if (at(pending_by_connection_, connection, o.max_pending_hellos_per_connection)) {
+    return refuse(counters_.refused_per_connection,
+                  "too many agent hellos in progress on this connection");
+  }
+  if (at(pending_by_address_, address, o.max_pending_hellos_per_address)) {
+    return refuse(counters_.refused_per_address,
+                  "too many agent hellos in progress from this address");
+  }
+  if (o.max_pending_hellos > 0 && pending_hellos_ >= o.max_pending_hellos) {
+    return refuse(counters_.refused_pending_total, "too many agent hellos in progress");
+  }
+  return std::nullopt;
+}
+
+DistributorCounters Distributor::Counters() const {
+  std::lock_guard lock(mu_);
+  DistributorCounters c = counters_;
+  c.hellos_pending = pending_hellos_;
+  return c;
+}
+
 std::optional<grpc::Status> Distributor::EnqueueReviewLocked(AgentStream* s,
                                                              const std::string& token,
                                                              const std::string& node) {
   if (shut_down_) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "controller shutting down");
   if (RefusedTokensExhaustedLocked(s->peer())) {
-    spdlog::warn(
-        "distributor: hello for node {} from {} refused unreviewed: too many refused tokens "
-        "from that address",
-        node, s->peer());
+    if (auto held = refusal_log_.Allow()) {
+      spdlog::warn(
+          "distributor: hello for node {} from {} refused unreviewed: too many refused tokens "
+          "from that address{}",
+          node, s->peer(), LogLimiter::HeldBack(*held));
+    }
     return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
                         "too many refused agent tokens from this address; retry later");
   }
@@ -735,6 +821,8 @@ AgentState Distributor::SnapshotLocked(const std::string& name, const Node& n) c
   s.last_seen = n.last_seen;
   s.streams = n.streams;
   s.sends = n.slot.sends();
+  s.unreadable_messages = n.unreadable_messages;
+  s.unreadable_error = n.unreadable_error;
   return s;
 }
 

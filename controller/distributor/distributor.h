@@ -12,8 +12,12 @@
 // Bounded (a controller that every agent dials must not be exhausted by one of them): received
 // messages are capped at `max_receive_message_bytes`; a stream that has not said hello within
 // `hello_timeout` is ended (DEADLINE_EXCEEDED); at most `max_streams` streams are open at once
-// (more: RESOURCE_EXHAUSTED), at most `max_pending_hellos` of them before their hello, and
-// optionally `new_streams_per_second`; grpc's own memory is capped by `memory_quota_bytes`; a
+// (more: RESOURCE_EXHAUSTED), at most `max_pending_hellos` of them before their hello — and of
+// those at most `max_pending_hellos_per_connection` on one connection and
+// `max_pending_hellos_per_address` from one peer address, so that one hostile connection or host
+// cannot hold every place while real agents reconnect —, at most `max_streams_per_connection`
+// streams per connection (HTTP/2's own limit), and optionally `new_streams_per_second`; grpc's
+// own memory is capped by `memory_quota_bytes`; a
 // hello's node name must be a DNS subdomain of at most 253
 // characters (INVALID_ARGUMENT) and, through `admit_node`, have a Node object. A hello for a
 // node without one is refused with FAILED_PRECONDITION, not PERMISSION_DENIED: it is a state
@@ -48,11 +52,13 @@
 #include <thread>
 #include <vector>
 
+#include "common/log_limiter.h"
 #include "controller/auth/authenticator.h"
 #include "controller/distributor/agent_observer.h"
 #include "controller/distributor/fence_slot.h"
 #include "feedguard/common/status.h"
 #include "feedguard/common/time_source.h"
+#include "feedguard/common/wire_limits.h"
 #include "feedguard/v1/nodefence.pb.h"
 
 namespace grpc {
@@ -75,7 +81,8 @@ struct DistributorOptions {
   bool insecure = false;
   // mTLS still required, but any client certificate signed by the CA may speak for the node
   // its hello names (for a chart-issued certificate shared by every agent). Default: the node
-  // must be named by the certificate (CN "system:node:<name>" or a DNS SAN).
+  // must be named by the certificate (CN "system:node:<name>" with O "system:nodes";
+  // peer_identity.h).
   bool trust_hello_node_name = false;
   // Node-bound identity (controller/auth): every hello must come with call metadata
   // `authorization: Bearer <token>` that this judges for the hello's node; a refusal ends the
@@ -92,16 +99,18 @@ struct DistributorOptions {
   // Agents may ping this often (their keepalive_time must not be shorter).
   std::chrono::milliseconds min_client_ping_interval{10'000};
   std::chrono::milliseconds stale_after{60'000};
-  // Largest message accepted from an agent (hello, report, NACK). A NodeReport of a node with
-  // 250 pods is about 100 KiB; grpc's default (4 MiB) let each agent pin megabytes.
-  int max_receive_message_bytes = 256 * 1024;
+  // Largest message accepted from an agent (hello, report, NACK; wire_limits.h). A NodeReport
+  // of a node with 250 pods is about 100 KiB; grpc's default (4 MiB) let each agent pin megabytes.
+  int max_receive_message_bytes = static_cast<int>(kMaxAgentMessageBytes);
   // A stream that sends no hello within this is ended.
   std::chrono::milliseconds hello_timeout{10'000};
   // Open streams at once, including those still before their hello.
   size_t max_streams = 10'000;
-  // Streams one connection may open at once (an agent needs one); 0: grpc's default (no
-  // limit of its own; max_streams still bounds the total).
-  int max_streams_per_connection = 0;
+  // Streams one connection may have open at once (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS; an
+  // agent opens one per connection). A client that honours the setting (grpc does) queues the
+  // rest on its side; one that ignores it meets max_pending_hellos_per_connection. 0: no limit
+  // of grpc's own (max_streams still bounds the total).
+  int max_streams_per_connection = 4;
   // Largest TLS frame grpc's frame protector uses per connection (GRPC_ARG_TSI_MAX_FRAME_SIZE;
   // each connection holds a buffer of this size; grpc's default 16 KiB). 4 KiB saves ~8 KB of
   // RSS per agent (docs/controller-limits.md); fences still go out whole, in more frames.
@@ -129,6 +138,13 @@ struct DistributorOptions {
   // anything is read, the agent retries with backoff. Each costs ~40 KiB (grpc's call and
   // connection state) until hello_timeout ends it. 0: no bound.
   size_t max_pending_hellos = 1024;
+  // Of those, at most this many on one connection (grpc's peer: address and port; an agent has
+  // one stream per connection, so 2 covers a reconnect that overlaps the old stream) and from
+  // one peer address (IP; agents behind one source NAT share it, as the benchmarks' simulated
+  // agents on loopback do): one host can hold at most half the places, so agents elsewhere
+  // still get through. More: RESOURCE_EXHAUSTED before anything is read. 0: no such bound.
+  size_t max_pending_hellos_per_connection = 2;
+  size_t max_pending_hellos_per_address = 512;  // half of max_pending_hellos: the rest is others'
   // New streams accepted per second (token bucket, burst of one second's worth); more:
   // RESOURCE_EXHAUSTED before anything is read. 0: no limit.
   double new_streams_per_second = 0;
@@ -168,6 +184,19 @@ struct ReportSummary {
   size_t pods = 0;
 };
 
+// Counts for metrics and tests (a snapshot).
+struct DistributorCounters {
+  size_t hellos_pending = 0;  // open streams before their hello (or its token's verdict)
+  // Streams refused before anything was read, by the bound that refused them.
+  uint64_t refused_per_connection = 0;  // max_pending_hellos_per_connection
+  uint64_t refused_per_address = 0;     // max_pending_hellos_per_address
+  uint64_t refused_pending_total = 0;   // max_pending_hellos
+  uint64_t refused_streams = 0;         // max_streams
+  uint64_t refused_rate = 0;            // new_streams_per_second
+  // Agent messages that did not parse (the stream was ended each time).
+  uint64_t unreadable_messages = 0;
+};
+
 // A snapshot of what the controller knows about one node's agent.
 struct AgentState {
   std::string node;
@@ -184,6 +213,10 @@ struct AgentState {
   std::chrono::steady_clock::time_point last_seen;  // last message, connect or disconnect
   uint64_t streams = 0;                             // streams accepted for this node so far
   uint64_t sends = 0;                               // updates written to this node so far
+  // Messages of this node's agent that did not parse since its last readable report (each
+  // ended its stream), and what the last one was. Non-zero: the node is reported failing.
+  uint64_t unreadable_messages = 0;
+  std::string unreadable_error;
 };
 
 // grpc 1.51 reads sockets through one of two code paths, chosen per process by the
@@ -226,6 +259,7 @@ class Distributor {
   std::optional<AgentState> GetAgent(const std::string& node) const;
   std::vector<AgentState> ListAgents() const;
   size_t ConnectedCount() const;
+  DistributorCounters Counters() const;
 
   // Ends every stream and stops the server; idempotent.
   void Shutdown();
@@ -241,6 +275,8 @@ class Distributor {
     std::string peer;
     std::chrono::steady_clock::time_point last_seen;
     uint64_t streams = 0;
+    uint64_t unreadable_messages = 0;  // since the last readable report
+    std::string unreadable_error;
   };
 
   struct Bucket {  // token bucket: `tokens` as of `at`
@@ -256,6 +292,11 @@ class Distributor {
 
   explicit Distributor(DistributorOptions options);
   void ReviewLoop();
+  // requires mu_. Whether a new stream from `connection` (grpc's peer string) at `address`
+  // may wait for its hello: the refusal (counted, logged rate-limited) when a bound is full.
+  std::optional<grpc::Status> AdmitNewStreamLocked(const std::string& connection,
+                                                   const std::string& address,
+                                                   std::chrono::steady_clock::time_point now);
   // requires mu_. Queues the stream's token for a worker; the refusal when it cannot.
   std::optional<grpc::Status> EnqueueReviewLocked(AgentStream* s, const std::string& token,
                                                   const std::string& node);
@@ -283,7 +324,13 @@ class Distributor {
   std::thread sweeper_;
   // Connection setup (all guarded by mu_).
   size_t pending_hellos_ = 0;  // open streams not yet accepted nor finished
-  Bucket new_streams_;         // of new_streams_per_second
+  // The same per connection (grpc's peer string) and per peer address; entries at zero go.
+  std::map<std::string, size_t, std::less<>> pending_by_connection_;
+  std::map<std::string, size_t, std::less<>> pending_by_address_;
+  DistributorCounters counters_;  // hellos_pending is pending_hellos_ (filled in by Counters())
+  LogLimiter refusal_log_;        // refused streams and hellos: a warning each, rate-limited
+  LogLimiter unreadable_log_;     // agent messages that did not parse
+  Bucket new_streams_;            // of new_streams_per_second
   std::map<std::string, Bucket, std::less<>> refused_tokens_;  // per peer address
   // Token reviews (guarded by mu_): the queue, and each stream awaiting a verdict with the
   // ticket of its review (a verdict is delivered only to the stream and ticket it was for).

@@ -20,6 +20,28 @@ namespace {
 namespace v1 = feedguard::v1;
 using namespace std::chrono_literals;
 
+// Records OnUnreadable calls: "<node> unreadable" / "<node> readable".
+class UnreadableObserver final : public AgentObserver {
+ public:
+  void OnConnected(const std::string&, const v1::AgentHello&) override {}
+  void OnDisconnected(const std::string&) override {}
+  void OnAck(const std::string&, uint64_t) override {}
+  void OnNack(const std::string&, uint64_t, const std::string&) override {}
+  void OnReport(const std::string&, const v1::NodeReport&) override {}
+  void OnUnreadable(const std::string& node, const std::string& error) override {
+    std::lock_guard l(mu_);
+    events_.push_back(node + (error.empty() ? " readable" : " unreadable"));
+  }
+  std::vector<std::string> Events() {
+    std::lock_guard l(mu_);
+    return events_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<std::string> events_;  // guarded by mu_
+};
+
 class DistributorBoundsTest : public ::testing::Test {
  protected:
   DistributorOptions Options() {
@@ -37,11 +59,14 @@ class DistributorBoundsTest : public ::testing::Test {
     return d.ok() ? std::move(d).value() : nullptr;
   }
   std::unique_ptr<v1::FenceDistribution::Stub> Stub(int port) {
+    return Stub("127.0.0.1:" + std::to_string(port));
+  }
+  std::unique_ptr<v1::FenceDistribution::Stub> Stub(const std::string& target) {
     grpc::ChannelArguments args;
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
     args.SetMaxSendMessageSize(64 << 20);
-    return v1::FenceDistribution::NewStub(grpc::CreateCustomChannel(
-        "127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials(), args));
+    return v1::FenceDistribution::NewStub(
+        grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args));
   }
   // Sends `messages`, half-closes, drains, returns the final status.
   grpc::Status Exchange(v1::FenceDistribution::Stub& stub,
@@ -158,6 +183,58 @@ TEST_F(DistributorBoundsTest, UnparseableMessageEndsTheStreamAndIsNotKept) {
   ExpectServed(*stub, "gpu-1", 1);
 }
 
+TEST_F(DistributorBoundsTest, AnUnreadableMessageIsCountedAndMarksItsNodeUntilAReportParses) {
+  // Issue 28, item 3: a message the controller cannot parse is counted, logged and the node
+  // reported failing — also after its ACK — until a report of it parses again.
+  AddNode("gpu-1");
+  auto observer = std::make_shared<UnreadableObserver>();
+  auto o = Options();
+  o.observer = observer;
+  auto d = Start(o);
+  ASSERT_TRUE(d);
+  ASSERT_TRUE(d->SetDesired(Fence("gpu-1", 1)).ok());
+  auto stub = Stub(d->port());
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + 10s);
+    auto rw = stub->Stream(&ctx);
+    ASSERT_TRUE(rw->Write(Hello("gpu-1")));
+    v1::ControllerMessage in;
+    ASSERT_TRUE(rw->Read(&in));
+    v1::AgentMessage ack;
+    ack.mutable_ack()->set_version(1);
+    ack.mutable_ack()->set_nonce(in.update().nonce());
+    ASSERT_TRUE(rw->Write(ack));
+    v1::AgentMessage report;
+    report.mutable_report()->set_applied_version(1);
+    report.mutable_report()->add_pods()->set_message("no cgroup at /x/\xff\xfe/cpuset.cpus");
+    ASSERT_TRUE(rw->Write(report));
+    EXPECT_FALSE(rw->Read(&in));
+    EXPECT_EQ(rw->Finish().error_code(), grpc::StatusCode::INTERNAL);
+  }
+  auto a = d->GetAgent("gpu-1");
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->acked_version, 1u);        // the ACK came first ...
+  EXPECT_EQ(a->unreadable_messages, 1u);  // ... and the node is failing all the same
+  EXPECT_NE(a->unreadable_error.find("did not parse"), std::string::npos);
+  EXPECT_EQ(d->Counters().unreadable_messages, 1u);
+  // The observer hears of it on the grpc thread, maybe just after the client saw the end.
+  for (int i = 0; i < 100 && observer->Events().empty(); ++i) std::this_thread::sleep_for(10ms);
+  EXPECT_EQ(observer->Events(), (std::vector<std::string>{"gpu-1 unreadable"}));
+  // Before its hello a stream has no node: counted only.
+  EXPECT_EQ(Exchange(*stub, {Hello("gpu-\xff")}).error_code(), grpc::StatusCode::INTERNAL);
+  EXPECT_EQ(d->Counters().unreadable_messages, 2u);
+  EXPECT_EQ(d->GetAgent("gpu-1")->unreadable_messages, 1u);
+  // A readable report clears it.
+  v1::AgentMessage good;
+  good.mutable_report()->set_applied_version(1);
+  good.mutable_report()->add_pods()->set_message("no cgroup at /x/\\xFF\\xFE/cpuset.cpus");
+  EXPECT_EQ(Exchange(*stub, {Hello("gpu-1"), good}).error_code(), grpc::StatusCode::OK);
+  EXPECT_EQ(d->GetAgent("gpu-1")->unreadable_messages, 0u);
+  EXPECT_TRUE(d->GetAgent("gpu-1")->unreadable_error.empty());
+  EXPECT_EQ(observer->Events(), (std::vector<std::string>{"gpu-1 unreadable", "gpu-1 readable"}));
+}
+
 TEST_F(DistributorBoundsTest, StreamWithoutHelloIsEndedAtTheDeadline) {
   auto o = Options();
   o.hello_timeout = 300ms;
@@ -235,6 +312,124 @@ TEST_F(DistributorBoundsTest, HellosInProgressAreBounded) {
     if (!served) std::this_thread::sleep_for(50ms);
   }
   EXPECT_TRUE(served);
+}
+
+// Streams that never say hello, all on one channel (one TCP connection), opened through grpc's
+// callback API: opening one does not wait for the server (a sync Stream() would block on a
+// stream the connection's concurrency limit keeps queued).
+class SilentStreams {
+ public:
+  SilentStreams(v1::FenceDistribution::Stub& stub, int n) {
+    for (int i = 0; i < n; ++i) streams_.push_back(std::make_unique<Silent>(stub));
+  }
+  ~SilentStreams() {
+    for (auto& s : streams_) s->ctx.TryCancel();
+    for (auto& s : streams_) s->Await();
+  }
+  // Streams the server has ended so far, by code.
+  std::map<grpc::StatusCode, int> Ended() {
+    std::map<grpc::StatusCode, int> out;
+    for (auto& s : streams_) {
+      if (auto st = s->Status()) ++out[st->error_code()];
+    }
+    return out;
+  }
+
+ private:
+  struct Silent final : grpc::ClientBidiReactor<v1::AgentMessage, v1::ControllerMessage> {
+    explicit Silent(v1::FenceDistribution::Stub& stub) {
+      ctx.set_deadline(std::chrono::system_clock::now() + 60s);
+      stub.async()->Stream(&ctx, this);
+      StartRead(&in);
+      StartCall();
+    }
+    void OnReadDone(bool ok) override {
+      if (ok) StartRead(&in);
+    }
+    void OnDone(const grpc::Status& s) override {
+      std::lock_guard l(mu);
+      status = s;
+      cv.notify_all();
+    }
+    std::optional<grpc::Status> Status() {
+      std::lock_guard l(mu);
+      return status;
+    }
+    void Await() {
+      std::unique_lock l(mu);
+      cv.wait(l, [this] { return status.has_value(); });
+    }
+    grpc::ClientContext ctx;
+    v1::ControllerMessage in;
+    std::mutex mu;
+    std::condition_variable cv;
+    std::optional<grpc::Status> status;  // guarded by mu
+  };
+  std::vector<std::unique_ptr<Silent>> streams_;
+};
+
+TEST_F(DistributorBoundsTest, OneConnectionsSilentStreamsDoNotLockOutOtherAgents) {
+  // Issue 28, item 1: one connection (the chart's shared certificate, no token) opens more
+  // streams than the bound on hellos in progress and never says hello. Every other agent must
+  // still be served: the bound is per connection as well as in total.
+  AddNode("gpu-1");
+  auto o = Options();
+  o.max_pending_hellos = 8;
+  auto d = Start(o);
+  ASSERT_TRUE(d);
+  ASSERT_TRUE(d->SetDesired(Fence("gpu-1", 1)).ok());
+  auto attacker = Stub(d->port());
+  SilentStreams silent(*attacker, 20);
+  std::this_thread::sleep_for(500ms);  // every stream that will reach the server has
+  auto agent = Stub(d->port());
+  ExpectServed(*agent, "gpu-1", 1);
+  // The attacker's connection keeps at most its own share.
+  EXPECT_LE(d->Counters().hellos_pending, o.max_pending_hellos_per_connection);
+}
+
+TEST_F(DistributorBoundsTest, StreamsPerConnectionAreCapped) {
+  // A client that honours HTTP/2's SETTINGS_MAX_CONCURRENT_STREAMS (grpc's own) gets no more
+  // than max_streams_per_connection streams at once to the server; the rest wait in the client.
+  AddNode("gpu-1");
+  auto o = Options();
+  o.max_pending_hellos_per_connection = 100;  // the stream cap alone
+  o.max_streams_per_connection = 3;
+  auto d = Start(o);
+  ASSERT_TRUE(d);
+  auto attacker = Stub(d->port());
+  SilentStreams silent(*attacker, 10);
+  std::this_thread::sleep_for(500ms);
+  EXPECT_EQ(d->Counters().hellos_pending, 3u);
+  EXPECT_TRUE(silent.Ended().empty());
+}
+
+TEST_F(DistributorBoundsTest, HellosInProgressAreBoundedPerAddress) {
+  // Many connections from one address hold at most max_pending_hellos_per_address places (the
+  // rest of max_pending_hellos stays for agents elsewhere; on loopback every peer is 127.0.0.1,
+  // so here the bound itself is shown, and that the address gets places back as they free).
+  AddNode("gpu-1");
+  auto o = Options();
+  o.max_pending_hellos = 8;
+  o.max_pending_hellos_per_address = 4;
+  auto d = Start(o);
+  ASSERT_TRUE(d);
+  ASSERT_TRUE(d->SetDesired(Fence("gpu-1", 1)).ok());
+  std::vector<std::unique_ptr<v1::FenceDistribution::Stub>> conns;
+  std::vector<std::unique_ptr<SilentStreams>> silent;
+  for (int i = 0; i < 10; ++i) {
+    conns.push_back(Stub(d->port()));
+    silent.push_back(std::make_unique<SilentStreams>(*conns.back(), 1));
+  }
+  std::this_thread::sleep_for(500ms);
+  EXPECT_EQ(d->Counters().hellos_pending, 4u);
+  EXPECT_EQ(d->Counters().refused_per_address, 6u);
+  int refused = 0;
+  for (auto& s : silent) refused += s->Ended()[grpc::StatusCode::RESOURCE_EXHAUSTED];
+  EXPECT_EQ(refused, 6);
+  auto agent = Stub(d->port());
+  EXPECT_EQ(Exchange(*agent, {Hello("gpu-1")}).error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  silent.clear();  // the silent streams go: their places come back
+  ExpectServed(*agent, "gpu-1", 1);
 }
 
 TEST_F(DistributorBoundsTest, NewStreamsAreRateLimited) {

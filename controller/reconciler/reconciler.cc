@@ -7,7 +7,9 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/strings.h"
 #include "controller/kube/resource.h"
+#include "controller/sanitize/sanitize.h"
 #include "controller/status/policy_status.h"
 
 namespace feedguard::controller {
@@ -25,15 +27,17 @@ constexpr char kSuspendedWhy[] =
     "fencing suspended by the off switch (annotation feedguard.io/suspend=true on the agent "
     "namespace, or --suspend): every fence withdrawn";
 
-// Whether a Namespace object carries kSuspendAnnotation = "true" (type-checked).
-bool SuspendAnnotation(const nlohmann::json& ns) {
-  if (!ns.is_object()) return false;
+// The value of kSuspendAnnotation on a Namespace object; nullopt when it has none (type-checked:
+// a value that is no string reads as "", which is no spelling of false).
+std::optional<std::string> SuspendAnnotation(const nlohmann::json& ns) {
+  if (!ns.is_object()) return std::nullopt;
   auto m = ns.find("metadata");
-  if (m == ns.end() || !m->is_object()) return false;
+  if (m == ns.end() || !m->is_object()) return std::nullopt;
   auto a = m->find("annotations");
-  if (a == m->end() || !a->is_object()) return false;
+  if (a == m->end() || !a->is_object()) return std::nullopt;
   auto v = a->find(kSuspendAnnotation);
-  return v != a->end() && v->is_string() && *v == "true";
+  if (v == a->end()) return std::nullopt;
+  return v->is_string() ? v->get<std::string>() : std::string();
 }
 
 // The message of condition `type` in a status ("" if none).
@@ -51,11 +55,16 @@ std::string StatusMessage(const nlohmann::json& st, const std::string& type) {
 // A status computed as usual, turned into the off switch's: Ready=False (reason Suspended) and a
 // Suspended=True condition saying how many nodes still hold the policy's fence.
 void MarkSuspended(nlohmann::json& st, const nlohmann::json& prev, size_t held, int64_t generation,
-                   std::chrono::system_clock::time_point now) {
-  const std::string msg =
+                   std::chrono::system_clock::time_point now, const std::string& unrecognised) {
+  std::string msg =
       std::string(kSuspendedWhy) +
       (held == 0 ? "; every node reverted"
                  : "; " + std::to_string(held) + " nodes still hold this policy's fence");
+  if (!unrecognised.empty()) {
+    msg += " (the annotation's value \"" + SafeText(unrecognised, 64) +
+           "\" is no spelling of true or false and is taken as true: set it to true, or remove "
+           "it to fence again)";
+  }
   const std::string ts = Rfc3339(now);
   auto since = [&](const std::string& type, const std::string& status) {
     if (prev.is_object() && prev.contains("conditions") && prev["conditions"].is_array()) {
@@ -88,6 +97,56 @@ void MarkSuspended(nlohmann::json& st, const nlohmann::json& prev, size_t held, 
                               {"observedGeneration", generation}});
 }
 
+// The Reverting condition's message of a deleting policy whose finalizer waits for nodes.
+std::string RevertingMessage(const std::string& policy, const std::vector<std::string>& waiting,
+                             const std::vector<std::string>& unreachable) {
+  auto list = [](const std::vector<std::string>& nodes) {
+    std::string out;
+    for (size_t i = 0; i < nodes.size() && i < 10; ++i) out += (i ? ", " : "") + nodes[i];
+    if (nodes.size() > 10) out += ", and " + std::to_string(nodes.size() - 10) + " more";
+    return out;
+  };
+  std::string msg =
+      "deleting: the finalizer waits until every node has restored the original "
+      "values; " +
+      std::to_string(waiting.size() + unreachable.size()) + " node(s) still hold it";
+  if (!waiting.empty()) msg += "; reverting now: " + list(waiting);
+  if (!unreachable.empty()) {
+    msg += "; without a connected agent (each reverts once its agent reconnects): " +
+           list(unreachable) + ". To stop waiting for them: kubectl patch fencepolicy " + policy +
+           " --type=json -p '[{\"op\":\"remove\",\"path\":\"/metadata/finalizers\"}]' (their "
+           "fence then stays until their agent is back and receives a fence without the policy)";
+  }
+  return msg;
+}
+
+// `st` with a Reverting=True condition (reason WaitingForNodes) carrying `msg`.
+void MarkReverting(nlohmann::json& st, const std::string& msg, int64_t generation,
+                   std::chrono::system_clock::time_point now) {
+  if (!st.contains("conditions") || !st["conditions"].is_array()) {
+    st["conditions"] = nlohmann::json::array();
+  }
+  std::string since = Rfc3339(now);
+  auto& conds = st["conditions"];
+  for (auto it = conds.begin(); it != conds.end();) {
+    if (it->is_object() && it->value("type", nlohmann::json()) == "Reverting") {
+      if (it->value("status", nlohmann::json()) == "True") {
+        auto t = it->find("lastTransitionTime");
+        if (t != it->end() && t->is_string()) since = t->get<std::string>();
+      }
+      it = conds.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  conds.push_back({{"type", "Reverting"},
+                   {"status", "True"},
+                   {"reason", "WaitingForNodes"},
+                   {"message", SafeText(msg, 4096)},
+                   {"lastTransitionTime", since},
+                   {"observedGeneration", generation}});
+}
+
 std::set<std::string> PoliciesIn(const feedguard::v1::NodeFence& f) {
   std::set<std::string> out;
   for (const auto& p : f.policies()) out.insert(p.name());
@@ -95,6 +154,18 @@ std::set<std::string> PoliciesIn(const feedguard::v1::NodeFence& f) {
 }
 
 }  // namespace
+
+SuspendValue ParseSuspendValue(std::string_view value) {
+  std::string v(Trim(value));
+  std::transform(v.begin(), v.end(), v.begin(), [](unsigned char c) { return std::tolower(c); });
+  for (const char* t : {"true", "1", "yes", "on", "y", "t"}) {
+    if (v == t) return SuspendValue::kOn;
+  }
+  for (const char* f : {"false", "0", "no", "off", "n", "f", ""}) {
+    if (v == f) return SuspendValue::kOff;
+  }
+  return SuspendValue::kUnrecognised;
+}
 
 Reconciler::Reconciler(FenceSinkPtr sink, PolicyWriterPtr writer, ReconcilerOptions options)
     : sink_(std::move(sink)),
@@ -118,7 +189,20 @@ bool Reconciler::Suspended() const {
   return SuspendedLocked();
 }
 
-void Reconciler::SetSuspendAnnotationLocked(bool on) {
+void Reconciler::SetSuspendAnnotationLocked(const std::optional<std::string>& value) {
+  const SuspendValue v = value ? ParseSuspendValue(*value) : SuspendValue::kOff;
+  const std::string unrecognised = v == SuspendValue::kUnrecognised ? *value : "";
+  if (unrecognised != suspend_unrecognised_) {
+    suspend_unrecognised_ = unrecognised;
+    for (auto& [name, e] : policies_) e.status_dirty = true;  // the condition names the value
+    if (!unrecognised.empty()) {
+      spdlog::error(
+          "reconciler: {} on namespace {} is \"{}\", no spelling of true or false: taken as "
+          "true (fencing suspended); set it to true, or remove it to fence again",
+          kSuspendAnnotation, options_.rails.agent_namespace, SafeText(unrecognised, 64));
+    }
+  }
+  const bool on = v != SuspendValue::kOff;
   if (on == suspend_annotation_) return;
   const bool before = SuspendedLocked();
   suspend_annotation_ = on;
@@ -288,7 +372,7 @@ void Reconciler::UpsertNamespace(const nlohmann::json& obj) {
 
 void Reconciler::DeleteNamespace(const nlohmann::json& obj) {
   std::lock_guard<std::mutex> l(mu_);
-  if (NameOf(obj) == options_.rails.agent_namespace) SetSuspendAnnotationLocked(false);
+  if (NameOf(obj) == options_.rails.agent_namespace) SetSuspendAnnotationLocked(std::nullopt);
   namespaces_.erase(NameOf(obj));
 }
 
@@ -366,6 +450,14 @@ void Reconciler::OnReport(const std::string& node, const feedguard::v1::NodeRepo
   prev = std::move(tallies);
 }
 
+void Reconciler::OnUnreadable(const std::string& node, const std::string& error) {
+  // The state itself is the distributor's (FenceSink::Agent::unreadable_error); the policies
+  // reading this node recompute their status.
+  (void)error;
+  std::lock_guard<std::mutex> l(mu_);
+  MarkNodePoliciesDirtyLocked(node);
+}
+
 // ---- the loop ----
 
 void Reconciler::RecomputeNodeLocked(const std::string& node, std::vector<NodeFencePtr>* to_send) {
@@ -378,12 +470,36 @@ void Reconciler::RecomputeNodeLocked(const std::string& node, std::vector<NodeFe
     // Suspended: no policy is active, every node gets a fence without policies (reverted).
     if (e.invalid.empty() && !e.policy.deleting && !SuspendedLocked()) active.push_back(&e.policy);
   }
-  NodeResolution r = ResolveNode(n.info, pods, active, namespaces_, options_.rails);
+  NodeResolution r =
+      ResolveNode(n.info, pods, active, namespaces_, options_.rails, options_.fence_limits);
   stats_.node_recomputes++;
+  // Held serialized (wire_fence.h); an unchanged resolution has the same bytes.
+  std::string bytes = WireFence::Serialize(r.fence);
+  // Bigger than the agents read (wire_limits.h): not sent. The agent keeps its last fence (fail
+  // static) and each policy on the node says why, instead of the node looking enforced while
+  // every send is refused.
+  std::string fence_error;
+  if (bytes.size() > options_.max_fence_bytes) {
+    size_t containers = 0;
+    for (const auto& t : r.fence.trainers()) containers += t.pod().containers_size();
+    for (const auto& nb : r.fence.neighbours()) containers += nb.pod().containers_size();
+    fence_error =
+        "the node's fence would be " + std::to_string(bytes.size()) + " bytes, over the " +
+        std::to_string(options_.max_fence_bytes) + " agents accept (" +
+        std::to_string(r.fence.trainers_size() + r.fence.neighbours_size()) + " pods, " +
+        std::to_string(containers) + " container ids): not sent, the agent keeps its last fence";
+    if (n.fence_error.empty()) spdlog::warn("reconciler: node {}: {}", node, fence_error);
+  } else if (!n.fence_error.empty()) {
+    spdlog::info("reconciler: node {}: its fence fits again ({} bytes)", node, bytes.size());
+  }
+  n.fence_error = fence_error;
   for (auto& [policy, on] : r.policies) {
+    on.fence_error = fence_error;
     auto& slot = per_policy_[policy][node];
     bool changed = slot.node_matched != on.node_matched || slot.trainers != on.trainers ||
-                   slot.neighbours != on.neighbours || slot.lost.size() != on.lost.size();
+                   slot.neighbours != on.neighbours || slot.lost.size() != on.lost.size() ||
+                   slot.fence_error != on.fence_error ||
+                   slot.pods_over_container_cap != on.pods_over_container_cap;
     slot = on;
     if (changed) MarkPolicyDirtyLocked(policy);
   }
@@ -391,8 +507,7 @@ void Reconciler::RecomputeNodeLocked(const std::string& node, std::vector<NodeFe
   for (auto& [policy, per_node] : per_policy_) {
     if (!r.policies.count(policy)) per_node.erase(node);
   }
-  // Held serialized (wire_fence.h); an unchanged resolution has the same bytes.
-  std::string bytes = WireFence::Serialize(r.fence);
+  if (!fence_error.empty()) return;
   if (n.sent && n.desired && n.desired->unversioned() == bytes) return;
   const uint64_t version = NextVersionLocked();
   n.sent_policies[version] = PoliciesIn(r.fence);
@@ -505,6 +620,7 @@ bool Reconciler::NodeAdmissible(const std::string& node) const {
 
 bool Reconciler::StepApiWrites() {
   std::vector<std::string> finalizers_to_add, finalizers_to_remove;
+  std::vector<std::pair<std::string, std::string>> reverting_due;  // policy, condition message
   std::vector<std::string> status_due;
   // A disconnected agent turns stale only when its grace period ends, with no event of its own:
   // look at the (few) disconnected nodes and recompute every status once one of them turned.
@@ -535,21 +651,54 @@ bool Reconciler::StepApiWrites() {
       if (e.policy.deleting && e.policy.HasFinalizer() &&
           retry_.Due("finalizer-remove/" + name, now)) {
         bool still_fenced = false;
+        std::vector<std::string> waiting, unreachable;  // nodes held up; those without agent
         for (const auto& [node, n] : nodes_) {
           if (!n.exists) continue;
-          if (n.acked_policies.count(name)) still_fenced = true;
+          bool holds = n.acked_policies.count(name) > 0;
           // A connected agent that has not yet acknowledged anything from this process (a
           // restart, a failover) may still hold the policy from the last leader.
-          if (!n.ack_known && n.agent_connected) still_fenced = true;
+          if (!n.ack_known && n.agent_connected) holds = true;
           for (const auto& [v, ps] : n.sent_policies)
-            if (ps.count(name)) still_fenced = true;
+            if (ps.count(name)) holds = true;
+          if (!holds) continue;
+          still_fenced = true;
+          (n.agent_connected ? waiting : unreachable).push_back(node);
         }
-        if (!still_fenced) finalizers_to_remove.push_back(name);
+        if (!still_fenced) {
+          finalizers_to_remove.push_back(name);
+        } else if (std::string msg = RevertingMessage(name, waiting, unreachable);
+                   msg != e.reverting_written) {
+          reverting_due.emplace_back(name, std::move(msg));
+        }
       }
       if (e.status_dirty && now - e.last_write >= options_.status_interval &&
           retry_.Due("status/" + name, now)) {
         status_due.push_back(name);
       }
+    }
+  }
+  // A deleting policy whose finalizer waits says for which nodes, and how to stop waiting for
+  // one whose agent is gone (issue 28, item 8: `kubectl delete` hung without a word).
+  for (auto& [name, msg] : reverting_due) {
+    nlohmann::json st;
+    int64_t generation = 0;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      auto it = policies_.find(name);
+      if (it == policies_.end()) continue;
+      st = it->second.last_status.is_object() ? it->second.last_status : nlohmann::json::object();
+      generation = it->second.policy.generation;
+    }
+    MarkReverting(st, msg, generation, clock_->WallNow());
+    Status ws = writer_->WriteStatus(name, st);
+    std::lock_guard<std::mutex> l(mu_);
+    auto it = policies_.find(name);
+    if (it == policies_.end()) continue;
+    if (ws.ok()) {
+      it->second.last_status = st;
+      it->second.reverting_written = msg;
+    } else {
+      retry_.Failed("finalizer-remove/" + name, clock_->MonotonicNow());  // paces the retry
     }
   }
   for (const auto& name : finalizers_to_add) {
@@ -590,6 +739,7 @@ bool Reconciler::StepApiWrites() {
     FencePolicy policy_copy;
     std::vector<std::string> nodes;
     bool suspended = false;
+    std::string suspend_unrecognised;
     size_t held = 0;  // suspended: nodes whose agent has not yet acknowledged the withdrawal
     // This policy's tallies of the matched nodes' last reports (counters and failed pods only).
     std::map<std::string, ReportTally> tallies;
@@ -599,6 +749,7 @@ bool Reconciler::StepApiWrites() {
       if (it == policies_.end()) continue;
       policy_copy = it->second.policy;
       suspended = SuspendedLocked();
+      suspend_unrecognised = suspend_unrecognised_;
       held = suspended ? NodesHoldingLocked(name) : 0;
       in.invalid = it->second.invalid;
       in.per_node = per_policy_[name];
@@ -625,12 +776,16 @@ bool Reconciler::StepApiWrites() {
       v.acked_version = agent->acked_version;
       v.desired_version = agent->desired_version;
       v.nack_error = agent->nack_error;
+      v.unreadable_error = agent->unreadable_error;
       auto t = tallies.find(node);
       v.tally = t == tallies.end() ? nullptr : &t->second;
       in.agents[node] = v;
     }
     nlohmann::json st = ComputePolicyStatus(in);
-    if (suspended) MarkSuspended(st, in.previous_status, held, policy_copy.generation, in.now);
+    if (suspended) {
+      MarkSuspended(st, in.previous_status, held, policy_copy.generation, in.now,
+                    suspend_unrecognised);
+    }
     {
       std::lock_guard<std::mutex> l(mu_);
       stats_.status_computes++;
@@ -700,7 +855,8 @@ bool Reconciler::StepApiWrites() {
     l.unlock();
     for (const auto& e : events) writer_->Event(name, e.type, e.reason, e.message);
   }
-  return !status_due.empty() || !finalizers_to_add.empty() || !finalizers_to_remove.empty();
+  return !status_due.empty() || !finalizers_to_add.empty() || !finalizers_to_remove.empty() ||
+         !reverting_due.empty();
 }
 
 void Reconciler::Run(std::stop_token stop) {

@@ -19,8 +19,10 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -52,6 +54,8 @@ class FenceSink {
     uint64_t acked_version = 0;
     uint64_t desired_version = 0;
     std::string nack_error;  // for desired_version
+    // Its agent's last message did not parse (and no readable report came since): failing.
+    std::string unreadable_error;
   };
   // nullopt: no agent ever connected for this node.
   virtual std::optional<Agent> GetAgent(const std::string& node) const = 0;
@@ -84,6 +88,13 @@ using PolicyWriterPtr = std::shared_ptr<PolicyWriter>;
 // it (or any other value) re-applies.
 inline constexpr char kSuspendAnnotation[] = "feedguard.io/suspend";
 
+// How an annotation value reads as the off switch. The usual spellings of true (true, 1, yes,
+// on, y, t; any case) switch it on, those of false (false, 0, no, off, n, f, "") leave it off; any
+// other value switches it on as well — whoever annotated the namespace meant to stop fencing —
+// and is named in every policy's Suspended condition and a warning, so the typo is seen.
+enum class SuspendValue { kOff, kOn, kUnrecognised };
+SuspendValue ParseSuspendValue(std::string_view value);
+
 struct ReconcilerOptions {
   Rails rails;
   std::chrono::milliseconds status_interval{1000};
@@ -101,6 +112,12 @@ struct ReconcilerOptions {
   TimeSourcePtr clock;  // default: real
   // Extended resources that count as GPUs in a pod's limits (--gpu-resource-names).
   GpuResourceNames gpu_resource_names = GpuResourceNames::Defaults();
+  // What a NodeFence may carry (feedguard/common/wire_limits.h, --max-fence-bytes and
+  // --max-fence-containers-per-pod): a bigger fence is not sent (the node keeps its last one
+  // and every policy on it reports FenceTooLarge); a pod with more containers goes without
+  // their ids (TooManyContainers).
+  size_t max_fence_bytes = kMaxFenceBytes;
+  FenceLimits fence_limits;
 };
 
 struct ReconcilerStats {
@@ -140,6 +157,7 @@ class Reconciler final : public AgentObserver {
   void OnAck(const std::string& node, uint64_t version) override;
   void OnNack(const std::string& node, uint64_t version, const std::string& error) override;
   void OnReport(const std::string& node, const feedguard::v1::NodeReport& report) override;
+  void OnUnreadable(const std::string& node, const std::string& error) override;
 
   // One pass: recompute dirty nodes, send, finalizers, due status writes. Returns true if it
   // did anything.
@@ -164,6 +182,9 @@ class Reconciler final : public AgentObserver {
     std::chrono::steady_clock::time_point last_write{};
     bool status_dirty = true;
     bool finalizer_pending = false;  // AddFinalizer in flight / failed, retried
+    // Deleting: the Reverting condition's message last written ("" none yet): which nodes the
+    // finalizer still waits for, and the way out for those without a connected agent.
+    std::string reverting_written;
   };
   struct NodeEntry {
     NodeInfo info;
@@ -177,6 +198,8 @@ class Reconciler final : public AgentObserver {
     // sent (after a restart or a failover, what an agent holds from the last leader is unknown).
     bool ack_known = false;
     bool agent_connected = false;  // its agent has a stream to this process now
+    // Why the newest resolution was not sent (too big for the agents); "" when it was.
+    std::string fence_error;
     // Per policy, what its status reads of this node's last report (counters and failed pods,
     // policy_status.h): the report itself is not kept.
     ReportTallies tallies;
@@ -184,7 +207,7 @@ class Reconciler final : public AgentObserver {
 
   void MarkAllNodesDirtyLocked();
   bool SuspendedLocked() const;
-  void SetSuspendAnnotationLocked(bool on);
+  void SetSuspendAnnotationLocked(const std::optional<std::string>& value);
   // Nodes whose agent's last acknowledged fence still holds `policy` (the withdrawal not yet
   // acknowledged).
   size_t NodesHoldingLocked(const std::string& policy) const;
@@ -216,7 +239,8 @@ class Reconciler final : public AgentObserver {
   InternPool<std::string> names_;             // guarded by mu_
   std::map<std::string, Labels> namespaces_;  // guarded by mu_
   std::set<std::string> dirty_nodes_;         // guarded by mu_
-  bool suspend_annotation_ = false;  // guarded by mu_; kSuspendAnnotation on the agent namespace
+  bool suspend_annotation_ = false;   // guarded by mu_; kSuspendAnnotation on the agent namespace
+  std::string suspend_unrecognised_;  // guarded by mu_; its value when no spelling of a boolean
   // Nodes whose agent disconnected and is not yet stale: StepApiWrites recomputes the status
   // once the distributor's grace period (stale_after) has passed for one of them.
   std::set<std::string> disconnected_;  // guarded by mu_

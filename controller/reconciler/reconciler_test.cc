@@ -649,6 +649,44 @@ json Cond(const json& st, const std::string& type) {
   return json();
 }
 
+TEST_F(ReconcilerTest, ADeletionWaitingForANodeWithoutAgentSaysSoAndHowToStopWaiting) {
+  // Issue 28, item 8: `kubectl delete fp` hung without a word while a node that applied the
+  // policy had no connected agent.
+  r_->UpsertPolicy(PolicyJson(true));
+  r_->UpsertPod(PodJson("train", "gpu-1", {{"role", "trainer"}}));
+  r_->Step();
+  Ack("gpu-1");
+  Ack("gpu-2");
+  r_->Step();
+  sink_->agents["gpu-1"].connected = false;  // its agent is gone
+  r_->OnDisconnected("gpu-1");
+  r_->UpsertPolicy(PolicyJson(true, /*deleting=*/true));
+  clock_->Advance(std::chrono::seconds(2));
+  r_->Step();
+  EXPECT_TRUE(writer_->removed.empty());
+  ASSERT_FALSE(writer_->statuses["vision"].empty());
+  json st = writer_->statuses["vision"].back();
+  const json c = Cond(st, "Reverting");
+  ASSERT_FALSE(c.is_null()) << st.dump();
+  EXPECT_EQ(c["status"], "True");
+  EXPECT_EQ(c["reason"], "WaitingForNodes");
+  const std::string msg = c["message"].get<std::string>();
+  EXPECT_NE(msg.find("without a connected agent (each reverts once its agent reconnects): gpu-1"),
+            std::string::npos)
+      << msg;
+  EXPECT_NE(msg.find("kubectl patch fencepolicy vision --type=json"), std::string::npos) << msg;
+  // Written once, not on every pass.
+  const size_t writes = writer_->statuses["vision"].size();
+  clock_->Advance(std::chrono::seconds(2));
+  r_->Step();
+  EXPECT_EQ(writer_->statuses["vision"].size(), writes);
+  // The agent comes back and acknowledges the fence without the policy: the finalizer goes.
+  Ack("gpu-1");
+  r_->OnConnected("gpu-1", {});
+  r_->Step();
+  EXPECT_EQ(writer_->removed, std::vector<std::string>{"vision"});
+}
+
 TEST_F(ReconcilerTest, OffSwitchWithdrawsEveryFenceSaysSoAndReapplies) {
   const std::string ns = ReconcilerOptions().rails.agent_namespace;
   ASSERT_FALSE(ns.empty());
@@ -664,11 +702,11 @@ TEST_F(ReconcilerTest, OffSwitchWithdrawsEveryFenceSaysSoAndReapplies) {
   EXPECT_EQ(Cond(writer_->statuses["vision"].back(), "Ready")["status"], "True");
   EXPECT_FALSE(r_->Suspended());
 
-  // Another namespace's annotation, or another value, is no switch.
+  // Another namespace's annotation, or a spelling of false, is no switch.
   r_->UpsertNamespace(
       {{"metadata", {{"name", "ml"}, {"annotations", {{kSuspendAnnotation, "true"}}}}}});
   r_->UpsertNamespace(
-      {{"metadata", {{"name", ns}, {"annotations", {{kSuspendAnnotation, "yes"}}}}}});
+      {{"metadata", {{"name", ns}, {"annotations", {{kSuspendAnnotation, "false"}}}}}});
   r_->Step();
   EXPECT_FALSE(r_->Suspended());
   EXPECT_EQ(r_->DesiredFence("gpu-1")->policies_size(), 1);
@@ -722,6 +760,86 @@ TEST_F(ReconcilerTest, OffSwitchWithdrawsEveryFenceSaysSoAndReapplies) {
   EXPECT_EQ(Cond(st, "Ready")["status"], "True");
   EXPECT_NE(std::find(writer_->events.begin(), writer_->events.end(), "vision/Normal/Resumed"),
             writer_->events.end());
+}
+
+TEST_F(ReconcilerTest, OffSwitchTakesTheUsualSpellingsOfTrueAndNamesAnUnknownValue) {
+  // Issue 28, item 8: feedguard.io/suspend=True (or 1, yes) left fencing on.
+  const std::string ns = ReconcilerOptions().rails.agent_namespace;
+  auto annotate = [&](const std::string& v) {
+    r_->UpsertNamespace({{"metadata", {{"name", ns}, {"annotations", {{kSuspendAnnotation, v}}}}}});
+  };
+  for (const std::string v : {"true", "True", "TRUE", "1", "yes", "Yes", "on", " true "}) {
+    annotate(v);
+    EXPECT_TRUE(r_->Suspended()) << "'" << v << "'";
+    annotate("false");
+    EXPECT_FALSE(r_->Suspended()) << "'" << v << "' then false";
+  }
+  for (const std::string v : {"false", "False", "0", "no", "off"}) {
+    annotate(v);
+    EXPECT_FALSE(r_->Suspended()) << "'" << v << "'";
+  }
+  // A typo suspends too (whoever annotated meant to stop fencing), and the status names it.
+  r_->UpsertPolicy(PolicyJson(true));
+  r_->UpsertPod(PodJson("train", "gpu-1", {{"role", "trainer"}}));
+  annotate("ture");
+  EXPECT_TRUE(r_->Suspended());
+  clock_->Advance(std::chrono::seconds(2));
+  r_->Step();
+  EXPECT_EQ(r_->DesiredFence("gpu-1")->policies_size(), 0);
+  const json st = writer_->statuses["vision"].back();
+  const std::string msg = Cond(st, "Suspended")["message"].get<std::string>();
+  EXPECT_NE(msg.find("\"ture\" is no spelling of true or false"), std::string::npos) << msg;
+  EXPECT_EQ(ParseSuspendValue("ture"), SuspendValue::kUnrecognised);
+  EXPECT_EQ(ParseSuspendValue(""), SuspendValue::kOff);  // an emptied annotation
+}
+
+TEST_F(ReconcilerTest, AFenceTooLargeForTheAgentsIsNotSentAndSaysSo) {
+  // Issue 28, item 2: 11 pods x 6,000 containers made one node's fence 4.42 MB, every send was
+  // refused by the agent (4 MiB), and the node read as enforced on its old fence. Here with a
+  // small limit: the fence is not sent, the node keeps its last one and is reported failing.
+  ReconcilerOptions o;
+  o.clock = clock_;
+  o.max_fence_bytes = 1500;
+  auto r = std::make_shared<Reconciler>(sink_, writer_, o);
+  r->UpsertNode({{"metadata", {{"name", "gpu-1"}}}});
+  r->UpsertPolicy(PolicyJson(true));
+  r->UpsertPod(PodJson("train", "gpu-1", {{"role", "trainer"}}));
+  r->UpsertPod(PodJson("spin", "gpu-1"));
+  r->MarkInformersSynced();
+  r->Step();
+  ASSERT_EQ(sink_->sent.size(), 1u);
+  const uint64_t v1 = sink_->sent.back().version();
+  Ack("gpu-1");
+  r->OnAck("gpu-1", v1);
+  json wide = PodJson("wide", "gpu-1");
+  for (int i = 0; i < 40; ++i) {
+    wide["spec"]["containers"].push_back({{"name", "c" + std::to_string(i)}});
+    wide["status"]["containerStatuses"].push_back(
+        {{"name", "c" + std::to_string(i)},
+         {"containerID", "containerd://" + std::string(64, 'a' + static_cast<char>(i % 26))}});
+  }
+  r->UpsertPod(wide);
+  clock_->Advance(std::chrono::seconds(2));
+  r->Step();
+  EXPECT_EQ(sink_->sent.size(), 1u) << "a fence over the limit went out";
+  EXPECT_EQ(r->DesiredFence("gpu-1")->version(), v1);  // the agent keeps its last one
+  json st = writer_->statuses["vision"].back();
+  EXPECT_EQ(st["nodes"]["failed"], 1) << st.dump();
+  EXPECT_EQ(st["nodes"]["enforced"], 0);
+  ASSERT_EQ(st["failures"].size(), 1u);
+  EXPECT_EQ(st["failures"][0]["reason"], "FenceTooLarge");
+  EXPECT_NE(st["failures"][0]["message"].get<std::string>().find("over the 1500"),
+            std::string::npos)
+      << st.dump();
+  // The pod goes: the fence fits again. It is the one the agent kept (nothing to send), and the
+  // failure goes.
+  r->DeletePod(wide);
+  clock_->Advance(std::chrono::seconds(2));
+  r->Step();
+  EXPECT_EQ(sink_->sent.size(), 1u);
+  st = writer_->statuses["vision"].back();
+  EXPECT_EQ(st["failures"].size(), 0u) << st.dump();
+  EXPECT_EQ(st["nodes"]["enforced"], 1);
 }
 
 TEST_F(ReconcilerTest, SuspendFlagHoldsRegardlessOfTheAnnotation) {

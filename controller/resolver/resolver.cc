@@ -30,7 +30,8 @@ v1::QosClass ToProto(PodQos q) {
   return v1::QOS_CLASS_UNSPECIFIED;
 }
 
-void FillPodRef(const PodInfo& p, v1::PodRef* ref) {
+// Returns false when the pod's containers were left out (more than max_containers).
+bool FillPodRef(const PodInfo& p, v1::PodRef* ref, size_t max_containers) {
   ref->set_uid(p.uid.str());
   ref->set_namespace_(p.ns);
   ref->set_name(p.name);
@@ -38,10 +39,19 @@ void FillPodRef(const PodInfo& p, v1::PodRef* ref) {
   ref->set_cpu_request_milli(p.cpu_request_milli);
   ref->set_cpu_limit_milli(p.cpu_limit_milli);
   ref->set_priority_class_name(p.priority_class);
+  if (p.containers.size() > max_containers) return false;
   for (const auto& c : p.containers) {
     auto* cr = ref->add_containers();
     cr->set_name(c.name);
     cr->set_container_id(c.id.str());
+  }
+  return true;
+}
+
+void CountOverCap(const PodInfo& p, PolicyOnNode& on) {
+  if (on.pods_over_container_cap++ == 0) {
+    on.over_container_cap_example =
+        p.Key() + " (" + std::to_string(p.containers.size()) + " containers)";
   }
 }
 
@@ -133,7 +143,8 @@ bool Live(const PodInfo& pod) {
 
 NodeResolution ResolveNode(const NodeInfo& node, const std::vector<const PodInfo*>& pods,
                            const std::vector<const FencePolicy*>& policies,
-                           const std::map<std::string, Labels>& namespaces, const Rails& rails) {
+                           const std::map<std::string, Labels>& namespaces, const Rails& rails,
+                           const FenceLimits& limits) {
   NodeResolution out;
   out.fence.set_node_name(node.name);
 
@@ -179,7 +190,9 @@ NodeResolution ResolveNode(const NodeInfo& node, const std::vector<const PodInfo
     trainers_per_policy[winner->name]++;
     trainer_pods[winner->name].push_back(pod);
     auto* t = out.fence.add_trainers();
-    FillPodRef(*pod, t->mutable_pod());
+    if (!FillPodRef(*pod, t->mutable_pod(), limits.max_containers_per_pod)) {
+      CountOverCap(*pod, out.policies[winner->name]);
+    }
     t->set_policy(winner->name);
   }
 
@@ -210,7 +223,7 @@ NodeResolution ResolveNode(const NodeInfo& node, const std::vector<const PodInfo
       }
     }
     auto* n = out.fence.add_neighbours();
-    FillPodRef(*pod, n->mutable_pod());
+    if (!FillPodRef(*pod, n->mutable_pod(), limits.max_containers_per_pod)) CountOverCap(*pod, on);
     n->set_policy(winner->name);
   }
 

@@ -10,6 +10,7 @@
 
 #include "controller/policy/fence_policy.h"
 #include "controller/resolver/cluster_objects.h"
+#include "feedguard/common/wire_limits.h"
 #include "feedguard/v1/nodefence.pb.h"
 
 namespace feedguard::controller {
@@ -42,6 +43,20 @@ struct PolicyOnNode {
   // order a pod among its own tier's siblings only; between tiers kubelet's tier weights decide.
   int cross_tier_neighbours = 0;
   std::string cross_tier_example;  // "ns/neighbour (Burstable) vs trainer ns/name (Guaranteed)"
+  // This policy's pods whose container ids were left out of the fence (FenceLimits): fenced at
+  // the pod level only (container cgroups are not written one by one).
+  int pods_over_container_cap = 0;
+  std::string over_container_cap_example;  // "ns/name (6000 containers)"
+  // Set by the reconciler, not the resolver: why the node's newest fence was not sent (it was
+  // bigger than the agents accept); the node keeps its last fence and counts as failed.
+  std::string fence_error;
+};
+
+// What one NodeFence may carry (feedguard/common/wire_limits.h).
+struct FenceLimits {
+  // Container ids per pod; a pod with more goes without them (pod-level fence only) and is
+  // counted in PolicyOnNode::pods_over_container_cap.
+  size_t max_containers_per_pod = kMaxFenceContainersPerPod;
 };
 
 struct NodeResolution {
@@ -53,6 +68,7 @@ struct NodeResolution {
 // those being deleted: their absence makes agents revert). `namespaces`: name → labels.
 NodeResolution ResolveNode(const NodeInfo& node, const std::vector<const PodInfo*>& pods,
                            const std::vector<const FencePolicy*>& policies,
-                           const std::map<std::string, Labels>& namespaces, const Rails& rails);
+                           const std::map<std::string, Labels>& namespaces, const Rails& rails,
+                           const FenceLimits& limits = {});
 
 }  // namespace feedguard::controller

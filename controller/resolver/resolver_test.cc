@@ -70,6 +70,38 @@ TEST_F(ResolverTest, TrainersAndNeighbours) {
   EXPECT_EQ(r.policies["vision"].neighbours, 2);
 }
 
+TEST_F(ResolverTest, APodWithMoreContainersThanAFenceCarriesGoesWithoutThem) {
+  // Issue 28, item 2: a tenant's pod of thousands of containers must not push its node's fence
+  // past what agents read; it is fenced at the pod level and counted.
+  policies_ = {Policy("vision", 10, "trainer")};
+  PodInfo wide = Pod("batch", "wide");
+  wide.containers.clear();
+  for (int i = 0; i < 65; ++i) {
+    wide.containers.push_back({"c" + std::to_string(i), "containerd://w" + std::to_string(i)});
+  }
+  PodInfo fits = Pod("batch", "fits");
+  fits.containers.clear();
+  for (int i = 0; i < 64; ++i) {
+    fits.containers.push_back({"c" + std::to_string(i), "containerd://f" + std::to_string(i)});
+  }
+  pods_ = {Pod("ml", "train-0", {{"role", "trainer"}}), wide, fits};
+  auto r = Resolve();
+  ASSERT_EQ(r.fence.neighbours_size(), 2);
+  EXPECT_EQ(r.fence.neighbours(0).pod().name(), "fits");
+  EXPECT_EQ(r.fence.neighbours(0).pod().containers_size(), 64);
+  EXPECT_EQ(r.fence.neighbours(1).pod().name(), "wide");
+  EXPECT_EQ(r.fence.neighbours(1).pod().containers_size(), 0);  // the pod itself is still fenced
+  EXPECT_EQ(r.policies["vision"].pods_over_container_cap, 1);
+  EXPECT_EQ(r.policies["vision"].over_container_cap_example, "batch/wide (65 containers)");
+  // The cap is a parameter (--max-fence-containers-per-pod).
+  std::vector<const PodInfo*> pp;
+  for (auto& p : pods_) pp.push_back(&p);
+  std::vector<const FencePolicy*> ps = {&policies_[0]};
+  auto r2 = ResolveNode(node_, pp, ps, namespaces_, rails_, FenceLimits{100});
+  EXPECT_EQ(r2.fence.neighbours(1).pod().containers_size(), 65);
+  EXPECT_EQ(r2.policies["vision"].pods_over_container_cap, 0);
+}
+
 TEST_F(ResolverTest, NodeSelectorMissMeansNothing) {
   policies_ = {Policy("vision", 10, "trainer")};
   node_.labels.clear();

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "common/utf8.h"
+
 namespace feedguard::controller {
 namespace {
 
@@ -11,33 +13,6 @@ constexpr char kReplacement[] = "\xEF\xBF\xBD";  // U+FFFD
 bool IsAsciiAlpha(char c) { return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z'); }
 bool IsAsciiDigit(char c) { return c >= '0' && c <= '9'; }
 
-// Length of the well-formed UTF-8 sequence at s[i] (1..4), or 0 when it is not one.
-size_t SequenceLength(std::string_view s, size_t i, uint32_t* cp) {
-  const auto b0 = static_cast<unsigned char>(s[i]);
-  size_t n;
-  uint32_t min;
-  if (b0 < 0x80) {
-    *cp = b0;
-    return 1;
-  } else if ((b0 & 0xE0) == 0xC0) {
-    n = 2, min = 0x80, *cp = b0 & 0x1F;
-  } else if ((b0 & 0xF0) == 0xE0) {
-    n = 3, min = 0x800, *cp = b0 & 0x0F;
-  } else if ((b0 & 0xF8) == 0xF0) {
-    n = 4, min = 0x10000, *cp = b0 & 0x07;
-  } else {
-    return 0;
-  }
-  if (i + n > s.size()) return 0;
-  for (size_t k = 1; k < n; ++k) {
-    const auto b = static_cast<unsigned char>(s[i + k]);
-    if ((b & 0xC0) != 0x80) return 0;
-    *cp = (*cp << 6) | (b & 0x3F);
-  }
-  if (*cp < min || *cp > 0x10FFFF || (*cp >= 0xD800 && *cp <= 0xDFFF)) return 0;
-  return n;
-}
-
 }  // namespace
 
 std::string SafeText(std::string_view s, size_t max_bytes) {
@@ -45,7 +20,7 @@ std::string SafeText(std::string_view s, size_t max_bytes) {
   out.reserve(std::min(s.size(), max_bytes));
   for (size_t i = 0; i < s.size();) {
     uint32_t cp = 0;
-    size_t n = SequenceLength(s, i, &cp);
+    size_t n = Utf8SequenceLength(s, i, &cp);
     std::string_view piece;
     if (n == 0) {
       piece = kReplacement;

@@ -203,6 +203,14 @@ nlohmann::json ComputePolicyStatus(const PolicyStatusInput& in) {
       if (on.cross_tier_neighbours > 0 && first_cross_tier.empty())
         first_cross_tier = on.cross_tier_example;
       cross_tier += on.cross_tier_neighbours;
+      // The controller did not send the node's fence (too big for the agents): failing, whatever
+      // the agent acknowledged of an older one.
+      if (!on.fence_error.empty()) {
+        ++failed;
+        failures.push_back(
+            {node, reason::kFenceTooLarge, SafeText(on.fence_error, kMaxFailureMessage)});
+        continue;
+      }
       auto it = in.agents.find(node);
       // Stale only after the grace period: an agent that just lost its stream (a rollout, a
       // controller failover) still holds its fences, so its last answer counts until then.
@@ -221,6 +229,15 @@ nlohmann::json ComputePolicyStatus(const PolicyStatusInput& in) {
             {node, reason::kFenceRejected, SafeText(a.nack_error, kMaxFailureMessage)});
         continue;
       }
+      // A message the controller could not read (e.g. a report whose text is not UTF-8): the
+      // node is failing whatever it acknowledged before, never counted enforced.
+      if (!a.unreadable_error.empty()) {
+        ++failed;
+        failures.push_back({node, reason::kAgentMessageUnreadable,
+                            "the controller cannot read this node's agent: " +
+                                SafeText(a.unreadable_error, kMaxFailureMessage)});
+        continue;
+      }
       if (a.acked_version < a.desired_version) continue;  // in flight: neither yet
       bool node_ok = true;
       if (const ReportTally* t = a.tally) {
@@ -236,6 +253,14 @@ nlohmann::json ComputePolicyStatus(const PolicyStatusInput& in) {
           node_ok = false;
           failures.push_back({node, f.reason, f.message});
         }
+      }
+      if (on.pods_over_container_cap > 0) {
+        node_ok = false;
+        failures.push_back(
+            {node, reason::kTooManyContainers,
+             std::to_string(on.pods_over_container_cap) + " pod(s) with more containers than a " +
+                 "fence carries, e.g. " + SafeText(on.over_container_cap_example, 300) +
+                 ": fenced at the pod level only, its containers' cgroups not one by one"});
       }
       if (node_ok)
         ++enforced;
@@ -294,6 +319,17 @@ nlohmann::json ComputePolicyStatus(const PolicyStatusInput& in) {
                               degraded ? "NodesUnhealthy" : "AsExpected", degraded ? why : "", gen,
                               now));
   }
+  // Issue 28, item 6: a default that leaves a door open is said, not silent.
+  const bool open = p.trainers.namespace_selector.empty() && !p.trainers.require_gpu;
+  conds.push_back(Condition(
+      prev, "TrainersUnrestricted", open,
+      open ? reason::kAnyPodAuthorCanClaimTrainer : reason::kTrainersRestricted,
+      open ? "neither spec.trainers.namespaceSelector nor spec.trainers.requireGPU is set: "
+             "whoever can create a pod matching spec.trainers.podSelector (in any namespace, "
+             "with or without a GPU) makes it a trainer and has its node's neighbours fenced "
+             "for it; set one of them (docs/DESIGN.md §3, \"Who can become a trainer\")"
+           : "",
+      gen, now));
   conds.push_back(Condition(
       prev, "Conflicting", conflicts > 0, conflicts > 0 ? "PodsClaimedElsewhere" : "NoConflicts",
       conflicts > 0 ? std::to_string(conflicts) + " pods: " + first_conflict : "", gen, now));

@@ -63,6 +63,8 @@ struct AgentView {
   uint64_t desired_version = 0;  // latest NodeFence version for the node
   uint64_t acked_version = 0;
   std::string nack_error;  // last NACK for desired_version, if any
+  // The agent's last message did not parse (since its last readable report): what of it.
+  std::string unreadable_error;
   // The policy's pods in the node's last report; null: no report, or none of its pods in it.
   const ReportTally* tally = nullptr;
 };

@@ -340,6 +340,69 @@ TEST_F(PolicyStatusTest, NackErrorIsMadeSafeForStatus) {
 namespace feedguard::controller {
 namespace {
 
+TEST_F(PolicyStatusTest, AnUnreadableAgentIsFailingNeverEnforced) {
+  // Issue 28, item 3: its ACK came before the message the controller could not parse.
+  Node("a", 1, true, 3, 3);
+  AddPod(Report("a"), "t", v1::PodReport::TRAINER, true);
+  in_.agents["a"].unreadable_error = "a message of 120 bytes did not parse";
+  auto st = Compute();
+  EXPECT_EQ(st["nodes"]["enforced"], 0);
+  EXPECT_EQ(st["nodes"]["failed"], 1);
+  ASSERT_EQ(st["failures"].size(), 1u);
+  EXPECT_EQ(st["failures"][0]["reason"], "AgentMessageUnreadable");
+  EXPECT_NE(st["failures"][0]["message"].get<std::string>().find("did not parse"),
+            std::string::npos);
+  EXPECT_EQ((*FindCondition(st, "Ready"))["status"], "False");
+  EXPECT_EQ((*FindCondition(st, "Degraded"))["status"], "True");
+}
+
+TEST_F(PolicyStatusTest, AFenceTooLargeToSendIsAFailureOfItsNode) {
+  // Issue 28, item 2: the node keeps its last (acknowledged) fence, which must not read as
+  // enforced.
+  Node("a", 1, true, 3, 3);
+  AddPod(Report("a"), "t", v1::PodReport::TRAINER, true);
+  in_.per_node["a"].fence_error = "the node's fence would be 4420000 bytes, over the 4128768";
+  Node("b", 1, true, 2, 2);
+  AddPod(Report("b"), "t", v1::PodReport::TRAINER, true);
+  auto st = Compute();
+  EXPECT_EQ(st["nodes"]["enforced"], 1);
+  EXPECT_EQ(st["nodes"]["failed"], 1);
+  ASSERT_EQ(st["failures"].size(), 1u);
+  EXPECT_EQ(st["failures"][0]["node"], "a");
+  EXPECT_EQ(st["failures"][0]["reason"], "FenceTooLarge");
+}
+
+TEST_F(PolicyStatusTest, PodsOverTheContainerCapAreNamed) {
+  Node("a", 1, true, 3, 3);
+  AddPod(Report("a"), "t", v1::PodReport::TRAINER, true);
+  in_.per_node["a"].pods_over_container_cap = 2;
+  in_.per_node["a"].over_container_cap_example = "batch/wide (6000 containers)";
+  auto st = Compute();
+  EXPECT_EQ(st["nodes"]["failed"], 1);
+  ASSERT_EQ(st["failures"].size(), 1u);
+  EXPECT_EQ(st["failures"][0]["reason"], "TooManyContainers");
+  EXPECT_NE(st["failures"][0]["message"].get<std::string>().find("batch/wide (6000 containers)"),
+            std::string::npos);
+}
+
+TEST_F(PolicyStatusTest, AnUnrestrictedTrainerSelectorIsSaid) {
+  // Issue 28, item 6: without namespaceSelector and requireGPU any pod author makes trainers.
+  Node("a", 1, true, 3, 3);
+  auto st = Compute();
+  const auto* c = FindCondition(st, "TrainersUnrestricted");
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ((*c)["status"], "True");
+  EXPECT_EQ((*c)["reason"], "AnyPodAuthorCanClaimTrainer");
+  EXPECT_EQ((*FindCondition(st, "Ready"))["status"], "True");  // a warning, not a failure
+  policy_.trainers.require_gpu = true;
+  EXPECT_EQ((*FindCondition(Compute(), "TrainersUnrestricted"))["status"], "False");
+  policy_.trainers.require_gpu = false;
+  auto sel = LabelSelector::FromJson({{"matchLabels", {{"team", "ml"}}}}, "ns");
+  ASSERT_TRUE(sel.ok());
+  policy_.trainers.namespace_selector = *sel;
+  EXPECT_EQ((*FindCondition(Compute(), "TrainersUnrestricted"))["status"], "False");
+}
+
 TEST(ReportTallyTest, CountsWhatStatusReadsAndComparesInItsSteps) {
   v1::NodeReport r;
   auto add = [&](const std::string& policy, v1::PodReport::Role role, bool enforced) {

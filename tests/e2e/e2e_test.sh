@@ -2,8 +2,10 @@
 # e2e_test.sh — the end-to-end tier: real kube-apiserver + etcd (private test bed), real cgroup v1
 # (kubelet stand-in), feedguard-controller and feedguard-agent processes, kubectl.
 #
-#   e2e_test.sh WORKDIR [PHASES]     PHASES: comma list of core,suspend,resilience,leader (default all)
-#   env: FG_CONTROLLER FG_AGENT FG_STANDIN (binaries), FG_E2E_KEEP=1 keeps WORKDIR's logs
+#   e2e_test.sh WORKDIR [PHASES]     PHASES: comma list of core,suspend,resilience,leader,hostile
+#                                    (default: all but hostile)
+#   env: FG_CONTROLLER FG_AGENT FG_STANDIN (binaries), FG_FLOOD (bench/flood/fg-flood, for
+#        hostile), FG_E2E_KEEP=1 keeps WORKDIR's logs
 #
 # Exit codes: 0 all checks passed, 1 a check or a prerequisite failed (named in the output),
 # 77 skipped (not root: real cgroups need it).
@@ -115,7 +117,10 @@ check "pods Running with containerIDs in the API" 20 bash -c \
 
 # ---- c) controller + agent + policy --------------------------------------------------------
 echo "# c) controller, agent, FencePolicy (Idle)"
-fg_controller_start ctl || fatal "controller did not start"
+# hostile: a small fence limit, so that one pod of many containers makes the node's fence too big.
+CTL_FLAGS=()
+[[ "$PHASES" == *,hostile,* ]] && CTL_FLAGS=(--max-fence-bytes 1600)
+fg_controller_start ctl "${CTL_FLAGS[@]}" || fatal "controller did not start"
 fg_controller_wait_leading ctl 30 || fatal "controller never served agents"
 fg_agent_start agent "$NODE" "127.0.0.1:${FG_GRPC_PORT[ctl]}"
 check "agent connected (feedguard_agents_connected 1)" 30 fg_metric_is ctl feedguard_agents_connected 1
@@ -325,6 +330,132 @@ if [[ "$PHASES" == *,leader,* ]]; then
   stop_sampler
   [[ -z "$(sampler_changes)" ]] && ok "fenced files held their values through the failover (sampled every 50 ms)" ||
     bad "files changed during failover: $(sampler_changes | head -5)"
+fi
+
+# ---- h) hostile input (issue 28): the outside tester's attacks against the real processes ------
+# probe_all PORT N — N kubelet-style probes of /healthz (a new connection each, 1 s timeout),
+# one every 200 ms; prints how many were answered.
+probe_all() {
+  local port="$1" n="$2" ok=0 i
+  for ((i = 0; i < n; i++)); do
+    [[ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 1 "http://127.0.0.1:$port/healthz")" == 200 ]] &&
+      ok=$((ok + 1))
+    sleep 0.2
+  done
+  echo "$ok"
+}
+# agent_metrics_port NAME — the port the agent NAME serves /healthz on (its only listening port).
+agent_metrics_port() { fg_listen_ports "${FG_PID[$1]}" | head -n1; }
+# pending_at_most N — the controller's hellos in progress are at most N.
+pending_at_most() {
+  local v
+  v="$(fg_metric ctl feedguard_agent_hellos_pending)" || { echo "no feedguard_agent_hellos_pending"; return 1; }
+  ((${v%.*} <= $1)) || { echo "feedguard_agent_hellos_pending $v"; return 1; }
+}
+# refused_on_connection — the per-connection bound has refused streams (the attack is real).
+refused_on_connection() {
+  local v
+  v="$(curl -fsS --max-time 5 "http://127.0.0.1:${FG_METRICS_PORT[ctl]}/metrics" |
+    awk '$1 == "feedguard_agent_streams_refused_total{bound=\"connection\"}" {print $2}')"
+  [[ -n "$v" ]] && ((${v%.*} > 0)) || { echo "refused on the connection: '${v}'"; return 1; }
+}
+ctl_log_has() { grep -q -- "$1" "${FG_LOG[ctl]}" || { echo "no '$1' in the controller's log"; return 1; }; }
+
+if [[ "$PHASES" == *,hostile,* ]]; then
+  echo "# h) hostile input (issue 28)"
+  [[ -x "${FG_FLOOD:-}" ]] || fatal "FG_FLOOD (bench/flood/fg-flood) is not built"
+  GRPC="${FG_GRPC_PORT[ctl]}"
+
+  # h1) item 3, agent side: a tenant's child cgroup named with bytes that are not UTF-8 below a
+  # Cpuset-fenced neighbour's container (made before the fence, so the first plan walks it).
+  child="$(fg_pod_dir batch spin-1 cpuset main)/"$'\xff\xfe'
+  mkdir "$child" || fatal "mkdir of the non-UTF-8 child cgroup failed"
+  # Cpuset keeps neighbours off pinned trainers' cores: the trainer gets one whole core.
+  fg_kubectl apply -f - >/dev/null <<EOF &&
+apiVersion: feedguard.io/v1alpha1
+kind: FencePolicy
+metadata: {name: $POLICY}
+spec:
+  priority: 100
+  mode: Enforce
+  nodeSelector: {matchLabels: {nvidia.com/gpu.present: "true"}}
+  trainers:
+    podSelector: {matchLabels: {feedguard.io/role: trainer}}
+    cpu: {cores: 1}
+  neighbours:
+    exclude: {namespaces: [kube-system]}
+    fence: Cpuset
+EOF
+    ok "FencePolicy applied (fence: Cpuset, trainer pinned to 1 core)" || fatal "kubectl apply (Cpuset) failed"
+  check "Cpuset fence enforced with the non-UTF-8 child below a neighbour: enforced=1, no failure" 40 \
+    fg_policy_matches "$POLICY" '.status.nodes.enforced == 1 and (.status.failures | length) == 0 and .status.neighbours.fenced == 3'
+  fenced="$(cat "$(fg_pod_file batch spin-1 cpuset cpuset.cpus main)")"
+  check "the child is confined with its neighbour (cpuset.cpus $fenced)" 10 fg_file_is "$child/cpuset.cpus" "$fenced"
+  check "the controller read every report (feedguard_agent_messages_unreadable_total 0)" 5 \
+    fg_metric_is ctl feedguard_agent_messages_unreadable_total 0
+
+  # h2) item 3, controller side: a report the controller cannot parse, after the ACK (the
+  # agent's own escaping is bypassed: fg-flood sends it for the node).
+  fg_stop agent TERM
+  "$FG_FLOOD" --port "$GRPC" --kinds badreport --threads 1 --node "$NODE" >"$FG_WORK/logs/badreport.log" 2>&1
+  check "unreadable report counted (feedguard_agent_messages_unreadable_total 1)" 10 \
+    fg_metric_is ctl feedguard_agent_messages_unreadable_total 1
+  check "the node is failing, not enforced (AgentMessageUnreadable)" 20 fg_policy_matches "$POLICY" \
+    '.status.nodes.enforced == 0 and .status.nodes.failed == 1 and ([.status.failures[] | select(.reason == "AgentMessageUnreadable")] | length) == 1'
+  check "the controller logged it" 5 ctl_log_has "did not parse as an AgentMessage"
+  fg_agent_start agent-h "$NODE" "127.0.0.1:$GRPC" --metrics-addr 127.0.0.1:0
+  check "the real agent's readable report clears it: enforced=1 again" 40 \
+    fg_policy_matches "$POLICY" '.status.nodes.enforced == 1 and (.status.failures | length) == 0'
+
+  # h3) item 1: one connection holds 1,100 streams that never say hello; the agent restarts
+  # meanwhile and must be served.
+  fg_spawn onesock "$FG_FLOOD" --port "$GRPC" --kinds onesock --threads 1 --onesock-streams 1100 --duration-s 45
+  sleep 3
+  check "the attack holds at most its connection's share (feedguard_agent_hellos_pending <= 2)" 10 \
+    pending_at_most 2
+  check "the attack is on: its connection's extra streams are refused" 10 refused_on_connection
+  fg_stop agent-h TERM
+  check "agent gone" 20 fg_metric_is ctl feedguard_agents_connected 0
+  t0="$(fg_now_ms)"
+  fg_agent_start agent-h2 "$NODE" "127.0.0.1:$GRPC" --metrics-addr 127.0.0.1:0
+  check "a restarted agent is served during the attack (connected within 20 s)" 20 fg_metric_is ctl feedguard_agents_connected 1
+  echo "# agent connected $(($(fg_now_ms) - t0)) ms after its start, during the attack"
+  check "and enforced during the attack" 30 fg_policy_matches "$POLICY" '.status.nodes.enforced == 1'
+  { wait "${FG_PID[onesock]}"; } 2>/dev/null
+  unset 'FG_PID[onesock]'
+
+  # h4) item 4: 200 slowloris connections at the controller's and at the agent's probe port.
+  aport="$(agent_metrics_port agent-h2)"
+  [[ -n "$aport" ]] || bad "agent-h2 serves no metrics port"
+  for target in "controller:${FG_METRICS_PORT[ctl]}" "agent:$aport"; do
+    port="${target#*:}"
+    "$FG_FLOOD" --kinds '' --threads 0 --slowloris 200 --slowloris-port "$port" --duration-s 12 \
+      >"$FG_WORK/logs/slowloris-${target%%:*}.log" 2>&1 &
+    slow_pid=$!
+    sleep 2
+    answered="$(probe_all "$port" 30)"
+    wait "$slow_pid"
+    ((answered == 30)) && ok "${target%%:*} /healthz answered $answered of 30 probes during 200 slow connections" ||
+      bad "${target%%:*} /healthz answered $answered of 30 probes during 200 slow connections"
+  done
+
+  # h5) item 2: a pod of many containers makes the node's fence bigger than the controller sends
+  # (--max-fence-bytes 1600 here): reported FenceTooLarge, the node keeps its last fence.
+  FG_POD_CONTAINERS=20 fg_create_pod batch wide "$NODE" app=spin 0 0 || bad "create batch/wide (20 containers)"
+  check "fence too large: node failed with FenceTooLarge" 30 fg_policy_matches "$POLICY" \
+    '.status.nodes.failed == 1 and ([.status.failures[] | select(.reason == "FenceTooLarge")] | length) == 1'
+  check "the node keeps its last fence (batch/spin-1 still confined to $fenced)" 5 \
+    fg_file_is "$(fg_pod_file batch spin-1 cpuset cpuset.cpus main)" "$fenced"
+  fg_delete_pod batch wide || bad "delete batch/wide"
+  check "fits again once the pod is gone: enforced=1, no failure" 40 \
+    fg_policy_matches "$POLICY" '.status.nodes.enforced == 1 and (.status.failures | length) == 0'
+
+  fg_kubectl delete fencepolicy "$POLICY" --wait=false >/dev/null || bad "kubectl delete fencepolicy failed"
+  for p in batch/spin-1 batch/spin-2 batch/spin-3 ml/trainer-1; do
+    check "$p: every file holds its original bytes" 30 fg_check_snapshot "${p%/*}" "${p#*/}"
+  done
+  check "FencePolicy gone (finalizer removed)" 30 fg_policy_gone "$POLICY"
+  rmdir "$child" || bad "could not remove the non-UTF-8 child cgroup"
 fi
 
 echo "# passed $PASSED, failed $FAILED"

@@ -219,6 +219,7 @@ fg_pod_key() { echo "${1}_${2}"; }
 #   LABELS: "k=v,k2=v2" or "". QoS follows kubelet's rule: no request/limit → BestEffort,
 #   request == limit (>0) → Guaranteed (memory request = limit is added), else Burstable.
 #   Command run in the container: FG_POD_COMMAND (JSON array), default ["sleep","86400"].
+#   Containers: FG_POD_CONTAINERS (default 1): "main", then "c1", "c2", … each running it.
 # Order, so that a test can record the untouched cgroup values before anyone can fence them:
 #   1. create the Pod unbound (the API server assigns its uid),
 #   2. the stand-in creates the kubelet-shaped cgroups and starts the process (uid, container id),
@@ -248,19 +249,29 @@ fg_prepare_pod() {
     res="$(jq -nc --arg r "${req}m" '{requests: {cpu: $r}}')"
     ((lim > 0)) && res="$(jq -c --arg l "${lim}m" '. + {limits: {cpu: $l}}' <<<"$res")"
   fi
-  uid="$(jq -n --arg ns "$ns" --arg n "$name" --argjson l "$labels" --argjson r "$res" '{
+  local n_containers="${FG_POD_CONTAINERS:-1}" names
+  names="$(jq -nc --argjson n "$n_containers" '["main"] + [range(1; $n) | "c\(.)"]')"
+  uid="$(jq -n --arg ns "$ns" --arg n "$name" --argjson l "$labels" --argjson r "$res" \
+    --argjson names "$names" '{
       apiVersion: "v1", kind: "Pod", metadata: {namespace: $ns, name: $n, labels: $l},
-      spec: {containers: [{name: "main", image: "feedguard.invalid/standin:e2e", resources: $r}]}}' |
+      spec: {containers: [$names[] | {name: ., image: "feedguard.invalid/standin:e2e", resources: $r}]}}' |
     fg_kubectl create -f - -o jsonpath='{.metadata.uid}')" || { fg_log "create pod $ns/$name failed"; return 1; }
   local got_qos
   got_qos="$(fg_kubectl -n "$ns" get pod "$name" -o jsonpath='{.status.qosClass}')"
   [[ "$got_qos" == "$qos" ]] || { fg_log "API server says $ns/$name is $got_qos, we computed $qos"; return 1; }
   cid="containerd://$(openssl rand -hex 32)"
+  local cids="[\"$cid\"]" i
+  for ((i = 1; i < n_containers; i++)); do
+    cids="$(jq -c --arg id "containerd://$(openssl rand -hex 32)" '. + [$id]' <<<"$cids")"
+  done
   cmd="${FG_POD_COMMAND:-[\"sleep\",\"86400\"]}"
-  pod_json="$(jq -nc --arg uid "$uid" --arg ns "$ns" --arg n "$name" --arg q "$qos" --arg id "$cid" \
+  # The pod's CPU request and limit go to its first container (main), as before.
+  pod_json="$(jq -nc --arg uid "$uid" --arg ns "$ns" --arg n "$name" --arg q "$qos" \
+    --argjson names "$names" --argjson ids "$cids" \
     --argjson req "$req" --argjson lim "$lim" --argjson cmd "$cmd" '{uid: $uid, namespace: $ns,
-      name: $n, qos: $q, containers: [{name: "main", id: $id, cpu_request_milli: $req,
-      cpu_limit_milli: $lim, command: $cmd}]}')"
+      name: $n, qos: $q, containers: [range(0; $names | length) as $i | {name: $names[$i],
+      id: $ids[$i], cpu_request_milli: (if $i == 0 then $req else 0 end),
+      cpu_limit_milli: (if $i == 0 then $lim else 0 end), command: $cmd}]}')"
   printf '%s\n' "$pod_json" >"$FG_PODS_DIR/$key.pod.json.tmp" && mv "$FG_PODS_DIR/$key.pod.json.tmp" "$FG_PODS_DIR/$key.pod.json"
   status_file="$FG_PODS_DIR/$key.status.json"
   fg_wait 30 "stand-in started $ns/$name" test -s "$status_file" || return 1
@@ -270,6 +281,8 @@ fg_prepare_pod() {
   fi
   fg_snapshot "$ns" "$name" >"$FG_WORK/orig/$key" || return 1
   printf '%s\n' "$cid" >"$FG_WORK/orig/$key.cid"
+  printf '%s\n' "$names" >"$FG_WORK/orig/$key.names"
+  printf '%s\n' "$cids" >"$FG_WORK/orig/$key.cids"
   printf '%s\n' "$qos" >"$FG_WORK/orig/$key.qos"
 }
 
@@ -278,6 +291,10 @@ fg_bind_pod() {
   local ns="$1" name="$2" node="$3" key cid qos
   key="$(fg_pod_key "$ns" "$name")"
   cid="$(cat "$FG_WORK/orig/$key.cid")" && qos="$(cat "$FG_WORK/orig/$key.qos")" || return 1
+  local names='["main"]' cids
+  [[ -e "$FG_WORK/orig/$key.names" ]] && names="$(cat "$FG_WORK/orig/$key.names")"
+  cids="[\"$cid\"]"
+  [[ -e "$FG_WORK/orig/$key.cids" ]] && cids="$(cat "$FG_WORK/orig/$key.cids")"
   jq -nc --arg n "$node" --arg name "$name" \
     '{apiVersion: "v1", kind: "Binding", metadata: {name: $name}, target: {apiVersion: "v1", kind: "Node", name: $n}}' |
     fg_kubectl create --raw "/api/v1/namespaces/$ns/pods/$name/binding" -f - >/dev/null ||
@@ -285,9 +302,11 @@ fg_bind_pod() {
   local now
   now="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
   fg_kubectl -n "$ns" patch pod "$name" --subresource=status --type=merge -p "$(jq -nc \
-    --arg q "$qos" --arg id "$cid" --arg t "$now" '{status: {phase: "Running", qosClass: $q,
+    --arg q "$qos" --argjson names "$names" --argjson ids "$cids" --arg t "$now" '{status: {
+      phase: "Running", qosClass: $q,
       startTime: $t, conditions: [{type: "Ready", status: "True", lastTransitionTime: $t}],
-      containerStatuses: [{name: "main", containerID: $id, image: "feedguard.invalid/standin:e2e",
+      containerStatuses: [range(0; $names | length) as $i | {name: $names[$i],
+        containerID: $ids[$i], image: "feedguard.invalid/standin:e2e",
         imageID: "", ready: true, started: true, restartCount: 0,
         state: {running: {startedAt: $t}}}]}}')" >/dev/null ||
     { fg_log "status patch of $ns/$name failed"; return 1; }

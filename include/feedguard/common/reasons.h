@@ -60,6 +60,20 @@ inline constexpr char kFewerCoresThanAsked[] = "FewerCoresThanAsked";
 inline constexpr char kAgentNotConnected[] = "AgentNotConnected";
 inline constexpr char kFenceRejected[] = "FenceRejected";  // the agent NACKed the fence
 inline constexpr char kAgentReported[] = "AgentReported";  // an agent's reason outside the pattern
+// A message of the node's agent did not parse (e.g. a string that is not UTF-8): its stream is
+// ended each time, so nothing it says (reports, ACKs) is trusted until a report parses again.
+inline constexpr char kAgentMessageUnreadable[] = "AgentMessageUnreadable";
+// The node's fence is bigger than its agent reads (wire_limits.h): not sent; the node keeps its
+// last fence.
+inline constexpr char kFenceTooLarge[] = "FenceTooLarge";
+// A pod has more containers than a fence carries ids for: fenced at the pod level only.
+inline constexpr char kTooManyContainers[] = "TooManyContainers";
+
+// ---- controller: the TrainersUnrestricted condition of a policy ----------------------------
+// Neither trainers.namespaceSelector nor trainers.requireGPU: whoever can create a pod can label
+// it a trainer and have its node's neighbours fenced for it (pod labels are the pod author's).
+inline constexpr char kAnyPodAuthorCanClaimTrainer[] = "AnyPodAuthorCanClaimTrainer";
+inline constexpr char kTrainersRestricted[] = "TrainersRestricted";
 
 // ---- controller: the CrossTier condition of a policy ---------------------------------------
 // Idle/Weight-fenced Burstable or BestEffort neighbours beside a trainer of another QoS tier:

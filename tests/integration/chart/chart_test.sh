@@ -373,5 +373,38 @@ if ((${#left[@]} == 0)); then pass "helm uninstall removed all ${#objects[@]} ob
 kc get crd fencepolicies.feedguard.io >/dev/null 2>&1 && pass "the CRD stays after uninstall (Helm never deletes crds/)" ||
   bad "the CRD is gone after uninstall"
 
+# ---- the trainer-label admission policy (issue 28, item 6) ----------------------------------
+# Rendered alone (admission.trainerLabel.enabled) and applied: the API server itself evaluates its
+# CEL. Pods are tried with --dry-run=server (admission runs; nothing is created, no kubelet needed).
+TNS="$NS-trainers"
+helm template "$REL" "$CHART" -n "$NS" --set admission.trainerLabel.enabled=true \
+  --show-only templates/trainer-label-policy.yaml >"$WORK/vap.yaml" 2>&1 ||
+  bad "helm template of the trainer-label policy: $(cat "$WORK/vap.yaml")"
+check "ValidatingAdmissionPolicy + binding for the trainer label applied" kc apply -f "$WORK/vap.yaml"
+kc create namespace "$TNS" >/dev/null 2>&1 && kc label namespace "$TNS" feedguard.io/trainers-allowed=true >/dev/null
+# pod_dry_run NS LABEL — a Pod with the label ("" for none), server-side dry run.
+pod_dry_run() {
+  local labels='{}'
+  [[ -n "$2" ]] && labels="{\"${2%%=*}\": \"${2#*=}\"}"
+  kc create --dry-run=server -f - <<EOF_POD
+{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "vap-probe", "namespace": "$1",
+ "labels": $labels}, "spec": {"containers": [{"name": "c", "image": "feedguard.invalid/x"}]}}
+EOF_POD
+}
+# The policy takes a moment to be loaded by the API server: wait for the first denial.
+denied=0
+for _ in $(seq 1 50); do
+  if out="$(pod_dry_run "$NS" feedguard.io/role=trainer 2>&1)"; then sleep 0.2; continue; fi
+  [[ "$out" == *"allowed only in namespaces labelled feedguard.io/trainers-allowed=true"* ]] && denied=1
+  break
+done
+((denied)) && pass "a pod labelled a trainer is denied in a namespace not labelled for trainers" ||
+  bad "a trainer-labelled pod was not denied in $NS: ${out:-admitted}"
+check "a pod labelled a trainer is admitted where the namespace allows trainers" \
+  pod_dry_run "$TNS" feedguard.io/role=trainer
+check "a pod without the label is admitted anywhere" pod_dry_run "$NS" app=batch
+kc delete -f "$WORK/vap.yaml" --ignore-not-found >/dev/null 2>&1
+kc delete namespace "$TNS" --ignore-not-found --wait=false >/dev/null 2>&1
+
 echo "# passed $PASSED, failed $FAILED"
 ((FAILED == 0))

@@ -73,9 +73,11 @@ class FakeApplier final : public agent::FenceApplier {
     pod->set_uid("uid-1");
     pod->set_enforced(true);
     pod->set_cpus("0-3");
+    pod->set_message(message_);
     return report;
   }
   void set_delay(milliseconds d) { delay_ = d; }
+  void set_message(std::string m) { message_ = std::move(m); }  // before the client starts
   void FailVersion(uint64_t v) {
     std::lock_guard lock(mu_);
     fail_.insert(v);
@@ -91,6 +93,7 @@ class FakeApplier final : public agent::FenceApplier {
 
  private:
   milliseconds delay_{0};  // set before the client starts
+  std::string message_;    // set before the client starts
   mutable std::mutex mu_;
   std::vector<uint64_t> seen_;  // guarded by mu_
   std::set<uint64_t> fail_;     // guarded by mu_
@@ -111,7 +114,11 @@ class RecordingObserver final : public controller::AgentObserver {
   }
   void OnReport(const std::string& node, const v1::NodeReport& r) override {
     Add("report " + node + " " + std::to_string(r.applied_version()) +
-        (r.pods_size() > 0 ? " cpus=" + r.pods(0).cpus() : ""));
+        (r.pods_size() > 0 ? " cpus=" + r.pods(0).cpus() : "") +
+        (r.pods_size() > 0 ? " message=" + r.pods(0).message() : ""));
+  }
+  void OnUnreadable(const std::string& node, const std::string& e) override {
+    Add("unreadable " + node + " " + e);
   }
   bool Has(const std::string& prefix) const {
     std::lock_guard lock(mu_);
@@ -176,7 +183,7 @@ class GrpcStreamTest : public ::testing::Test {
     ASSERT_TRUE(pki_->MakeCa("ca").ok());
     ASSERT_TRUE(
         pki_->MakeLeaf("ca", "server", "feedguard-controller", {"IP:127.0.0.1"}, true).ok());
-    Status s = pki_->MakeLeaf("ca", "gpu-1", "system:node:gpu-1", {}, false);
+    Status s = pki_->MakeLeaf("ca", "gpu-1", "system:node:gpu-1", {}, false, "system:nodes");
     ASSERT_TRUE(s.ok()) << s.ToString();
     ASSERT_TRUE(pki_->CopyAtomically("ca.crt", "server-trust.crt").ok());
   }
@@ -305,6 +312,50 @@ TEST_F(GrpcStreamTest, HelloFenceAckRoundTrip) {
   EXPECT_EQ(cs.applied_version, 2u);
   EXPECT_EQ(cs.acks, 2u);
   EXPECT_EQ(server->ConnectedCount(), 1u);
+}
+
+TEST_F(GrpcStreamTest, AReportNamingANonUtf8CgroupReachesTheControllerReadable) {
+  // Issue 28, item 3: a tenant's child cgroup named with bytes that are not UTF-8 ended up in
+  // a pod's message; the controller could not parse the report and ended the stream, again and
+  // again, while the node's ACK (sent first) made it look enforced. The agent escapes it.
+  applier_->set_message(
+      "CgroupNotFound: no cgroup at /sys/fs/cgroup/cpuset/kubepods/podu1/c1/"
+      "\xff\xfe/cpuset.cpus");
+  auto server = StartServer(ServerOptions());
+  ASSERT_TRUE(server);
+  ASSERT_TRUE(server->SetDesired(Fence("gpu-1", 1)).ok());
+  auto client = StartClient(ClientOptions("gpu-1", server->port()));
+  ASSERT_TRUE(client);
+  ASSERT_TRUE(WaitUntil([&] { return observer_->Has("report gpu-1 1"); }, milliseconds(5'000)))
+      << "the report never arrived readable";
+  EXPECT_TRUE(
+      observer_->Has("report gpu-1 1 cpus=0-3 message=CgroupNotFound: no cgroup at "
+                     "/sys/fs/cgroup/cpuset/kubepods/podu1/c1/\\xFF\\xFE/cpuset.cpus"));
+  EXPECT_FALSE(observer_->Has("unreadable"));
+  EXPECT_EQ(server->GetAgent("gpu-1")->streams, 1u);  // never ended and redialled
+}
+
+TEST_F(GrpcStreamTest, TheAgentRefusesAFenceForAnotherNodeOrAnOlderVersionOnItsStream) {
+  // Issue 28, item 7: the fence's metadata is checked, not trusted. A controller that routes
+  // gpu-2's fence to gpu-1's stream (held here as gpu-1's, its bytes naming gpu-2) is NACKed.
+  auto server = StartServer(ServerOptions());
+  ASSERT_TRUE(server);
+  ASSERT_TRUE(server->SetDesired(Fence("gpu-1", 5)).ok());
+  auto client = StartClient(ClientOptions("gpu-1", server->port()));
+  ASSERT_TRUE(WaitUntil([&] { return server->GetAgent("gpu-1")->acked_version == 5; }));
+  const auto other = controller::WireFence::From(Fence("gpu-2", 6));
+  ASSERT_TRUE(server
+                  ->SetDesired(std::make_shared<const controller::WireFence>(
+                      "gpu-1", 6, std::string(other->unversioned())))
+                  .ok());
+  ASSERT_TRUE(WaitUntil([&] { return observer_->Has("nack gpu-1 6 fence for node \"gpu-2\""); }))
+      << ::testing::PrintToString(observer_->events());
+  EXPECT_EQ(applier_->seen(), (std::vector<uint64_t>{5}));  // never applied
+  EXPECT_EQ(client->stats().applied_version, 5u);
+  // Its own fence again, newer: applied.
+  ASSERT_TRUE(server->SetDesired(Fence("gpu-1", 7)).ok());
+  ASSERT_TRUE(WaitUntil([&] { return server->GetAgent("gpu-1")->acked_version == 7; }));
+  EXPECT_EQ(applier_->seen(), (std::vector<uint64_t>{5, 7}));
 }
 
 TEST_F(GrpcStreamTest, BurstWhileAgentIsSlowSendsLatestNotEveryVersion) {
@@ -485,17 +536,25 @@ TEST_F(GrpcStreamTest, HelloForAnotherNodeIsRejected) {
   EXPECT_FALSE(server->GetAgent("gpu-2")->connected);
 }
 
-TEST_F(GrpcStreamTest, NodeNameFromDnsSan) {
-  ASSERT_TRUE(pki_->MakeLeaf("ca", "san", "feedguard-agent", {"DNS:gpu-san"}, false).ok());
+TEST_F(GrpcStreamTest, OnlyAKubeletStyleSubjectNamesANode) {
+  // Issue 28, item 5: a CA-signed "CN=tenant-app, DNS:node-b" without O=system:nodes was served
+  // node-b's fence. Neither a DNS SAN nor the node CN without the nodes' organisation names one.
+  ASSERT_TRUE(pki_->MakeLeaf("ca", "san", "tenant-app", {"DNS:gpu-san"}, false).ok());
+  ASSERT_TRUE(pki_->MakeLeaf("ca", "no-org", "system:node:gpu-san", {}, false).ok());
+  ASSERT_TRUE(pki_->MakeLeaf("ca", "node", "system:node:gpu-san", {}, false, "system:nodes").ok());
   auto server = StartServer(ServerOptions());
   ASSERT_TRUE(server);
-  auto stub = RawStub(server->port(), "san");
-  EXPECT_EQ(HelloAndFinish(*stub, "feedguard-agent").error_code(),
-            grpc::StatusCode::PERMISSION_DENIED)
-      << "a CN without system:node: names no node";
-  grpc::Status s = HelloAndFinish(*stub, "gpu-san");
+  ASSERT_TRUE(server->SetDesired(Fence("gpu-san", 1)).ok());
+  auto san = RawStub(server->port(), "san");
+  EXPECT_EQ(HelloAndFinish(*san, "gpu-san").error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(HelloAndFinish(*san, "tenant-app").error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  auto no_org = RawStub(server->port(), "no-org");
+  EXPECT_EQ(HelloAndFinish(*no_org, "gpu-san").error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_FALSE(server->GetAgent("gpu-san")->hello);
+  auto node = RawStub(server->port(), "node");
+  grpc::Status s = HelloAndFinish(*node, "gpu-san");
   EXPECT_TRUE(s.ok()) << s.error_message();
-  EXPECT_TRUE(server->GetAgent("gpu-san").has_value());
+  EXPECT_TRUE(server->GetAgent("gpu-san")->hello);
 }
 
 TEST_F(GrpcStreamTest, SharedCertificateModeTrustsHelloButStillNeedsTheCa) {
@@ -566,7 +625,8 @@ TEST_F(GrpcStreamTest, SecondStreamForNodeReplacesFirst) {
 
 TEST_F(GrpcStreamTest, ServerTrustRotationByFileWatch) {
   ASSERT_TRUE(pki_->MakeCa("ca2").ok());
-  ASSERT_TRUE(pki_->MakeLeaf("ca2", "gpu-1-ca2", "system:node:gpu-1", {}, false).ok());
+  ASSERT_TRUE(
+      pki_->MakeLeaf("ca2", "gpu-1-ca2", "system:node:gpu-1", {}, false, "system:nodes").ok());
   auto server = StartServer(ServerOptions());  // trusts ca only
   ASSERT_TRUE(server);
   auto stub = RawStub(server->port(), "gpu-1-ca2");
@@ -586,7 +646,8 @@ TEST_F(GrpcStreamTest, ServerTrustRotationByFileWatch) {
 
 TEST_F(GrpcStreamTest, AgentCertificateRotationByFileWatch) {
   ASSERT_TRUE(pki_->MakeCa("ca2").ok());
-  ASSERT_TRUE(pki_->MakeLeaf("ca2", "gpu-1-ca2", "system:node:gpu-1", {}, false).ok());
+  ASSERT_TRUE(
+      pki_->MakeLeaf("ca2", "gpu-1-ca2", "system:node:gpu-1", {}, false, "system:nodes").ok());
   ASSERT_TRUE(pki_->CopyAtomically("gpu-1-ca2.key", "agent.key").ok());
   ASSERT_TRUE(pki_->CopyAtomically("gpu-1-ca2.crt", "agent.crt").ok());
   auto server = StartServer(ServerOptions());  // trusts ca only
@@ -640,6 +701,11 @@ TEST_F(GrpcStreamTest, ManyStreamsWithoutAThreadPerStream) {
   constexpr int kAgents = 300;
   DistributorOptions o;
   o.insecure = true;
+  // 300 agents multiplexed on one connection stand for 300 connections here (the thread count
+  // is the point); the per-connection bounds, which would hold them to a few, are tested in
+  // distributor_test.
+  o.max_streams_per_connection = 0;
+  o.max_pending_hellos_per_connection = 0;
   auto server = StartServer(o);
   ASSERT_TRUE(server);
   auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(server->port()),

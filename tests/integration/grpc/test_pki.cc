@@ -89,7 +89,8 @@ Status TestPki::MakeCa(const std::string& name) {
 }
 
 Status TestPki::MakeLeaf(const std::string& ca, const std::string& name, const std::string& cn,
-                         const std::vector<std::string>& sans, bool server) {
+                         const std::vector<std::string>& sans, bool server,
+                         const std::string& org) {
   std::string ext = "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature\n";
   ext += std::string("extendedKeyUsage=") + (server ? "serverAuth" : "clientAuth") + "\n";
   if (!sans.empty()) {
@@ -99,9 +100,9 @@ Status TestPki::MakeLeaf(const std::string& ca, const std::string& name, const s
   }
   FG_RETURN_IF_ERROR(WriteAtomically(Path(name + ".ext"), ext));
   // Build into temp names, then move both into place.
-  FG_RETURN_IF_ERROR(
-      RunOpenssl({"req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-                  "-keyout", name + ".key.new", "-out", name + ".csr", "-subj", "/CN=" + cn}));
+  FG_RETURN_IF_ERROR(RunOpenssl({"req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+                                 "-nodes", "-keyout", name + ".key.new", "-out", name + ".csr",
+                                 "-subj", (org.empty() ? "" : "/O=" + org) + "/CN=" + cn}));
   FG_RETURN_IF_ERROR(RunOpenssl({"x509", "-req", "-in", name + ".csr", "-CA", ca + ".crt", "-CAkey",
                                  ca + ".key", "-CAcreateserial", "-out", name + ".crt.new", "-days",
                                  "2", "-extfile", name + ".ext"}));
