@@ -308,10 +308,11 @@ sleep 5
 segment runtime-update
 cid="$(K -n "$NS" get pod nb-cpuset -o jsonpath='{.status.containerStatuses[0].containerID}')"
 mark runtime-update start
-# What kubelet's CPU manager or a resize asks of the runtime: new CPU resources for a running
-# container (runc update; with the systemd driver also the scope's unit properties).
-printf '{"cpu": {"shares": 102, "quota": 100000, "period": 100000}}\n' >/tmp/update.json
-ctr -n k8s.io tasks update --resources /tmp/update.json "${cid#containerd://}" || bad "ctr tasks update"
+# What kubelet's CPU manager or a resize asks of the runtime (UpdateContainerResources): the
+# shim runs `runc update` on the container (with the systemd driver runc also sets the scope's
+# unit properties). ctr 2.x has no `tasks update`; runc is called as the shim calls it.
+runc --root /run/containerd/runc/k8s.io update --cpu-share 102 --cpu-quota 100000 --cpu-period 100000 \
+  "${cid#containerd://}" || bad "runc update"
 mark runtime-update end
 settle 60 "a runtime update"
 sleep 3
