@@ -2,8 +2,14 @@
 # install_deps.sh — installs everything feedguard's build, tests, demo and benchmark need on a fresh
 # Debian bookworm machine (as root): Debian packages, then the Go-built kube-apiserver, etcd and helm
 # (cached under ${FEEDGUARD_CACHE:-~/.cache/feedguard}, keyed by version). Idempotent.
+#
+# Usage: tests/install_deps.sh [--demo]
+#   --demo: only what examples/demo/run.sh needs — no PyTorch (the GPU kit's smoke test), no
+#           containerd 2 / runc builds and no VM node image (the VM node shapes).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
+demo=0
+[[ "${1:-}" == --demo ]] && demo=1
 
 packages=(
   build-essential cmake ninja-build pkg-config clang-format git curl ca-certificates openssl jq
@@ -70,10 +76,20 @@ if ! go_ok; then
   exit 1
 fi
 
-# The GPU kit's CPU-only smoke test runs a real PyTorch DataLoader: torch + torchvision in a venv
-# cached by version (once: ~82 s, 4.6 GiB — PyPI's Linux wheel brings the CUDA libraries).
-"$here/../bench/gpu/torch_venv.sh" >/dev/null
-
-if [[ -x "$here/testbed/build.sh" ]]; then
-  "$here/testbed/build.sh"
+if ((demo)); then
+  "$here/testbed/build.sh" etcd kube-apiserver kubectl helm kubelet kube-scheduler \
+    kube-controller-manager kube-proxy coredns
+  exit 0
 fi
+
+# The GPU kit's CPU-only smoke test runs a real PyTorch DataLoader: torch + torchvision in a venv
+# cached by version (once: ~82 s, 4.6 GiB — PyPI's Linux wheel brings the CUDA libraries). A
+# download more than a computation: it runs beside the Go builds below.
+"$here/../bench/gpu/torch_venv.sh" >/dev/null &
+torch_pid=$!
+
+# Every test-bed binary (the Kubernetes binaries, etcd, helm, CoreDNS, containerd 2 + runc) and
+# the VM node image (tests/vm/node_shape.sh), each cached by version.
+"$here/testbed/build.sh"
+"$here/vm/node/image.sh" >/dev/null
+wait "$torch_pid" || { echo "install_deps: bench/gpu/torch_venv.sh failed" >&2; exit 1; }

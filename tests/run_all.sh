@@ -7,10 +7,22 @@
 #   4. clang libFuzzer build: every parser of untrusted input fuzzed for a few seconds,
 #   5. TSan build running the threaded tests,
 #   6. a clang-format check.
-# Usage: tests/run_all.sh [--fast]   (--fast: release tier only)
+# Usage: tests/run_all.sh [--fast] [--node-shapes]
+#   --fast         release tier only (skips the sanitizer and fuzz builds)
+#   --node-shapes  also the whole node-shape matrix (bench/node_shapes/run.sh: v2 + systemd with
+#                  Debian's containerd 1.6 / runc 1.1, with the oldest supported kubelet, and v1 +
+#                  systemd; ~10-12 min each on 2 cores, +~8 min to build the oldest kubelet once);
+#                  CI runs the v2 + systemd shape with the newest kubelet only (vm_node_systemd)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-fast=0; [[ "${1:-}" == "--fast" ]] && fast=1
+fast=0 shapes=0
+for a in "$@"; do
+  case "$a" in
+    --fast) fast=1 ;;
+    --node-shapes) shapes=1 ;;
+    *) echo "run_all.sh: unknown option $a" >&2; exit 2 ;;
+  esac
+done
 jobs=${FEEDGUARD_JOBS:-$(nproc)}
 
 tests/install_deps.sh
@@ -32,6 +44,11 @@ cmake --preset release >/dev/null
 cmake --build --preset release -j"$jobs"
 step "release tests (all tiers)"
 ctest --preset release -j1 --repeat until-pass:2
+
+if ((shapes)); then
+  step "node-shape matrix (bench/node_shapes/run.sh)"
+  bench/node_shapes/run.sh
+fi
 
 if ((fast)); then exit 0; fi
 

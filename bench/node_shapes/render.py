@@ -15,8 +15,10 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def ms(d):
-    if not d or not d.get("n"):
+    if not d:
         return "—"
+    if not d.get("n"):
+        return "never unfenced"
     return f"{d['median']:.0f} / {d['max']:.0f}" + (f" ({d['open']} open)" if d.get("open") else "")
 
 
@@ -27,20 +29,33 @@ def row_cells(r):
         ms(r.get("unfenced_after_reload_ms")), str(r.get("daemon_reloads", 0)),
         ms(r.get("unfenced_after_resize_ms")), ms(r.get("unfenced_after_runtime_restart_ms")),
         ms(r.get("unfenced_after_kubelet_restart_ms")),
-        f"{r.get('files_restored_exact', '—')}/{r.get('files_total', '—')}",
-        "yes" if r.get("revert_exact") else "**no**",
+        f"{r.get('files_restored_exact', '—')}/{r.get('files_total', '—')}"
+        + (f" (+{r['files_restored_inherited']} same CPUs)" if r.get("files_restored_inherited") else ""),
+        "yes" if r.get("revert_exact") else ("same CPUs¹" if r.get("revert_same_cpus") else "**no**"),
         str(r.get("abandoned_fences", "—")),
+        "held as weight 1²" if r.get("idle_held_as_weight") else "cpu.idle",
     ]
 
 
 HEAD = ["cgroup", "driver", "runtime", "runc", "kubelet", "fence after apply (ms)",
         "unfenced after daemon-reload ms (median / max)", "reloads", "after resize", "after runtime restart",
-        "after kubelet restart", "files restored exact", "revert exact", "fences abandoned"]
+        "after kubelet restart", "files restored byte-exact", "revert exact", "fences abandoned",
+        "Idle fence"]
+
+FOOTNOTES = [
+    "¹ cgroup v2 cannot give a populated cgroup its empty `cpuset.cpus` back (the kernel answers "
+    "ENOSPC): the Cpuset fence's and pinned trainer's files whose original was empty (inherit the "
+    "parent's) come back as the inherited set — the same CPUs, not the same bytes.",
+    "² this kernel shows an idle cgroup's `cpu.weight` as 0, which kubelet ≥ 1.36 reads back as "
+    "~1.8·10¹⁵ CPUs requested; the agent holds Idle fences as the lowest weight there "
+    "(docs/DESIGN.md §4).",
+]
 
 
 def table(rows):
     out = ["| " + " | ".join(HEAD) + " |", "|" + "---|" * len(HEAD)]
     out += ["| " + " | ".join(row_cells(r)) + " |" for r in rows]
+    out += [""] + FOOTNOTES
     return "\n".join(out)
 
 

@@ -162,7 +162,7 @@ check_host() {
 install_and_build() {
   local t0=$SECONDS
   say "Installing dependencies (tests/install_deps.sh; the first run builds the Kubernetes binaries, etcd, CoreDNS and helm)"
-  "$REPO/tests/install_deps.sh" 2>&1 | indent
+  "$REPO/tests/install_deps.sh" --demo 2>&1 | indent
   ((PIPESTATUS[0] == 0)) || die "tests/install_deps.sh failed (see above)"
   say "Building the demo's binaries in $BUILD_DIR (only the four it needs)"
   mkdir -p "$BUILD_DIR" || die "cannot create $BUILD_DIR"

@@ -120,6 +120,7 @@ def main():
         "unfenced_after_new_pod_ms": seg("new-pod-slice"),
         "writes": {n: {k: v for k, v in r.items() if k != "windows"} for n, r in w.items()},
         "idle_held_as_weight": first.get("idle_fence", {}).get("data", {}).get("held_as_weight"),
+        "weights_50m": first.get("weights", {}).get("data"),
         "idle_arms": arm_rows,
         "dbus_revert": first.get("dbus_revert", {}).get("data"),
         "overwrites_seen": (ow[-1] - ow[0]) if len(ow) >= 2 else None,

@@ -225,6 +225,14 @@ K create namespace "$NS" >/dev/null
 pods_yaml | K apply -f - >/dev/null || fail "pods"
 wait_until 600 "$((${#KINDS[@]} * 2 + ${#ARM_KINDS[@]})) pods Running" all_running || fail "pods not Running: $(K -n "$NS" get pods -o wide)"
 cache_pod_dirs
+# Which weight map the runtime used: kubelet sets the pod slice's weight with the linear map
+# (50m → 51 shares → 2); runc >= 1.3.2 sets the container's with the quadratic one (→ 11), runc
+# 1.1 with the linear one (→ 2). The agent writes pod weights only (kubelet_facts.h).
+d="$(pod_dir trainer-idle)"
+c="$(find "$d" -mindepth 1 -maxdepth 1 -name 'cri-containerd-*.scope' | head -1)"
+observe weights "$(jq -nc --arg p "$(cat "$d/$WEIGHT_FILE")" --arg c "$(cat "$c/$WEIGHT_FILE" 2>/dev/null)" \
+  '{pod_50m: $p, container_50m: $c}')"
+say "50m pod: pod slice $WEIGHT_FILE $(cat "$d/$WEIGHT_FILE"), container scope $(cat "$c/$WEIGHT_FILE" 2>/dev/null)"
 knob_files >/tmp/knobs.before
 snapshot $(cat /tmp/knobs.before) >"$OUT/before.tsv"
 say "$(wc -l </tmp/knobs.before) knob files recorded before any fence"
