@@ -1021,6 +1021,29 @@ std::vector<CheckpointEntry> Enforcer::SettledLocked(const Scratch& s) const {
   return v;
 }
 
+namespace {
+// One Apply made of two passes (the second after a kernel fact was learnt): the pods' outcomes
+// are the second pass's; the writes, reverts and counts are both passes'.
+ApplyReport MergeReports(ApplyReport first, ApplyReport second) {
+  std::vector<cgroup::FileWrite> writes = std::move(first.writes);
+  writes.insert(writes.end(), second.writes.begin(), second.writes.end());
+  second.writes = std::move(writes);
+  std::vector<RevertResult> reverts = std::move(first.reverts);
+  reverts.insert(reverts.end(), second.reverts.begin(), second.reverts.end());
+  second.reverts = std::move(reverts);
+  if (first.pod_files_written.size() == second.pod_files_written.size()) {
+    for (size_t i = 0; i < second.pod_files_written.size(); ++i)
+      second.pod_files_written[i] += first.pod_files_written[i];
+  }
+  second.files_written += first.files_written;
+  second.files_reverted += first.files_reverted;
+  second.overwritten_by_other += first.overwritten_by_other;
+  if (!first.checkpoint_status.ok() && second.checkpoint_status.ok())
+    second.checkpoint_status = first.checkpoint_status;
+  return second;
+}
+}  // namespace
+
 ApplyReport Enforcer::Apply(const Plan& plan) {
   std::lock_guard<std::mutex> l(mu_);
   ApplyReport r = ApplyLocked(plan);
@@ -1037,7 +1060,8 @@ ApplyReport Enforcer::Apply(const Plan& plan) {
       idle_weight_checked_ = true;
       if (Trim(*w) == kf::kIdleWeightReadsZero) {
         idle_reads_zero_ = true;
-        if (!options_.idle_when_weight_reads_zero) r = ApplyLocked(plan);
+        if (!options_.idle_when_weight_reads_zero)
+          r = MergeReports(std::move(r), ApplyLocked(plan));
       }
       break;
     }

@@ -248,6 +248,16 @@ size_t KillAtEveryWrite(Tree& tree, const std::string& name, const std::vector<S
     EXPECT_NE(store, nullptr);
     if (!store) return kills;
     Enforcer enf(tree.cgroups(), store, {});
+    // A restarted agent's first act is the Apply of the node's current fence (the controller
+    // sends it on connect): killed inside an external event, it gets the latest plan first.
+    if (steps[static_cast<size_t>(died_in)].external) {
+      for (size_t j = static_cast<size_t>(died_in); j-- > 0;) {
+        if (steps[j].plan) {
+          enf.Apply(*steps[j].plan);
+          break;
+        }
+      }
+    }
     for (size_t i = static_cast<size_t>(died_in); i < steps.size(); ++i) {
       const std::string at = where + ", step " + std::to_string(i) + " after restart";
       auto r = RunStep(enf, steps[i]);
