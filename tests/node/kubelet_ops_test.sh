@@ -13,6 +13,10 @@
 #   3. Quota fence on a neighbour with a CPU limit, resized in place (request and limit): kubelet's
 #      pod write and runc's container write both land (no Contested), the fence comes back, the
 #      delete leaves kubelet's and runc's new quotas.
+#   4. Quota fence on a neighbour whose native sidecar (an init container with restartPolicy:
+#      Always) has its own CPU limit above the fence's share: the fence lands (the sidecar is a
+#      container of the pod like any other), the policy reads Enforced, and the delete leaves
+#      every bandwidth file of the pod as it was.
 # Exit: 0 pass, 1 fail, 77 skipped (not root).
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -187,6 +191,54 @@ wait_until 60 "Quota policy gone" policy_gone quota >/dev/null
   fail "after the delete nb-quota holds pod $(cat "$d/cpu.cfs_quota_us"), container $(cat "$c/cpu.cfs_quota_us"); kubelet's and runc's are 150000"
 [[ "$(cat "$d/cpu.shares")" == 409 ]] || fail "nb-quota cpu.shares $(cat "$d/cpu.shares"), kubelet's for 400m is 409"
 pass "after the delete nb-quota holds kubelet's and runc's new quota (150000) and shares (409)"
+
+$K -n "$WNS" delete pod trainer-quota nb-quota --wait=true >/dev/null
+
+# ---- 4. Quota fence on a pod with a native sidecar that has its own limit ----------------------
+say "4. Quota fence on a neighbour with a native sidecar (initContainers, restartPolicy: Always) with a limit"
+{
+  crashable trainer-side trainer '{requests: {cpu: 250m}}'
+  cat <<YAML
+apiVersion: v1
+kind: Pod
+metadata: {name: nb-side, namespace: $WNS, labels: {app: nb-side, feedguard.io/role: neighbour}}
+spec:
+  terminationGracePeriodSeconds: 1
+  initContainers:
+  - name: side
+    image: $BUSYBOX_IMAGE
+    imagePullPolicy: Never
+    restartPolicy: Always
+    command: [sh, -c, 'while true; do sleep 1; done']
+    resources: {requests: {cpu: 100m}, limits: {cpu: "1"}}
+  containers:
+  - name: main
+    image: $BUSYBOX_IMAGE
+    imagePullPolicy: Never
+    command: [sh, -c, 'while true; do sleep 1; done']
+    resources: {requests: {cpu: 250m}, limits: {cpu: "1"}}
+YAML
+} | $K apply -f - >/dev/null
+$K -n "$WNS" wait --for=condition=Ready pod/trainer-side pod/nb-side --timeout=180s >/dev/null || fail "pods not Ready"
+d="$CPU/$(pod_dir nb-side)"
+side_id="$(jp nb-side '{.status.initContainerStatuses[0].containerID}')"
+side="$d/${side_id#containerd://}"
+[[ -f "$side/cpu.cfs_quota_us" ]] || fail "no cgroup for the sidecar at $side"
+snap_quotas() { find "$d" -name cpu.cfs_quota_us -o -name cpu.cfs_period_us -o -name cpu.cfs_burst_us | sort | while read -r f; do printf '%s\t%s\n' "$f" "$(cat "$f")"; done; }
+snap_quotas >"$WORK/snap/side.before"
+[[ "$(cat "$side/cpu.cfs_quota_us")" == 100000 ]] || fail "sidecar quota $(cat "$side/cpu.cfs_quota_us"), runc's for 1 CPU is 100000"
+policy side Quota nb-side '' '    maxCPU: "25%"' | $K apply -f - >/dev/null
+wait_until "$FENCE_TIMEOUT_S" "Quota policy enforced on the pod with a sidecar" enforced_on_node side >/dev/null
+side_fenced="$(cat "$d/cpu.cfs_quota_us")"
+[[ "$side_fenced" -lt 100000 && "$side_fenced" != -1 ]] || fail "nb-side not capped below its sidecar's 1 CPU (pod quota $side_fenced)"
+[[ "$(failures_of side)" == "" || "$(failures_of side)" == "[]" ]] || fail "policy failures while fenced: $(failures_of side)"
+pass "nb-side capped: pod cfs_quota_us $side_fenced below its sidecar's own limit (sidecar now $(cat "$side/cpu.cfs_quota_us")); the policy reads Enforced, no failures"
+$K delete fencepolicy side --wait=true --timeout=120s >/dev/null
+wait_until 60 "Quota policy on the sidecar pod gone" policy_gone side >/dev/null
+snap_quotas >"$WORK/snap/side.after"
+diff "$WORK/snap/side.before" "$WORK/snap/side.after" >/dev/null ||
+  fail "after the delete the sidecar pod's bandwidth files differ: $(diff "$WORK/snap/side.before" "$WORK/snap/side.after" | head -5)"
+pass "after the delete every bandwidth file of the sidecar pod ($(wc -l <"$WORK/snap/side.after")) holds its pre-fence bytes"
 
 node_down
 say "PASS in $((SECONDS - T0))s"
