@@ -1,9 +1,11 @@
-// planner_test.cc — MakePlan over the synthetic hwloc topologies in tests/fixtures/topologies.
+// planner_test.cc — MakePlan over the synthetic hwloc topologies in tests/fixtures/topologies and
+// hwloc's own exports of real machines in tests/fixtures/topologies/hwloc.
 #include "agent/planner/planner.h"
 
 #include "feedguard/common/reasons.h"
 
 #include <gtest/gtest.h>
+#include <hwloc.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -791,6 +793,304 @@ TEST(PlannerTest, GpuLocalWhenItsCoreGroupHasTwoNumaNodes) {
     EXPECT_EQ(T(plan, "s").cpus.size(), 8u);
     EXPECT_TRUE(T(plan, "s").cpus.IsSubsetOf(*CpuSet::Parse("0-7,16-23")));
   }
+}
+
+// ---------------------------------------------------------------------------------------------
+// hwloc's own XML exports of real and unusual machines (tests/fixtures/topologies/hwloc/, taken
+// unmodified from open-mpi/hwloc's tests/hwloc/xml; see the README there). Issue 28, item 9: a
+// pinned trainer's mems are every NUMA node local to its cores — the DRAM node and the CPU-less
+// MCDRAM/HBM/CXL nodes hwloc gives those cores' cpuset — and none local only to other cores.
+// The expectation is computed from hwloc's own objects (hwloc_cpuset_to_nodeset on a separate
+// hwloc load of the same file), not from Topology or the planner, and also hard-coded from
+// reading the XML.
+
+const std::string kHwlocDir = kDir + "/hwloc";
+
+Topology HwlocTopo(const std::string& file) {
+  auto t = LoadTopologyFromXmlFile(kHwlocDir + "/" + file);
+  EXPECT_TRUE(t.ok()) << file << ": " << t.status().ToString();
+  return t.ok() ? *t : Topology{};
+}
+
+// The same XML loaded straight into hwloc, to ask hwloc (not the code under test) which NUMA
+// nodes are local to a set of CPUs and which PUs make up a core.
+class HwlocXml {
+ public:
+  explicit HwlocXml(const std::string& file) {
+    hwloc_topology_init(&topo_);
+    hwloc_topology_set_flags(topo_, HWLOC_TOPOLOGY_FLAG_INCLUDE_DISALLOWED);
+    const bool ok = hwloc_topology_set_xml(topo_, (kHwlocDir + "/" + file).c_str()) == 0 &&
+                    hwloc_topology_load(topo_) == 0;
+    EXPECT_TRUE(ok) << file;
+  }
+  ~HwlocXml() { hwloc_topology_destroy(topo_); }
+  HwlocXml(const HwlocXml&) = delete;
+  HwlocXml& operator=(const HwlocXml&) = delete;
+
+  // hwloc's nodeset for `cpus`: every NUMA node whose locality (cpuset) intersects them.
+  CpuSet LocalNodes(const CpuSet& cpus) const {
+    hwloc_bitmap_t cs = ToBitmap(cpus);
+    hwloc_bitmap_t ns = hwloc_bitmap_alloc();
+    hwloc_cpuset_to_nodeset(topo_, cs, ns);
+    CpuSet out = FromBitmap(ns);
+    hwloc_bitmap_free(ns);
+    hwloc_bitmap_free(cs);
+    return out;
+  }
+  // NUMA nodes (OS index) local to no PU of `cpus` but to other PUs (the other clusters' DRAM
+  // and MCDRAM).
+  CpuSet NodesLocalOnlyElsewhere(const CpuSet& cpus) const {
+    CpuSet out;
+    hwloc_bitmap_t cs = ToBitmap(cpus);
+    for (hwloc_obj_t n = hwloc_get_next_obj_by_type(topo_, HWLOC_OBJ_NUMANODE, nullptr);
+         n != nullptr; n = hwloc_get_next_obj_by_type(topo_, HWLOC_OBJ_NUMANODE, n)) {
+      if (!hwloc_bitmap_iszero(n->cpuset) && !hwloc_bitmap_intersects(n->cpuset, cs)) {
+        out.Insert(static_cast<int>(n->os_index));
+      }
+    }
+    hwloc_bitmap_free(cs);
+    return out;
+  }
+  // The CPU-less memory nodes (hwloc subtype MCDRAM/HBM/..., or sharing their locality with a
+  // DRAM node) whose cpuset covers all of `cpus`.
+  CpuSet MemoryOnlyNodesCovering(const CpuSet& cpus) const {
+    CpuSet out;
+    hwloc_bitmap_t cs = ToBitmap(cpus);
+    for (hwloc_obj_t n = hwloc_get_next_obj_by_type(topo_, HWLOC_OBJ_NUMANODE, nullptr);
+         n != nullptr; n = hwloc_get_next_obj_by_type(topo_, HWLOC_OBJ_NUMANODE, n)) {
+      const bool memory_only = n->subtype != nullptr && std::string(n->subtype) != "DRAM";
+      if (memory_only && hwloc_bitmap_isincluded(cs, n->cpuset)) {
+        out.Insert(static_cast<int>(n->os_index));
+      }
+    }
+    hwloc_bitmap_free(cs);
+    return out;
+  }
+  // True when every PU of `cpus` comes with all of its hwloc core's PUs (SMT siblings together).
+  bool WholeCores(const CpuSet& cpus) const {
+    for (int pu : cpus) {
+      hwloc_obj_t p = hwloc_get_pu_obj_by_os_index(topo_, static_cast<unsigned>(pu));
+      if (p == nullptr) return false;
+      hwloc_obj_t core = hwloc_get_ancestor_obj_by_type(topo_, HWLOC_OBJ_CORE, p);
+      if (core != nullptr && !FromBitmap(core->cpuset).IsSubsetOf(cpus)) return false;
+    }
+    return true;
+  }
+  CpuSet NodeCpus(int os_index) const {
+    hwloc_obj_t n = hwloc_get_numanode_obj_by_os_index(topo_, static_cast<unsigned>(os_index));
+    return n != nullptr ? FromBitmap(n->cpuset) : CpuSet{};
+  }
+
+ private:
+  static hwloc_bitmap_t ToBitmap(const CpuSet& cpus) {
+    hwloc_bitmap_t b = hwloc_bitmap_alloc();
+    for (int id : cpus) hwloc_bitmap_set(b, static_cast<unsigned>(id));
+    return b;
+  }
+  static CpuSet FromBitmap(hwloc_const_bitmap_t b) {
+    CpuSet out;
+    for (int id = hwloc_bitmap_first(b); id >= 0; id = hwloc_bitmap_next(b, id)) out.Insert(id);
+    return out;
+  }
+  hwloc_topology_t topo_ = nullptr;
+};
+
+// A fake NVIDIA GPU (these exports have none) whose locality is the cores of NUMA node `node`.
+void AttachFakeGpu(Topology& topo, const std::string& bdf, int node) {
+  GpuDevice g;
+  g.bdf = bdf;
+  g.vendor_id = 0x10de;
+  g.device_id = 0x20b0;
+  g.class_id = 0x0302;
+  g.local_cpus = topo.FindNuma(node)->cpus;
+  g.local_numa = {node};
+  g.numa = node;
+  topo.gpus.push_back(g);
+  std::sort(topo.gpus.begin(), topo.gpus.end(),
+            [](const GpuDevice& a, const GpuDevice& b) { return a.bdf < b.bdf; });
+}
+
+// What every hwloc-XML placement must satisfy: whole cores, mems = hwloc's nodeset of the cores
+// (so every memory-only node covering them is in), and no node local only to other cores.
+void ExpectMemsFromHwloc(const HwlocXml& hw, const TrainerPlacement& t) {
+  ASSERT_FALSE(t.cpus.empty()) << t.pod.uid;
+  EXPECT_TRUE(hw.WholeCores(t.cpus)) << t.pod.uid << " " << t.cpus.ToString();
+  EXPECT_EQ(t.mems.ToString(), hw.LocalNodes(t.cpus).ToString()) << t.pod.uid;
+  EXPECT_TRUE(hw.MemoryOnlyNodesCovering(t.cpus).IsSubsetOf(t.mems))
+      << t.pod.uid << " mems " << t.mems.ToString();
+  EXPECT_FALSE(hw.NodesLocalOnlyElsewhere(t.cpus).Intersects(t.mems))
+      << t.pod.uid << " mems " << t.mems.ToString();
+}
+
+// hwloc's fake KNL (Xeon Phi, 64 PUs = 16 cores x SMT-4) in SNC-4 + hybrid memory
+// mode, v2 export. Read in the XML: one package, four L3 "MemorySideCache" clusters, each holding
+// a DRAM node and an MCDRAM node with the same cpuset; core k has PUs k, k+16, k+32, k+48.
+//   cluster 0: cores 0-3   PUs 0-3,16-19,32-35,48-51    DRAM node 0, MCDRAM node 7
+//   cluster 1: cores 4-7   PUs 4-7,20-23,36-39,52-55    DRAM node 1, MCDRAM node 4
+//   cluster 2: cores 8-11  PUs 8-11,24-27,40-43,56-59  DRAM node 2, MCDRAM node 5
+//   cluster 3: cores 12-15 PUs 12-15,28-31,44-47,60-63 DRAM node 3, MCDRAM node 6
+// (the MCDRAM ids are not DRAM id + 4). No distance matrix, no PCI devices.
+TEST(PlannerHwlocXmlTest, KnlSnc4HybridMemsAreTheClustersDramAndMcdram) {
+  const std::string file = "64intel64-fakeKNL-SNC4-hybrid.xml";
+  Topology topo = HwlocTopo(file);
+  const HwlocXml hw(file);
+  ASSERT_EQ(topo.numa_nodes.size(), 8u);
+  ASSERT_EQ(topo.cores.size(), 16u);
+  // Each core's home node is its cluster's DRAM node, not the MCDRAM node of the same cpuset.
+  for (const Core& c : topo.cores) {
+    EXPECT_EQ(c.numa, c.index / 4) << "core " << c.index;
+    EXPECT_EQ(c.pus.size(), 4u) << "core " << c.index;
+  }
+  EXPECT_EQ(topo.FindNuma(5)->subtype, "MCDRAM");
+  EXPECT_EQ(topo.FindNuma(5)->cpus.ToString(), "8-11,24-27,40-43,56-59");
+  AttachFakeGpu(topo, "0000:41:00.0", 1);
+  AttachFakeGpu(topo, "0000:81:00.0", 2);
+  AttachFakeGpu(topo, "0000:82:00.0", 2);
+
+  Input in;
+  in.Policy({.name = "pref", .cores = 2})
+      .Policy({.name = "req", .cores = 3, .numa = pb::REQUIRE_GPU_LOCAL})
+      .Policy({.name = "big", .cores = 4})
+      .Trainer("a", "pref", {"0000:81:00.0"})
+      .Trainer("b", "req", {"0000:41:00.0"})
+      .Trainer("c", "big", {"0000:82:00.0"});
+  const Plan plan = MakePlan(topo, in.get());
+  const auto& a = T(plan, "a");
+  EXPECT_EQ(a.cpus.ToString(), "8-9,24-25,40-41,56-57");
+  EXPECT_TRUE(a.gpu_local);
+  EXPECT_EQ(a.mems.ToString(), "2,5");  // cluster 2: DRAM 2 + MCDRAM 5 (before: "2")
+  const auto& b = T(plan, "b");
+  EXPECT_EQ(b.cpus.ToString(), "4-6,20-22,36-38,52-54");
+  EXPECT_TRUE(b.gpu_local);
+  EXPECT_EQ(b.mems.ToString(), "1,4");  // cluster 1: DRAM 1 + MCDRAM 4 (before: "1")
+  // c wants 4 cores near cluster 2, which has 2 left (10-11): without a distance matrix it
+  // spills onto cluster 0 (cores 0-1), and its mems are both clusters' DRAM and MCDRAM nodes.
+  const auto& c = T(plan, "c");
+  EXPECT_EQ(c.cpus.ToString(), "0-1,10-11,16-17,26-27,32-33,42-43,48-49,58-59");
+  EXPECT_FALSE(c.gpu_local);
+  EXPECT_EQ(c.mems.ToString(), "0,2,5,7");  // (before: "0,2")
+  for (const auto* t : {&a, &b, &c}) ExpectMemsFromHwloc(hw, *t);
+  EXPECT_EQ(hw.MemoryOnlyNodesCovering(a.cpus).ToString(), "5");
+  EXPECT_EQ(hw.MemoryOnlyNodesCovering(b.cpus).ToString(), "4");
+  CheckRails(topo, in.get(), plan);
+}
+
+// hwloc's fake KNL in all-to-all + hybrid mode with both NUMA nodes attached to the machine root
+// (8 PUs, 4 cores x SMT-2 with scattered sibling ids). Read in the XML: NUMA node 0 (48 GB DRAM)
+// and node 1 (8 GB, subtype MCDRAM, behind a memory-side cache) both have the machine's cpuset
+// 0-2,13-14,50,109-110; cores are {0,109}, {50,110}, {1,13}, {2,14}. One CPU node: all-local.
+TEST(PlannerHwlocXmlTest, KnlAllToAllRootAttachedMcdramIsInMems) {
+  const std::string file = "8intel64-fakeKNL-A2A-hybrid.rootattachednumas.xml";
+  Topology topo = HwlocTopo(file);
+  const HwlocXml hw(file);
+  ASSERT_EQ(topo.numa_nodes.size(), 2u);
+  ASSERT_EQ(topo.cores.size(), 4u);
+  EXPECT_EQ(topo.FindNuma(1)->subtype, "MCDRAM");
+  for (const Core& c : topo.cores) EXPECT_EQ(c.numa, 0) << "core " << c.index;
+  AttachFakeGpu(topo, "0000:01:00.0", 0);
+
+  Input in;
+  in.Policy({.name = "p", .cores = 2}).Trainer("a", "p", {"0000:01:00.0"});
+  const Plan plan = MakePlan(topo, in.get());
+  const auto& a = T(plan, "a");
+  EXPECT_EQ(a.cpus.size(), 4u) << a.cpus.ToString();
+  EXPECT_TRUE(a.gpu_local);
+  EXPECT_EQ(a.mems.ToString(), "0-1");  // DRAM 0 + MCDRAM 1 (before: "0")
+  ExpectMemsFromHwloc(hw, a);
+  EXPECT_EQ(hw.MemoryOnlyNodesCovering(a.cpus).ToString(), "1");
+  CheckRails(topo, in.get(), plan);
+}
+
+// hwloc's v1-to-v2 conversion of an Itanium (ia64) machine: two NUMA nodes with CPUs (node 0:
+// PUs 0-3, node 2: PUs 16-19, one PU per core, two packages each) and a third, node 16 (996 MB),
+// with an empty cpuset, i.e. local to no CPU. It is never a trainer's memory.
+TEST(PlannerHwlocXmlTest, Ia64MemoryNodeLocalToNoCpuIsNoTrainersMems) {
+  const std::string file = "8ia64-2n2s2c+1n.v1tov2.xml";
+  Topology topo = HwlocTopo(file);
+  const HwlocXml hw(file);
+  ASSERT_EQ(topo.numa_nodes.size(), 3u);
+  ASSERT_NE(topo.FindNuma(16), nullptr);
+  EXPECT_TRUE(topo.FindNuma(16)->cpus.empty());
+  EXPECT_TRUE(hw.NodeCpus(16).empty());
+  AttachFakeGpu(topo, "0000:02:00.0", 2);
+
+  Input in;
+  in.Policy({.name = "p", .cores = 2, .numa = pb::REQUIRE_GPU_LOCAL})
+      .Trainer("a", "p", {"0000:02:00.0"});
+  const Plan plan = MakePlan(topo, in.get());
+  const auto& a = T(plan, "a");
+  EXPECT_EQ(a.cpus.ToString(), "16-17");
+  EXPECT_TRUE(a.gpu_local);
+  EXPECT_EQ(a.mems.ToString(), "2");
+  ExpectMemsFromHwloc(hw, a);
+  CheckRails(topo, in.get(), plan);
+}
+
+// hwloc's QEMU machine with four CXL type-3 memory expanders (v2 export): 4 cores (PUs 0-3), one
+// NUMA node 0 (2920 MB). Read in the XML: the expanders are PCI devices of class 0502 (CXLMem)
+// with Block "mem0".."mem3" OS devices and a "dax0.0" soft-reserved DAX device — the CXL memory
+// is not onlined as a NUMA node on this machine, so mems stay node 0. The CXL devices are not
+// GPUs. (Passes on the old behaviour too: there is no memory-only node here.)
+TEST(PlannerHwlocXmlTest, CxlExpandersAsDaxDevicesLeaveMemsOnTheDramNode) {
+  const std::string file = "cxlmem+dax.v2.xml";
+  Topology topo = HwlocTopo(file);
+  const HwlocXml hw(file);
+  ASSERT_EQ(topo.numa_nodes.size(), 1u);
+  EXPECT_EQ(topo.cores.size(), 4u);
+  EXPECT_TRUE(topo.gpus.empty());
+  EXPECT_EQ(hw.LocalNodes(topo.AllPus()).ToString(), "0");
+
+  Input in;
+  in.Policy({.name = "p", .cores = 2}).Trainer("a", "p", {"0000:01:00.0"});
+  const Plan plan = MakePlan(topo, in.get());
+  const auto& a = T(plan, "a");
+  EXPECT_EQ(a.cpus.ToString(), "0-1");
+  EXPECT_TRUE(a.gpu_local);  // one NUMA node: all-local
+  EXPECT_EQ(a.mems.ToString(), "0");
+  ExpectMemsFromHwloc(hw, a);
+  CheckRails(topo, in.get(), plan);
+}
+
+// hwloc's IBM POWER8 "Minsky" with four NVLink P100 GPUs (v2 export, real PCI devices): two
+// packages, each with one NUMA node and 4 cores of 2 PUs. Read in the XML: node 0 = PUs
+// 0-1,8-9,16-17,24-25 with GPUs 0002:01:00.0 and 0003:01:00.0; node 1 = PUs 80-81,88-89,
+// 96-97,104-105 with GPUs 000a:01:00.0 and 000b:01:00.0. The GPUs' memory is not a NUMA node on
+// POWER8 (only POWER9/NVLink2 onlines it), so mems are the GPU's package node only. (Passes on
+// the old behaviour too.)
+TEST(PlannerHwlocXmlTest, Power8NvlinkGpuTrainerGetsItsPackagesNode) {
+  const std::string file = "power8gpudistances.xml";
+  const Topology topo = HwlocTopo(file);
+  const HwlocXml hw(file);
+  ASSERT_EQ(topo.numa_nodes.size(), 2u);
+  ASSERT_EQ(topo.gpus.size(), 4u);
+  ASSERT_NE(topo.FindGpu("000a:01:00.0"), nullptr);
+  EXPECT_EQ(topo.FindGpu("000a:01:00.0")->local_numa, std::vector<int>{1});
+  EXPECT_EQ(topo.FindGpu("0002:01:00.0")->local_numa, std::vector<int>{0});
+
+  Input in;
+  in.Policy({.name = "req", .cores = 2, .numa = pb::REQUIRE_GPU_LOCAL})
+      .Trainer("a", "req", {"000a:01:00.0"})
+      .Trainer("b", "req", {"0003:01:00.0"});
+  const Plan plan = MakePlan(topo, in.get());
+  const auto& a = T(plan, "a");
+  EXPECT_EQ(a.cpus.ToString(), "80-81,88-89");
+  EXPECT_TRUE(a.gpu_local);
+  EXPECT_EQ(a.mems.ToString(), "1");
+  const auto& b = T(plan, "b");
+  EXPECT_EQ(b.cpus.ToString(), "0-1,8-9");
+  EXPECT_EQ(b.mems.ToString(), "0");
+  for (const auto* t : {&a, &b}) ExpectMemsFromHwloc(hw, *t);
+  CheckRails(topo, in.get(), plan);
+}
+
+// hwloc's current 64intel64-heteromem.xml (the KNL SNC-4 machine without its KNL specifics) is a
+// version 3.0 export (hwloc 3.0 development): hwloc 2.x cannot import it, and the loader says so
+// instead of loading a wrong machine.
+TEST(PlannerHwlocXmlTest, HwlocV3ExportIsRefusedWithTheReason) {
+  auto t = LoadTopologyFromXmlFile(kHwlocDir + "/64intel64-heteromem.xml");
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(t.status().message().find("cannot import"), std::string::npos) << t.status().ToString();
 }
 
 // A PreferGPULocal trainer that fell back keeps saying so on every plan, and goes back to its
