@@ -49,6 +49,14 @@ FOOTNOTES = [
     "² this kernel shows an idle cgroup's `cpu.weight` as 0, which kubelet ≥ 1.36 reads back as "
     "~1.8·10¹⁵ CPUs requested; the agent holds Idle fences as the lowest weight there "
     "(docs/DESIGN.md §4).",
+    "Not in these rows: the demo workload's `fenced_ratio` / `cfs_ratio`. Each shape's node is a "
+    "qemu guest whose 2 vCPUs are emulated (tcg) on the same 2 host cores, so a trainer-vs-"
+    "neighbours throughput ratio there measures the emulator's scheduling as much as the guest's; "
+    "the ratios come from the host node instead (cgroup v1, cgroupfs driver: "
+    "bench/results/real-node.md) and, on hardware, from the GPU kit (bench/gpu/).",
+    "The v1 row's resize maximum (seconds, not ms) is the Idle fence stepping aside on cgroup v1 until "
+    "kubelet's resized weight has landed (kubelet retries its refused write there; docs/DESIGN.md "
+    "§4); reloads, restarts and updates never open a window that long.",
 ]
 
 
