@@ -228,11 +228,14 @@ cache_pod_dirs
 # Which weight map the runtime used: kubelet sets the pod slice's weight with the linear map
 # (50m → 51 shares → 2); runc >= 1.3.2 sets the container's with the quadratic one (→ 11), runc
 # 1.1 with the linear one (→ 2). The agent writes pod weights only (kubelet_facts.h).
+# The container's own scope (the pod slice also holds the sandbox's, at the minimum weight).
 d="$(pod_dir trainer-idle)"
-c="$(find "$d" -mindepth 1 -maxdepth 1 -name 'cri-containerd-*.scope' | head -1)"
+main_id="$(K -n "$NS" get pod trainer-idle -o jsonpath='{.status.containerStatuses[0].containerID}')"
+c="$d/cri-containerd-${main_id#containerd://}.scope"
+[[ -d "$c" ]] || fail "no scope for trainer-idle's container at $c"
 observe weights "$(jq -nc --arg p "$(cat "$d/$WEIGHT_FILE")" --arg c "$(cat "$c/$WEIGHT_FILE" 2>/dev/null)" \
   '{pod_50m: $p, container_50m: $c}')"
-say "50m pod: pod slice $WEIGHT_FILE $(cat "$d/$WEIGHT_FILE"), container scope $(cat "$c/$WEIGHT_FILE" 2>/dev/null)"
+say "50m pod: pod slice $WEIGHT_FILE $(cat "$d/$WEIGHT_FILE"), its container's scope $(cat "$c/$WEIGHT_FILE" 2>/dev/null)"
 knob_files >/tmp/knobs.before
 snapshot $(cat /tmp/knobs.before) >"$OUT/before.tsv"
 say "$(wc -l </tmp/knobs.before) knob files recorded before any fence"
