@@ -118,9 +118,12 @@ spawn() {  # NAME CMD... — in the namespace, logged, stopped by cleanup (nsent
 spawn kube-scheduler "$KUBE_SCHEDULER" --kubeconfig="$ADMIN" --authentication-kubeconfig="$ADMIN" \
   --authorization-kubeconfig="$ADMIN" --leader-elect=false --secure-port=0 --v=1
 mkdir -p "$WORK/kcm"
+# --flex-volume-plugin-dir in WORK: by default kube-controller-manager creates
+# /usr/libexec/kubernetes/kubelet-plugins/volume/exec on the host it runs on.
 spawn kube-controller-manager "$KUBE_CONTROLLER_MANAGER" --kubeconfig="$ADMIN" \
   --authentication-kubeconfig="$ADMIN" --authorization-kubeconfig="$ADMIN" --leader-elect=false \
-  --secure-port=0 --cert-dir="$WORK/kcm" --service-account-private-key-file="$PKI/sa.key" \
+  --secure-port=0 --cert-dir="$WORK/kcm" --flex-volume-plugin-dir="$WORK/kcm/volume-plugins" \
+  --service-account-private-key-file="$PKI/sa.key" \
   --root-ca-file="$PKI/ca.crt" --cluster-signing-cert-file="$PKI/ca.crt" \
   --cluster-signing-key-file="$PKI/ca.key" --use-service-account-credentials=false \
   --allocate-node-cidrs=false --v=1
