@@ -38,6 +38,19 @@ NeighbourAction Neighbour(const PodIdentity& p) {
   return n;
 }
 
+// Idle fences on `pods`, each planned with the CPU request `req_milli` (what kubelet's in-place
+// resize changes).
+Plan IdlePlan(const std::vector<PodIdentity>& pods, int64_t req_milli) {
+  Plan plan;
+  for (const auto& p : pods) {
+    auto n = Neighbour(p);
+    n.pod.cpu_request_milli = req_milli;
+    n.idle = true;
+    plan.neighbours.push_back(n);
+  }
+  return plan;
+}
+
 TrainerPlacement Trainer(const PodIdentity& p, const std::string& policy = "vision") {
   TrainerPlacement t;
   t.pod = p;
@@ -452,16 +465,7 @@ TEST_F(EnforcerV1Test, IdleFenceStepsAsideForKubeletsResizeThenReturns) {
   EnforcerOptions o;
   o.time_source = clock;
   Enforcer enf(node_.cgroups(), store, o);
-  auto plan_with = [&](int64_t req) {
-    Plan plan;
-    for (const auto& p : {pod, slow}) {
-      auto n = Neighbour(p);
-      n.pod.cpu_request_milli = req;
-      n.idle = true;
-      plan.neighbours.push_back(n);
-    }
-    return plan;
-  };
+  auto plan_with = [&](int64_t req) { return IdlePlan({pod, slow}, req); };
   ASSERT_EQ(enf.Apply(plan_with(250)).enforced, 2u);
   ASSERT_EQ(Slurp(idle), "1");
   // kubelet accepted a resize to 400m: the fence steps aside.
@@ -507,16 +511,7 @@ TEST_F(EnforcerV1Test, IdleResizeLandsOnKubeletsWriteAndTheSweepTimesOut) {
   EnforcerOptions o;
   o.time_source = clock;
   Enforcer enf(node_.cgroups(), store, o);
-  auto plan_with = [&](int64_t req) {
-    Plan plan;
-    for (const auto& p : {pod, slow}) {
-      auto n = Neighbour(p);
-      n.pod.cpu_request_milli = req;
-      n.idle = true;
-      plan.neighbours.push_back(n);
-    }
-    return plan;
-  };
+  auto plan_with = [&](int64_t req) { return IdlePlan({pod, slow}, req); };
   ASSERT_EQ(enf.Apply(plan_with(250)).enforced, 2u);
   // Resized to 1000m: the fences step aside. (On a real kernel leaving idle resets shares to
   // 1024; tests/integration/enforcer checks that case. These plain files keep 256.)
@@ -591,14 +586,7 @@ TEST_F(EnforcerV1Test, QuotaFenceWaitsForKubeletsResizeThenReturns) {
 
 TEST_F(EnforcerV1Test, AResizeIsSeenAcrossAnAgentRestart) {
   auto pod = node_.AddPod("88888888-bbbb", QosClass::kBurstable, {"c1"});
-  auto plan_with = [&](int64_t req) {
-    Plan plan;
-    auto n = Neighbour(pod);
-    n.pod.cpu_request_milli = req;
-    n.idle = true;
-    plan.neighbours.push_back(n);
-    return plan;
-  };
+  auto plan_with = [&](int64_t req) { return IdlePlan({pod}, req); };
   {
     Enforcer enf(node_.cgroups(), OpenStore(node_.state_dir()), {});
     ASSERT_EQ(enf.Apply(plan_with(250)).enforced, 1u);

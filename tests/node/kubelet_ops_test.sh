@@ -66,6 +66,11 @@ $4
 ${5:-}
 YAML
 }
+# pair_up TRAINER NEIGHBOUR NEIGHBOUR-RESOURCES — a 250m trainer and a neighbour, both Ready.
+pair_up() {
+  { crashable "$1" trainer '{requests: {cpu: 250m}}'; crashable "$2" neighbour "$3"; } | $K apply -f - >/dev/null
+  $K -n "$WNS" wait --for=condition=Ready "pod/$1" "pod/$2" --timeout=180s >/dev/null || fail "pods not Ready"
+}
 jp() { $K -n "$WNS" get pod "$1" -o "jsonpath=$2"; }
 pod_dir() { echo "$(pod_rel "$(jp "$1" '{.metadata.uid}')" "$(jp "$1" '{.status.qosClass}')")"; }
 restarts() { jp "$1" '{.status.containerStatuses[0].restartCount}'; }
@@ -89,11 +94,7 @@ snap_cpusets() {  # OUT POD...
 
 # ---- 1. container restarts under a Cpuset fence and pinning ------------------------------------
 say "1. container restarts under a Cpuset fence and a pinned trainer"
-{
-  crashable trainer-cpuset trainer '{requests: {cpu: 250m}}'
-  crashable nb-cpuset neighbour '{requests: {cpu: 250m}}'
-} | $K apply -f - >/dev/null
-$K -n "$WNS" wait --for=condition=Ready pod/trainer-cpuset pod/nb-cpuset --timeout=180s >/dev/null || fail "pods not Ready"
+pair_up trainer-cpuset nb-cpuset '{requests: {cpu: 250m}}'
 all_cpus="$(cat "$CPUSET/cpuset.cpus")"
 snap_cpusets "$WORK/snap/cpuset.before" trainer-cpuset nb-cpuset
 policy cpuset Cpuset nb-cpuset '    cpu: {cores: 1, placement: WholeCores, numa: Ignore}' | $K apply -f - >/dev/null
@@ -135,11 +136,7 @@ $K -n "$WNS" delete pod trainer-cpuset nb-cpuset --wait=true >/dev/null
 
 # ---- 2. Idle fence, resize to exactly 1 CPU ----------------------------------------------------
 say "2. Idle fence; the neighbour resized in place to cpu: 1"
-{
-  crashable trainer-idle trainer '{requests: {cpu: 250m}}'
-  crashable nb-idle neighbour '{requests: {cpu: 250m}, limits: {cpu: "2"}}'
-} | $K apply -f - >/dev/null
-$K -n "$WNS" wait --for=condition=Ready pod/trainer-idle pod/nb-idle --timeout=180s >/dev/null || fail "pods not Ready"
+pair_up trainer-idle nb-idle '{requests: {cpu: 250m}, limits: {cpu: "2"}}'
 d="$CPU/$(pod_dir nb-idle)"
 [[ "$(cat "$d/cpu.shares")" == 256 ]] || fail "nb-idle cpu.shares $(cat "$d/cpu.shares"), expected 256"
 policy idle Idle nb-idle '' | $K apply -f - >/dev/null
@@ -163,11 +160,7 @@ $K -n "$WNS" delete pod trainer-idle nb-idle --wait=true >/dev/null
 
 # ---- 3. Quota fence, resize with a limit -------------------------------------------------------
 say "3. Quota fence on a neighbour with a limit; resized in place (request and limit)"
-{
-  crashable trainer-quota trainer '{requests: {cpu: 250m}}'
-  crashable nb-quota neighbour '{requests: {cpu: 250m}, limits: {cpu: "1"}}'
-} | $K apply -f - >/dev/null
-$K -n "$WNS" wait --for=condition=Ready pod/trainer-quota pod/nb-quota --timeout=180s >/dev/null || fail "pods not Ready"
+pair_up trainer-quota nb-quota '{requests: {cpu: 250m}, limits: {cpu: "1"}}'
 d="$CPU/$(pod_dir nb-quota)"
 c="$d/$(cid nb-quota)"
 policy quota Quota nb-quota '' '    maxCPU: "25%"' | $K apply -f - >/dev/null

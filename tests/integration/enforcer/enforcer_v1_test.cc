@@ -238,6 +238,15 @@ Plan OneNeighbour(const PodIdentity& pod, const std::function<void(NeighbourActi
   return plan;
 }
 
+// An Idle fence on `pod`, planned with the pod's CPU request `req_milli` (what kubelet's in-place
+// resize changes).
+Plan IdlePlan(const PodIdentity& pod, int64_t req_milli) {
+  return OneNeighbour(pod, [req_milli](NeighbourAction& a) {
+    a.idle = true;
+    a.pod.cpu_request_milli = req_milli;
+  });
+}
+
 // kubelet resizes a fenced pod in place: its value becomes the original, the fence comes back,
 // and withdrawing the fence leaves kubelet's new value (not the pre-resize one).
 TEST_P(EnforcerCgroupTest, KubeletResizeDuringAFenceSurvivesTheRevert) {
@@ -280,12 +289,7 @@ TEST_P(EnforcerCgroupTest, IdleFencedPodResizedInPlaceEndsWithKubeletsNewWeight)
   EnforcerOptions o;
   o.idle_when_weight_reads_zero = true;
   Enforcer enf(tree.cgroups(), store, o);
-  auto plan_with = [&](int64_t req) {
-    return OneNeighbour(pod, [req](NeighbourAction& a) {
-      a.idle = true;
-      a.pod.cpu_request_milli = req;
-    });
-  };
+  auto plan_with = [&](int64_t req) { return IdlePlan(pod, req); };
   ExpectEnforced(enf.Apply(plan_with(250)), 1);
   ASSERT_EQ(Slurp(dir + "/cpu.idle"), "1\n");
   const std::string kubelets = tree.v2() ? std::to_string(cgroup::PodWeightForRequest(400))
@@ -324,12 +328,7 @@ TEST_P(EnforcerCgroupTest, IdleHeldAsTheLowestWeightFollowsAnInPlaceResize) {
   TempDir state;
   auto store = OpenStore(state.path());
   Enforcer enf(tree.cgroups(), store, {});
-  auto plan_with = [&](int64_t req) {
-    return OneNeighbour(pod, [req](NeighbourAction& a) {
-      a.idle = true;
-      a.pod.cpu_request_milli = req;
-    });
-  };
+  auto plan_with = [&](int64_t req) { return IdlePlan(pod, req); };
   auto r = enf.Apply(plan_with(250));
   ExpectEnforced(r, 1);
   if (!enf.idle_reads_zero()) GTEST_SKIP() << "this kernel does not show an idle weight as 0";
@@ -370,12 +369,7 @@ TEST_P(EnforcerCgroupTest, IdleFencedPodResizedToOneCpuIsFencedAgainOnKubeletsWr
     TempDir state;
     auto store = OpenStore(state.path());
     Enforcer enf(tree.cgroups(), store, {});
-    auto plan_with = [&](int64_t req) {
-      return OneNeighbour(pod, [req](NeighbourAction& a) {
-        a.idle = true;
-        a.pod.cpu_request_milli = req;
-      });
-    };
+    auto plan_with = [&](int64_t req) { return IdlePlan(pod, req); };
     ExpectEnforced(enf.Apply(plan_with(250)), 1);
     auto r = enf.Apply(plan_with(1000));
     ASSERT_EQ(r.pods.size(), 1u);
@@ -551,12 +545,7 @@ TEST_P(EnforcerCgroupTest, IdleFencedPodResizedToOneCpuWithoutAWriteIsFencedAfte
   EnforcerOptions o;
   o.time_source = clock;
   Enforcer enf(tree.cgroups(), store, o);
-  auto plan_with = [&](int64_t req) {
-    return OneNeighbour(pod, [req](NeighbourAction& a) {
-      a.idle = true;
-      a.pod.cpu_request_milli = req;
-    });
-  };
+  auto plan_with = [&](int64_t req) { return IdlePlan(pod, req); };
   ExpectEnforced(enf.Apply(plan_with(250)), 1);
   EXPECT_EQ(enf.Apply(plan_with(1000)).pods[0].reason(), reason::kResizePending);
   EXPECT_EQ(Slurp(weight), "1024\n");
