@@ -44,8 +44,9 @@ HEAD = ["cgroup", "driver", "runtime", "runc", "kubelet", "fence after apply (ms
 
 FOOTNOTES = [
     "¹ cgroup v2 cannot give a populated cgroup its empty `cpuset.cpus` back (the kernel answers "
-    "ENOSPC): the Cpuset fence's and pinned trainer's files whose original was empty (inherit the "
-    "parent's) come back as the inherited set — the same CPUs, not the same bytes.",
+    "ENOSPC; measured on 6.1 here and on 6.18 on the GPU machine): the Cpuset fence's and pinned "
+    "trainer's files whose original was empty (inherit the parent's) come back as the inherited "
+    "set — the same CPUs, not the same bytes.",
     "² this kernel shows an idle cgroup's `cpu.weight` as 0, which kubelet ≥ 1.36 reads back as "
     "~1.8·10¹⁵ CPUs requested; the agent holds Idle fences as the lowest weight there "
     "(docs/DESIGN.md §4).",
@@ -53,7 +54,9 @@ FOOTNOTES = [
     "qemu guest whose 2 vCPUs are emulated (tcg) on the same 2 host cores, so a trainer-vs-"
     "neighbours throughput ratio there measures the emulator's scheduling as much as the guest's; "
     "the ratios come from the host node instead (cgroup v1, cgroupfs driver: "
-    "bench/results/real-node.md) and, on hardware, from the GPU kit (bench/gpu/).",
+    "bench/results/real-node.md) and, on cgroup v2 hardware, from the GPU kit (one H200, 16 "
+    "cores, kernel 6.18, kubelet's cgroupfs layout without a kubelet: cfs 0.445×, Idle fence "
+    "1.04×, Cpuset fence 1.03× of isolated at 32 neighbours; bench/results/gpu-wedge.md).",
     "The v1 row's resize maximum (seconds, not ms) is the Idle fence stepping aside on cgroup v1 until "
     "kubelet's resized weight has landed (kubelet retries its refused write there; docs/DESIGN.md "
     "§4); reloads, restarts and updates never open a window that long.",
