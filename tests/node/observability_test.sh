@@ -231,7 +231,7 @@ YAML
 # ---- helm install: chart defaults + NetworkPolicies ----------------------------------------
 VALUES=(--set controller.image.pullPolicy=Never --set agent.image.pullPolicy=Never
   --set "agent.cgroup.root=$CGROUP_ROOT" --set agent.cgroup.driver=cgroupfs
-  --set networkPolicy.enabled=true)
+  --set agent.cgroup.version=v1 --set networkPolicy.enabled=true)
 t1=$SECONDS
 "$HELM" install "$RELEASE" "$CHART" --namespace "$RNS" --create-namespace "${VALUES[@]}" \
   --wait --timeout 180s >"$WORK/helm-install.log" 2>&1 || { cat "$WORK/helm-install.log"; fail "helm install failed"; }

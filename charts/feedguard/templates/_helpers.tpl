@@ -55,21 +55,19 @@ app.kubernetes.io/component: {{ .component }}
 {{- end -}}
 
 {{/* The agent's view of the host cgroup tree: "kubepods" (kubelet's pod tree only) or "all".
-Empty agent.cgroup.hostMount picks "kubepods" when the version and driver are known. */}}
+"all" is only ever an explicit choice: an empty agent.cgroup.hostMount means "kubepods", which
+needs the version and driver (the defaults set both). */}}
 {{- define "feedguard.agent.cgroupHostMount" -}}
 {{- $c := .Values.agent.cgroup -}}
 {{- $known := and $c.version $c.driver -}}
-{{- if eq $c.hostMount "kubepods" -}}
-{{- if not $known -}}
-{{- fail "agent.cgroup.hostMount=kubepods needs agent.cgroup.version (v1|v2) and agent.cgroup.driver (systemd|cgroupfs) set: the chart mounts exactly kubelet's pod tree and cannot detect where it is" -}}
-{{- end -}}
-kubepods
-{{- else if eq $c.hostMount "all" -}}
+{{- if eq $c.hostMount "all" -}}
 all
 {{- else if $known -}}
 kubepods
+{{- else if eq $c.hostMount "kubepods" -}}
+{{- fail "agent.cgroup.hostMount=kubepods needs agent.cgroup.version (v1|v2) and agent.cgroup.driver (systemd|cgroupfs) set: the chart mounts exactly kubelet's pod tree and cannot detect where it is" -}}
 {{- else -}}
-all
+{{- fail "agent.cgroup.version and agent.cgroup.driver must both be set (v1|v2, systemd|cgroupfs) so that the agent gets only kubelet's pod tree; leaving either empty means detection on the node, which needs the host's whole /sys/fs/cgroup writable: say so with agent.cgroup.hostMount=all" -}}
 {{- end -}}
 {{- end -}}
 

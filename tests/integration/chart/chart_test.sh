@@ -255,13 +255,35 @@ jqt "agent.cgroup.hostMount default, v2 systemd: only /sys/fs/cgroup/kubepods.sl
 jqt "agent.cgroup.hostMount=all with version and driver set: the whole tree, no --cgroup-mount" \
   "$(ds_of --set agent.cgroup.version=v2 --set agent.cgroup.driver=systemd --set agent.cgroup.hostMount=all)" \
   "$cg_view == {v: {\"cgroup\": \"/sys/fs/cgroup\"}, m: {\"cgroup\": \"/sys/fs/cgroup\"}, a: []}"
-if out="$(helm template "$REL" "$CHART" -n "$NS" --set agent.cgroup.hostMount=kubepods 2>&1)"; then
+if out="$(helm template "$REL" "$CHART" -n "$NS" --set agent.cgroup.version= --set agent.cgroup.hostMount=kubepods 2>&1)"; then
   bad "agent.cgroup.hostMount=kubepods without version and driver rendered"
 elif grep -q "agent.cgroup.version" <<<"$out"; then
   pass "agent.cgroup.hostMount=kubepods without version and driver is refused, naming agent.cgroup.version"
 else
   bad "agent.cgroup.hostMount=kubepods failed without naming agent.cgroup.version: $out"
 fi
+# The chart's defaults (no values at all): v2 + systemd, kubelet's pod tree only — never the whole
+# tree by default. Emptying the version or the driver (detect on the node) is refused until
+# hostMount=all says the whole tree is meant.
+jqt "chart defaults: v2 + systemd, only /sys/fs/cgroup/kubepods.slice, the flags passed" \
+  "$(ds_of)" \
+  "$cg_view == {v: {\"cgroup-kubepods\": \"/sys/fs/cgroup/kubepods.slice\"},
+               m: {\"cgroup-kubepods\": \"/host/cgroup/kubepods.slice\"}, a: [\"--cgroup-mount=/host/cgroup\"]}
+   and ([.spec.template.spec.containers[0].args[] | select(startswith(\"--cgroup-driver\") or startswith(\"--cgroup-version\"))]
+        == [\"--cgroup-driver=systemd\", \"--cgroup-version=v2\"])"
+for unset in agent.cgroup.version agent.cgroup.driver; do
+  if out="$(helm template "$REL" "$CHART" -n "$NS" --set "$unset=" 2>&1)"; then
+    bad "$unset emptied (detect) rendered without hostMount=all"
+  elif grep -q "agent.cgroup.hostMount=all" <<<"$out"; then
+    pass "$unset emptied (detect) is refused, naming agent.cgroup.hostMount=all"
+  else
+    bad "$unset emptied failed without naming agent.cgroup.hostMount=all: $out"
+  fi
+done
+jqt "agent.cgroup.version emptied with hostMount=all: the whole tree, detection on the node" \
+  "$(ds_of --set agent.cgroup.version= --set agent.cgroup.hostMount=all)" \
+  "$cg_view == {v: {\"cgroup\": \"/sys/fs/cgroup\"}, m: {\"cgroup\": \"/sys/fs/cgroup\"}, a: []}"
+
 if helm lint --strict "$CHART" --set agent.cgroup.hostMount=some >/dev/null 2>&1; then
   bad "values.schema.json accepted agent.cgroup.hostMount=some"
 else
