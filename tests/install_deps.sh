@@ -3,20 +3,13 @@
 # Debian bookworm machine (as root): Debian packages, then the Go-built kube-apiserver, etcd and helm
 # (cached under ${FEEDGUARD_CACHE:-~/.cache/feedguard}, keyed by version). Idempotent.
 #
-# Usage: tests/install_deps.sh [--demo | --packages]
-#   --demo:     only what examples/demo/run.sh needs — no PyTorch (the GPU kit's smoke test), no
-#               containerd 2 / runc builds and no VM node image (the VM node shapes).
-#   --packages: only the Debian packages and the Go toolchain (what the C++ build needs);
-#               tests/run_all.sh runs the rest (a second, plain run) beside the release build.
+# Usage: tests/install_deps.sh [--demo]
+#   --demo: only what examples/demo/run.sh needs — no PyTorch (the GPU kit's smoke test), no
+#           containerd 2 / runc builds and no VM node image (the VM node shapes).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-demo=0 packages_only=0
-case "${1:-}" in
-  --demo) demo=1 ;;
-  --packages) packages_only=1 ;;
-  "") ;;
-  *) echo "install_deps: unknown option $1 (--demo | --packages)" >&2; exit 2 ;;
-esac
+demo=0
+[[ "${1:-}" == --demo ]] && demo=1
 
 packages=(
   build-essential cmake ninja-build pkg-config clang-format git curl ca-certificates openssl jq
@@ -83,9 +76,6 @@ if ! go_ok; then
   exit 1
 fi
 
-if ((packages_only)); then
-  exit 0
-fi
 if ((demo)); then
   "$here/testbed/build.sh" etcd kube-apiserver kubectl helm kubelet kube-scheduler \
     kube-controller-manager kube-proxy coredns

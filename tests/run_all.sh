@@ -25,26 +25,7 @@ for a in "$@"; do
 done
 jobs=${FEEDGUARD_JOBS:-$(nproc)}
 
-# The Debian packages and the Go toolchain first (the C++ build needs them); then the Go-built
-# test-bed binaries, the VM node image and the GPU kit's PyTorch venv run beside the clang-format
-# check and the release build: their downloads and single-threaded links leave a core idle that
-# the C++ build fills, and the other way round (README: CI cost, measured).
-tests/install_deps.sh --packages
-deps_log=$(mktemp /tmp/feedguard-install-deps.XXXXXX.log)
-# A session of its own, so that a failed step ends the whole group (go, its compilers, mmdebstrap).
-setsid tests/install_deps.sh >"$deps_log" 2>&1 &
-deps_pid=$!
-deps_done=0
-# Never leave the builds running behind a failed step, and always show what they printed.
-finish_deps() {
-  if ((deps_done == 0)); then
-    kill -- -"$deps_pid" 2>/dev/null || true
-    wait "$deps_pid" 2>/dev/null || true
-    cat "$deps_log" >&2 || true
-  fi
-  rm -f "$deps_log"
-}
-trap finish_deps EXIT
+tests/install_deps.sh
 # The compiler cache lives with the other slow-to-rebuild things (CMakeLists.txt uses ccache
 # when it is installed), bounded so it cannot grow without end.
 export CCACHE_DIR="${CCACHE_DIR:-${FEEDGUARD_CACHE:-$HOME/.cache/feedguard}/ccache}"
@@ -61,15 +42,6 @@ fi
 step "release build"
 cmake --preset release >/dev/null
 cmake --build --preset release -j"$jobs"
-step "test-bed builds (tests/install_deps.sh, run beside the release build)"
-deps_rc=0
-wait "$deps_pid" || deps_rc=$?
-deps_done=1
-cat "$deps_log"
-if ((deps_rc != 0)); then
-  echo "run_all.sh: tests/install_deps.sh failed (exit $deps_rc)" >&2
-  exit "$deps_rc"
-fi
 step "release tests (all tiers)"
 ctest --preset release -j1 --repeat until-pass:2
 
