@@ -289,6 +289,257 @@ Status Enforcer::WriteVerifyLocked(const std::string& path, const std::string& v
   return OkStatus();
 }
 
+// One pod's judgement in progress: what PreparePodLocked's steps share.
+struct Enforcer::PodJudge {
+  const Target& t;
+  Scratch& s;
+  PodWork& w;
+  const cgroup::ResolvedPod& pod;
+  cgroup::CgroupVersion version;
+  bool v1;
+};
+
+Result<std::string> Enforcer::JudgeReadLocked(PodJudge& j, const std::string& path) {
+  if (auto it = j.w.current.find(path); it != j.w.current.end()) return it->second;
+  auto r = cgroups_->ReadRaw(path);
+  if (r.ok()) j.w.current[path] = *r;
+  return r;
+}
+
+bool Enforcer::OverwrittenLocked(PodJudge& j, const std::string& path, const std::string& current,
+                                 bool* contested) {
+  *contested = file_state_.count(path) && file_state_[path].contested;
+  auto e = checkpoint_->Get(path);
+  if (!e || KnobValuesEquivalent(path, current, e->written) || IsOursLocked(*e, current) ||
+      IsIdleResetLocked(*e, current)) {
+    return false;
+  }
+  // The recorded original written back (systemd re-stating kubelet's value) is no contest.
+  const bool restated = IsRestatementLocked(*e, current);
+  if (!KnobValuesEquivalent(path, current, e->original)) NoteQuotaResizeLocked(*e);
+  AdoptOriginalLocked(*e, current, *j.s.report);
+  // A contested file still holding the other writer's value is not a new overwrite.
+  if (!*contested && !j.s.counted.count(path)) {
+    j.s.counted.insert(path);
+    *contested = RecordOverwriteLocked(path, j.t.pod.uid, restated);
+  }
+  return true;
+}
+
+void Enforcer::KeepOursLocked(PodJudge& j, const std::string& path) {
+  j.s.keep.insert(path);
+  auto e = checkpoint_->Get(path);
+  if (!e) return;
+  auto cur = JudgeReadLocked(j, path);
+  if (!cur.ok()) return;
+  bool contested = false;
+  if (KnobValuesEquivalent(path, *cur, e->written)) {
+    j.s.verified[path] = e->written;
+  } else if (OverwrittenLocked(j, path, *cur, &contested) && contested) {
+    j.w.contested = true;
+  }
+}
+
+bool Enforcer::ResizeStepAsideLocked(PodJudge& j) {
+  // kubelet's in-place resize of an Idle-fenced pod: the kernel refuses its weight write while
+  // the group is idle (EINVAL; kubelet_facts.h says what kubelet does next). When the pod's CPU
+  // request differs from the one its fence was put in place with:
+  //  - where kubelet retries (v1), the fence steps aside (cpu.idle back to 0) until kubelet's
+  //    write lands in the weight file — adopted as the new original — or
+  //    `resize_yield_timeout` passes; then it is put back. (In memory: a resize pending across
+  //    an agent restart waits for the next change.)
+  //  - where kubelet never writes again (v2), the weight kubelet meant for the new request is
+  //    taken as the original at once and the fence stays: the revert then gives the pod its
+  //    resized weight, not the pre-resize one.
+  const std::string& uid = j.t.pod.uid;
+  const int64_t req = j.t.pod.cpu_request_milli;
+  const std::string weight_file = cgroup::WeightFile(j.version, j.pod.dirs.cpu);
+  const auto recorded = checkpoint_->Get(weight_file);
+  if (recorded && recorded->request_milli >= 0 && recorded->request_milli != req &&
+      !yielding_.count(uid)) {
+    if (cgroup::KubeletRetriesRefusedPodWeightWrite(j.version)) {
+      yielding_[uid] = {req, clock_->MonotonicNow(), weight_file};
+    } else {
+      AdoptOriginalLocked(
+          *recorded, cgroup::WeightValue(j.version, cgroup::PodWeightForRequest(req)), *j.s.report);
+      j.w.result.set_message("resized in place to a CPU request of " + std::to_string(req) +
+                             "m under the Idle fence: kubelet's refused weight write taken as the "
+                             "original");
+    }
+  }
+  auto y = yielding_.find(uid);
+  if (y == yielding_.end()) return false;
+  auto e = checkpoint_->Get(weight_file);
+  auto cur = JudgeReadLocked(j, weight_file);
+  // Landed: a value that is not ours, or any write at all (Verify saw the event) — for a resize
+  // to 1000m kubelet writes 1024 shares, exactly what leaving idle left there.
+  const bool landed =
+      e && cur.ok() &&
+      (y->second.written ||
+       (!KnobValuesEquivalent(weight_file, *cur, e->written) && !IsOursLocked(*e, *cur)) ||
+       (KnobValuesEquivalent(weight_file, *cur, KubeletsWeightValue(j.version, req)) &&
+        clock_->MonotonicNow() - y->second.since >= options_.resize_settle));
+  const bool expired = clock_->MonotonicNow() - y->second.since > options_.resize_yield_timeout;
+  if (landed) {
+    // kubelet's value is the pod's from now on, whatever the journal called it, and the resize
+    // is over: the request the fence now holds with is journaled with it, so an agent killed
+    // before its cpu.idle=1 write lands does not step aside again after a restart.
+    CheckpointEntry landed_entry = *e;
+    landed_entry.original = *cur;
+    landed_entry.request_milli = req;
+    if (!(landed_entry == *e)) {
+      Status st = checkpoint_->Commit({landed_entry}, {});
+      if (!st.ok() && j.s.report->checkpoint_status.ok()) j.s.report->checkpoint_status = st;
+    }
+    yielding_.erase(y);
+  } else if (expired) {
+    yielding_.erase(y);
+  } else if (y->second.request_milli != req) {  // resized again: wait afresh
+    y->second = {req, clock_->MonotonicNow(), weight_file};
+  }
+  return yielding_.count(uid) > 0;
+}
+
+std::optional<CpuQuota> Enforcer::QuotaWantedLocked(PodJudge& j) {
+  const Target& t = j.t;
+  if (!t.quota || !j.v1 || t.dry_run) return t.quota;
+  auto q = quota_settling_.find(t.pod.uid);
+  if (q == quota_settling_.end()) return t.quota;
+  if (clock_->MonotonicNow() - q->second >= options_.resize_settle) {
+    quota_settling_.erase(q);
+    return t.quota;
+  }
+  // kubelet and runc are resizing the pod: their writes land unfenced; every bandwidth file of
+  // ours stays ours (nothing is reverted meanwhile) and the fence returns after.
+  for (const auto& e : checkpoint_->Entries()) {
+    if (e.pod_uid == t.pod.uid && cgroup::IsBandwidthFile(e.path)) j.s.keep.insert(e.path);
+  }
+  j.w.yielding = true;
+  j.w.result.set_message(
+      "kubelet is resizing this pod in place; its Quota fence waits until "
+      "kubelet's and runc's quota writes have landed");
+  return std::nullopt;
+}
+
+bool Enforcer::PlanCpuKnobsLocked(PodJudge& j, const cgroup::CpuKnobs& want) {
+  PodWork& w = j.w;
+  auto read = [&](const std::string& path) { return JudgeReadLocked(j, path); };
+  // The pod's container dirs (and their process-holding children), parents first.
+  std::vector<std::string> child_cpu_dirs;
+  for (const auto& c : j.pod.containers) {
+    child_cpu_dirs.push_back(c.dirs.cpu);
+    for (const auto& child : c.children) child_cpu_dirs.push_back(child.cpu);
+  }
+  // Plain knobs, in the cgroup layer's order. v1 refuses a pod quota below a container's own
+  // limit: such containers are lifted to unlimited first (they then inherit the pod's fence),
+  // and stay ours while the fence holds.
+  std::vector<cgroup::KnobWrite> simple;
+  if (want.quota && j.v1) {
+    simple = cgroup::LiftChildQuotas(j.version, child_cpu_dirs, *want.quota, read);
+    for (const auto& dir : child_cpu_dirs) {
+      const std::string f = cgroup::QuotaFile(j.version, dir);
+      if (std::none_of(simple.begin(), simple.end(), [&](const auto& k) { return k.path == f; }))
+        KeepOursLocked(j, f);
+    }
+  }
+  auto knob_writes = cgroup::CpuKnobWrites(j.version, j.pod.dirs.cpu, want, read);
+  if (!knob_writes.ok()) {
+    w.Fail(ReasonFor(knob_writes.status(), j.pod.dirs.cpu), knob_writes.status().ToString());
+    return false;
+  }
+  simple.insert(simple.end(), knob_writes->begin(), knob_writes->end());
+  for (const auto& [path, value, force] : simple) {
+    j.s.keep.insert(path);
+    auto cur = read(path);
+    if (!cur.ok()) {
+      w.Fail(ReasonFor(cur.status(), path), cur.status().ToString());
+      return false;
+    }
+    if (!force && !w.finals.count(path) && KnobValuesEquivalent(path, *cur, value)) {
+      if (checkpoint_->Get(path)) j.s.verified[path] = value;
+      continue;
+    }
+    bool contested = false;
+    if (OverwrittenLocked(j, path, *cur, &contested) && contested) {
+      w.contested = true;
+      continue;
+    }
+    w.writes.push_back({path, value});
+    w.finals[path] = value;
+  }
+  // Files the kernel changes as a side effect of these writes (cpu.idle resets the weight,
+  // losing kubelet's value): owned too, so the restore can put kubelet's exact bytes back.
+  for (const auto& fw : w.writes) {
+    auto se = cgroup::SideEffectOf(j.version, fw.path, fw.value);
+    if (!se || w.finals.count(se->path)) continue;
+    j.s.keep.insert(se->path);
+    auto cur = read(se->path);
+    if (!cur.ok()) {
+      w.Fail(ReasonFor(cur.status(), se->path), cur.status().ToString());
+      return false;
+    }
+    bool contested = false;
+    OverwrittenLocked(j, se->path, *cur, &contested);  // kubelet wrote it since: the original
+    w.side_effects[se->path] = se->values;
+  }
+  return true;
+}
+
+void Enforcer::PlanCpusetLocked(PodJudge& j, cgroup::Knob knob, const CpuSet& target) {
+  PodWork& w = j.w;
+  const cgroup::CgroupPaths& dirs = j.pod.dirs;
+  // The pod dir and everything below it (the sandbox's dir too), ordered for v1.
+  auto files = cgroups_->CpusetTreeFiles(dirs, knob);
+  if (!files.ok()) {
+    w.Fail(ReasonFor(files.status(), JoinPath(dirs.cpuset, kf::v1::kCpusetCpus)),
+           files.status().ToString());
+    return;
+  }
+  std::set<std::string> skip;
+  const std::string pod_file = files->empty() ? "" : files->front();  // parents first
+  const auto pod_entry = checkpoint_->Get(pod_file);
+  for (const auto& f : *files) {
+    j.s.keep.insert(f);
+    auto cur = JudgeReadLocked(j, f);
+    if (!cur.ok()) continue;  // PlanCpusetTree reports it
+    if (KnobValuesEquivalent(f, *cur, target.ToString())) {
+      if (checkpoint_->Get(f)) {
+        j.s.verified[f] = target.ToString();
+      } else if (j.v1 && f != pod_file && pod_entry) {
+        // Created under the fence (v1 copies the parent's set into a new cgroup): widened to
+        // the pod's own original on revert, like every dir we wrote.
+        w.adopted[f] = pod_entry->original;
+      }
+      continue;
+    }
+    bool contested = false;
+    if (OverwrittenLocked(j, f, *cur, &contested) && contested) {
+      w.contested = true;
+      skip.insert(f);
+    }
+  }
+  if (!j.v1 && knob == cgroup::Knob::kCpusetCpus) {
+    w.effective_cpus.push_back({dirs.cpuset, target});
+    for (const auto& c : j.pod.containers) w.effective_cpus.push_back({c.dirs.cpuset, target});
+  }
+  auto planned = cgroups_->PlanCpusetTree(dirs, knob, target);
+  if (!planned.ok()) {
+    w.Fail(ReasonFor(planned.status(), JoinPath(dirs.cpuset, kf::v1::kCpusetCpus)),
+           planned.status().ToString());
+    return;
+  }
+  for (auto& fw : *planned) {
+    if (skip.count(fw.path)) continue;
+    j.s.keep.insert(fw.path);
+    if (!JudgeReadLocked(j, fw.path).ok()) {
+      w.Fail(reason::kCgroupNotFound, "cannot read " + fw.path);
+      return;
+    }
+    w.finals[fw.path] = fw.value;
+    w.writes.push_back(std::move(fw));
+  }
+}
+
 Enforcer::PodWork Enforcer::PreparePodLocked(const Target& t, Scratch& s) {
   PodWork w;
   w.dry_run = t.dry_run;
@@ -317,208 +568,26 @@ Enforcer::PodWork Enforcer::PreparePodLocked(const Target& t, Scratch& s) {
   }
   const auto& layout = cgroups_->layout();
   const cgroup::CgroupVersion version = layout.version;
-  const bool v1 = version == cgroup::CgroupVersion::kV1;
-
-  // Reads a file we are about to judge; records its pre-write bytes.
-  auto read = [&](const std::string& path) -> Result<std::string> {
-    if (auto it = w.current.find(path); it != w.current.end()) return it->second;
-    auto r = cgroups_->ReadRaw(path);
-    if (r.ok()) w.current[path] = *r;
-    return r;
-  };
-  // True if `path` is one we own that someone else has rewritten; counts it once per pass and
-  // makes the other writer's value the file's original (the ownership rule: kubelet or runc
-  // writing after us — an in-place resize — states what the pod should hold without us).
-  // A value we journaled ourselves (an interrupted sequence) is not an overwrite. Sets
-  // *contested when the file is now contested (we then leave it alone).
-  auto overwritten = [&](const std::string& path, const std::string& current,
-                         bool* contested) -> bool {
-    *contested = file_state_.count(path) && file_state_[path].contested;
-    auto e = checkpoint_->Get(path);
-    if (!e || KnobValuesEquivalent(path, current, e->written) || IsOursLocked(*e, current) ||
-        IsIdleResetLocked(*e, current)) {
-      return false;
-    }
-    // The recorded original written back (systemd re-stating kubelet's value) is no contest.
-    const bool restated = IsRestatementLocked(*e, current);
-    if (!KnobValuesEquivalent(path, current, e->original)) NoteQuotaResizeLocked(*e);
-    AdoptOriginalLocked(*e, current, *s.report);
-    // A contested file still holding the other writer's value is not a new overwrite.
-    if (!*contested && !s.counted.count(path)) {
-      s.counted.insert(path);
-      *contested = RecordOverwriteLocked(path, t.pod.uid, restated);
-    }
-    return true;
-  };
-  // A file the plan still wants that we own: judged as ours (and settled) if it holds our value.
-  auto keep_ours = [&](const std::string& path) {
-    s.keep.insert(path);
-    auto e = checkpoint_->Get(path);
-    if (!e) return;
-    auto cur = read(path);
-    if (!cur.ok()) return;
-    bool contested = false;
-    if (KnobValuesEquivalent(path, *cur, e->written)) {
-      s.verified[path] = e->written;
-    } else if (overwritten(path, *cur, &contested) && contested) {
-      w.contested = true;
-    }
-  };
+  PodJudge j{t, s, w, *resolved, version, version == cgroup::CgroupVersion::kV1};
 
   if (t.idle && !layout.caps.cpu_idle) {
     w.Fail(reason::kKernelLacksCpuIdle, std::string(kf::kIdleMissingMessage));
     return w;
   }
-  // kubelet's in-place resize of an Idle-fenced pod: the kernel refuses its weight write while
-  // the group is idle (EINVAL; kubelet_facts.h says what kubelet does next). When the pod's CPU
-  // request differs from the one its fence was put in place with:
-  //  - where kubelet retries (v1), the fence steps aside (cpu.idle back to 0) until kubelet's
-  //    write lands in the weight file — adopted as the new original below — or
-  //    `resize_yield_timeout` passes; then it is put back. (In memory: a resize pending across
-  //    an agent restart waits for the next change.)
-  //  - where kubelet never writes again (v2), the weight kubelet meant for the new request is
-  //    taken as the original at once and the fence stays: the revert then gives the pod its
-  //    resized weight, not the pre-resize one.
   std::optional<bool> want_idle = t.idle;
   std::optional<uint64_t> want_weight = t.weight;
   const bool idle_as_weight =
-      t.idle && *t.idle && !v1 && idle_reads_zero_ && !options_.idle_when_weight_reads_zero;
+      t.idle && *t.idle && !j.v1 && idle_reads_zero_ && !options_.idle_when_weight_reads_zero;
   if (idle_as_weight) {
     want_idle.reset();  // a stale cpu.idle of ours is reverted by Apply
     want_weight = kf::v2::kWeightMin;
   }
-  bool yielding = false;
-  if (t.idle && *t.idle && !t.dry_run && !idle_as_weight) {
-    const std::string& uid = t.pod.uid;
-    const int64_t req = t.pod.cpu_request_milli;
-    const auto recorded = checkpoint_->Get(cgroup::WeightFile(version, dirs.cpu));
-    if (recorded && recorded->request_milli >= 0 && recorded->request_milli != req &&
-        !yielding_.count(uid)) {
-      if (cgroup::KubeletRetriesRefusedPodWeightWrite(version)) {
-        yielding_[uid] = {req, clock_->MonotonicNow(), cgroup::WeightFile(version, dirs.cpu)};
-      } else {
-        AdoptOriginalLocked(
-            *recorded, cgroup::WeightValue(version, cgroup::PodWeightForRequest(req)), *s.report);
-        w.result.set_message("resized in place to a CPU request of " + std::to_string(req) +
-                             "m under the Idle fence: kubelet's refused weight write taken as the "
-                             "original");
-      }
-    }
-    if (auto y = yielding_.find(uid); y != yielding_.end()) {
-      const std::string weight_file = cgroup::WeightFile(version, dirs.cpu);
-      auto e = checkpoint_->Get(weight_file);
-      auto cur = read(weight_file);
-      // Landed: a value that is not ours, or any write at all (Verify saw the event) — for a
-      // resize to 1000m kubelet writes 1024 shares, exactly what leaving idle left there.
-      const bool landed =
-          e && cur.ok() &&
-          (y->second.written ||
-           (!KnobValuesEquivalent(weight_file, *cur, e->written) && !IsOursLocked(*e, *cur)) ||
-           (KnobValuesEquivalent(weight_file, *cur, KubeletsWeightValue(version, req)) &&
-            clock_->MonotonicNow() - y->second.since >= options_.resize_settle));
-      const bool expired = clock_->MonotonicNow() - y->second.since > options_.resize_yield_timeout;
-      if (landed) {
-        // kubelet's value is the pod's from now on, whatever the journal called it, and the
-        // resize is over: the request the fence now holds with is journaled with it, so an agent
-        // killed before its cpu.idle=1 write lands does not step aside again after a restart.
-        CheckpointEntry landed_entry = *e;
-        landed_entry.original = *cur;
-        landed_entry.request_milli = req;
-        if (!(landed_entry == *e)) {
-          Status st = checkpoint_->Commit({landed_entry}, {});
-          if (!st.ok() && s.report->checkpoint_status.ok()) s.report->checkpoint_status = st;
-        }
-        yielding_.erase(y);
-      } else if (expired) {
-        yielding_.erase(y);
-      } else if (y->second.request_milli != req) {  // resized again: wait afresh
-        y->second = {req, clock_->MonotonicNow(), weight_file};
-      }
-      yielding = yielding_.count(uid) > 0;
-      if (yielding) want_idle = false;
-    }
-  }
-  // The pod's container dirs (and their process-holding children), parents first.
-  std::vector<std::string> child_cpu_dirs;
-  for (const auto& c : resolved->containers) {
-    child_cpu_dirs.push_back(c.dirs.cpu);
-    for (const auto& child : c.children) child_cpu_dirs.push_back(child.cpu);
-  }
-  // Plain knobs, in the cgroup layer's order. v1 refuses a pod quota below a container's own
-  // limit: such containers are lifted to unlimited first (they then inherit the pod's fence),
-  // and stay ours while the fence holds.
-  std::vector<cgroup::KnobWrite> simple;
-  std::optional<CpuQuota> want_quota = t.quota;
-  if (t.quota && v1 && !t.dry_run) {
-    if (auto q = quota_settling_.find(t.pod.uid); q != quota_settling_.end()) {
-      if (clock_->MonotonicNow() - q->second < options_.resize_settle) {
-        // kubelet and runc are resizing the pod: their writes land unfenced; every bandwidth
-        // file of ours stays ours (nothing is reverted meanwhile) and the fence returns after.
-        want_quota.reset();
-        for (const auto& e : checkpoint_->Entries()) {
-          if (e.pod_uid == t.pod.uid && cgroup::IsBandwidthFile(e.path)) s.keep.insert(e.path);
-        }
-        w.yielding = true;
-        w.result.set_message(
-            "kubelet is resizing this pod in place; its Quota fence waits until "
-            "kubelet's and runc's quota writes have landed");
-      } else {
-        quota_settling_.erase(q);
-      }
-    }
-  }
-  if (want_quota && v1) {
-    simple = cgroup::LiftChildQuotas(version, child_cpu_dirs, *want_quota, read);
-    for (const auto& dir : child_cpu_dirs) {
-      const std::string f = cgroup::QuotaFile(version, dir);
-      if (std::none_of(simple.begin(), simple.end(), [&](const auto& k) { return k.path == f; }))
-        keep_ours(f);
-    }
-  }
-  {
-    auto knob_writes =
-        cgroup::CpuKnobWrites(version, dirs.cpu, {want_idle, want_weight, want_quota}, read);
-    if (!knob_writes.ok()) {
-      w.Fail(ReasonFor(knob_writes.status(), dirs.cpu), knob_writes.status().ToString());
-      return w;
-    }
-    simple.insert(simple.end(), knob_writes->begin(), knob_writes->end());
-  }
-  for (const auto& [path, value, force] : simple) {
-    s.keep.insert(path);
-    auto cur = read(path);
-    if (!cur.ok()) {
-      w.Fail(ReasonFor(cur.status(), path), cur.status().ToString());
-      return w;
-    }
-    if (!force && !w.finals.count(path) && KnobValuesEquivalent(path, *cur, value)) {
-      if (checkpoint_->Get(path)) s.verified[path] = value;
-      continue;
-    }
-    bool contested = false;
-    if (overwritten(path, *cur, &contested) && contested) {
-      w.contested = true;
-      continue;
-    }
-    w.writes.push_back({path, value});
-    w.finals[path] = value;
-  }
+  const bool yielding =
+      t.idle && *t.idle && !t.dry_run && !idle_as_weight && ResizeStepAsideLocked(j);
+  if (yielding) want_idle = false;
+  const std::optional<CpuQuota> want_quota = QuotaWantedLocked(j);
+  if (!PlanCpuKnobsLocked(j, {want_idle, want_weight, want_quota})) return w;
 
-  // Files the kernel changes as a side effect of these writes (cpu.idle resets the weight,
-  // losing kubelet's value): owned too, so the restore can put kubelet's exact bytes back.
-  for (const auto& fw : w.writes) {
-    auto se = cgroup::SideEffectOf(version, fw.path, fw.value);
-    if (!se || w.finals.count(se->path)) continue;
-    s.keep.insert(se->path);
-    auto cur = read(se->path);
-    if (!cur.ok()) {
-      w.Fail(ReasonFor(cur.status(), se->path), cur.status().ToString());
-      return w;
-    }
-    bool contested = false;
-    overwritten(se->path, *cur, &contested);  // kubelet wrote it since: its value is the original
-    w.side_effects[se->path] = se->values;
-  }
   if (want_idle && *want_idle) {
     w.idle_request = {cgroup::WeightFile(version, dirs.cpu), t.pod.cpu_request_milli};
   }
@@ -537,64 +606,12 @@ Enforcer::PodWork Enforcer::PreparePodLocked(const Target& t, Scratch& s) {
   // An idle pod whose idle file needs no write still owns the weight file written back then.
   if (t.idle && !idle_as_weight) {
     const std::string weight_file = cgroup::WeightFile(version, dirs.cpu);
-    if (!w.finals.count(weight_file) && !w.side_effects.count(weight_file)) keep_ours(weight_file);
+    if (!w.finals.count(weight_file) && !w.side_effects.count(weight_file)) {
+      KeepOursLocked(j, weight_file);
+    }
   }
-
-  // cpusets: the pod dir and everything below it (the sandbox's dir too), ordered for v1.
-  auto tree = [&](cgroup::Knob knob, const CpuSet& target) {
-    auto files = cgroups_->CpusetTreeFiles(dirs, knob);
-    if (!files.ok()) {
-      w.Fail(ReasonFor(files.status(), JoinPath(dirs.cpuset, kf::v1::kCpusetCpus)),
-             files.status().ToString());
-      return;
-    }
-    std::set<std::string> skip;
-    const std::string pod_file = files->empty() ? "" : files->front();  // parents first
-    const auto pod_entry = checkpoint_->Get(pod_file);
-    for (const auto& f : *files) {
-      s.keep.insert(f);
-      auto cur = read(f);
-      if (!cur.ok()) continue;  // PlanCpusetTree reports it
-      if (KnobValuesEquivalent(f, *cur, target.ToString())) {
-        if (checkpoint_->Get(f)) {
-          s.verified[f] = target.ToString();
-        } else if (v1 && f != pod_file && pod_entry) {
-          // Created under the fence (v1 copies the parent's set into a new cgroup): widened to
-          // the pod's own original on revert, like every dir we wrote.
-          w.adopted[f] = pod_entry->original;
-        }
-        continue;
-      }
-      bool contested = false;
-      if (overwritten(f, *cur, &contested) && contested) {
-        w.contested = true;
-        skip.insert(f);
-      }
-    }
-    if (!v1 && knob == cgroup::Knob::kCpusetCpus) {
-      w.effective_cpus.push_back({dirs.cpuset, target});
-      for (const auto& c : resolved->containers)
-        w.effective_cpus.push_back({c.dirs.cpuset, target});
-    }
-    auto planned = cgroups_->PlanCpusetTree(dirs, knob, target);
-    if (!planned.ok()) {
-      w.Fail(ReasonFor(planned.status(), JoinPath(dirs.cpuset, kf::v1::kCpusetCpus)),
-             planned.status().ToString());
-      return;
-    }
-    for (auto& fw : *planned) {
-      if (skip.count(fw.path)) continue;
-      s.keep.insert(fw.path);
-      if (!read(fw.path).ok()) {
-        w.Fail(reason::kCgroupNotFound, "cannot read " + fw.path);
-        return;
-      }
-      w.finals[fw.path] = fw.value;
-      w.writes.push_back(std::move(fw));
-    }
-  };
-  if (t.cpus && !w.failed) tree(cgroup::Knob::kCpusetCpus, *t.cpus);
-  if (t.mems && !w.failed) tree(cgroup::Knob::kCpusetMems, *t.mems);
+  if (t.cpus && !w.failed) PlanCpusetLocked(j, cgroup::Knob::kCpusetCpus, *t.cpus);
+  if (t.mems && !w.failed) PlanCpusetLocked(j, cgroup::Knob::kCpusetMems, *t.mems);
 
   for (const auto& fw : w.writes) {
     Status rail = CheckWritable(fw.path, t.pod.uid);
@@ -841,16 +858,16 @@ void Enforcer::AdoptOriginalLocked(const CheckpointEntry& entry, const std::stri
   if (!st.ok() && r.checkpoint_status.ok()) r.checkpoint_status = st;
 }
 
-void Enforcer::RevertLocked(const std::vector<CheckpointEntry>& entries, ApplyReport& r) {
-  const cgroup::CgroupVersion version = cgroups_->layout().version;
-  std::vector<std::string> removals;
-  struct Restore {
-    CheckpointEntry entry;
-    std::string current;
-    bool theirs = false;  // another writer's value, written back after cpu.idle resets it
-  };
-  std::vector<Restore> restores;
+// A journal entry the revert writes back.
+struct Enforcer::Restore {
+  CheckpointEntry entry;
+  std::string current;
+  bool theirs = false;  // another writer's value, written back after cpu.idle resets it
+};
 
+std::vector<Enforcer::Restore> Enforcer::RestoresOfLocked(
+    const std::vector<CheckpointEntry>& entries, ApplyReport& r,
+    std::vector<std::string>& removals) {
   // Pass 1: which entries are ours to put back (rails, gone, already original, someone else's).
   struct Judged {
     const CheckpointEntry* entry;
@@ -887,6 +904,7 @@ void Enforcer::RevertLocked(const std::vector<CheckpointEntry>& entries, ApplyRe
   // Pass 2: leaving idle resets the weight beside it, so that weight file is written back after
   // the idle file even when it reads its original now (an original of 3 shares reads the same
   // as an idle group) or holds another writer's value (kept: theirs is the original now).
+  std::vector<Restore> restores;
   for (auto& j : judged) {
     const CheckpointEntry& e = *j.entry;
     const bool beside_idle = cgroup::IsWeightFile(e.path) && idle_dirs.count(Dirname(e.path));
@@ -906,25 +924,18 @@ void Enforcer::RevertLocked(const std::vector<CheckpointEntry>& entries, ApplyRe
     if (j.outcome != reason::kRevertFailed) removals.push_back(e.path);
     r.reverts.push_back({e.path, e.pod_uid, e.knob, j.outcome, j.message});
   }
+  return restores;
+}
 
-  // The order and the intermediate values come from the cgroup layer.
-  std::vector<cgroup::RestoreItem> items;
-  for (const auto& x : restores) items.push_back({x.entry.path, x.entry.original, x.current});
-  std::vector<cgroup::FileWrite> plan = cgroup::OrderRestores(version, items);
-
-  // v2: an empty cpuset original the kernel refuses to restore on a populated cgroup gets the
-  // set it inherited instead (same CPUs, not the same bytes; said in the report).
-  const std::map<std::string, std::string> inherited = cgroup::InheritedCpusets(
-      version, items, [this](const std::string& p) { return cgroups_->ReadRaw(p); });
-
-  // Journal first: every value the sequence may leave in a file we own (intermediates, and what
-  // the kernel resets as a side effect — also in files this revert does not restore, such as a
-  // weight that the plan keeps) is recorded as ours before the first write, so a crash anywhere
-  // in the sequence is finished by the next start instead of mistaken for another writer.
+Status Enforcer::JournalRestoresLocked(
+    const std::vector<Restore>& restores,
+    const std::vector<std::pair<std::string, std::string>>& intermediates) {
+  // Every value the sequence may leave in a file we own (intermediates, and what the kernel
+  // resets as a side effect — also in files this revert does not restore, such as a weight that
+  // the plan keeps) is recorded as ours before the first write, so a crash anywhere in the
+  // sequence is finished by the next start instead of mistaken for another writer.
   std::map<std::string, CheckpointEntry> journal;
   for (const auto& x : restores) journal[x.entry.path] = x.entry;
-  auto intermediates = cgroup::IntermediatesOf(version, items, plan);
-  for (const auto& [path, value] : inherited) intermediates.emplace_back(path, value);
   for (const auto& [path, value] : intermediates) {
     auto it = journal.find(path);
     if (it == journal.end()) {
@@ -939,17 +950,35 @@ void Enforcer::RevertLocked(const std::vector<CheckpointEntry>& entries, ApplyRe
     auto stored = checkpoint_->Get(path);
     if (!stored || !(*stored == e)) upserts.push_back(e);
   }
-  if (!upserts.empty()) {
-    Status st = checkpoint_->Commit(upserts, {});
-    if (!st.ok()) {
-      if (r.checkpoint_status.ok()) r.checkpoint_status = st;
-      for (const auto& x : restores) {
-        r.reverts.push_back(
-            {x.entry.path, x.entry.pod_uid, x.entry.knob, reason::kRevertFailed, st.ToString()});
-      }
-      plan.clear();
-      restores.clear();
+  return upserts.empty() ? OkStatus() : checkpoint_->Commit(upserts, {});
+}
+
+void Enforcer::RevertLocked(const std::vector<CheckpointEntry>& entries, ApplyReport& r) {
+  const cgroup::CgroupVersion version = cgroups_->layout().version;
+  std::vector<std::string> removals;
+  std::vector<Restore> restores = RestoresOfLocked(entries, r, removals);
+
+  // The order and the intermediate values come from the cgroup layer.
+  std::vector<cgroup::RestoreItem> items;
+  for (const auto& x : restores) items.push_back({x.entry.path, x.entry.original, x.current});
+  std::vector<cgroup::FileWrite> plan = cgroup::OrderRestores(version, items);
+
+  // v2: an empty cpuset original the kernel refuses to restore on a populated cgroup gets the
+  // set it inherited instead (same CPUs, not the same bytes; said in the report).
+  const std::map<std::string, std::string> inherited = cgroup::InheritedCpusets(
+      version, items, [this](const std::string& p) { return cgroups_->ReadRaw(p); });
+
+  // Journal first.
+  auto intermediates = cgroup::IntermediatesOf(version, items, plan);
+  for (const auto& [path, value] : inherited) intermediates.emplace_back(path, value);
+  if (Status st = JournalRestoresLocked(restores, intermediates); !st.ok()) {
+    if (r.checkpoint_status.ok()) r.checkpoint_status = st;
+    for (const auto& x : restores) {
+      r.reverts.push_back(
+          {x.entry.path, x.entry.pod_uid, x.entry.knob, reason::kRevertFailed, st.ToString()});
     }
+    plan.clear();
+    restores.clear();
   }
   std::map<std::string, Status> failures;
   std::map<std::string, std::string> substituted;  // path → the inherited set written instead

@@ -225,8 +225,31 @@ class Enforcer {
   // Records an overwrite of `path` (pod `uid`), or a restatement of its original; returns true
   // if the file is now contested.
   bool RecordOverwriteLocked(const std::string& path, const std::string& uid, bool restatement);
-  // Resolves the pod and computes its writes; writes nothing.
+  // Resolves the pod and computes its writes; writes nothing. Sequences the steps below, which
+  // share one pod's judgement in progress (PodJudge, defined in the .cc).
   PodWork PreparePodLocked(const Target& t, Scratch& s);
+  struct PodJudge;
+  // Reads a file about to be judged; records its pre-write bytes.
+  Result<std::string> JudgeReadLocked(PodJudge& j, const std::string& path);
+  // The ownership rule. True if `path` is one we own that someone else has rewritten: counts it
+  // once per pass and makes the other writer's value the file's original (kubelet or runc
+  // writing after us — an in-place resize — states what the pod should hold without us). A
+  // value we journaled ourselves (an interrupted sequence), the kernel's idle reset and
+  // systemd restating the original are no overwrite. Sets *contested when the file is now
+  // contested (it is then left alone).
+  bool OverwrittenLocked(PodJudge& j, const std::string& path, const std::string& current,
+                         bool* contested);
+  // A file the plan still wants that we own: judged as ours (and settled) if it holds our value.
+  void KeepOursLocked(PodJudge& j, const std::string& path);
+  // kubelet's in-place resize of an Idle-fenced pod (see the .cc): true while the fence steps
+  // aside for kubelet's weight write to land.
+  bool ResizeStepAsideLocked(PodJudge& j);
+  // The quota the fence wants now: none while kubelet and runc resize the pod (v1).
+  std::optional<CpuQuota> QuotaWantedLocked(PodJudge& j);
+  // The cpu knobs' writes (and the kernel's side effects); false when the pod failed.
+  bool PlanCpuKnobsLocked(PodJudge& j, const cgroup::CpuKnobs& want);
+  // A cpuset knob over the pod's tree.
+  void PlanCpusetLocked(PodJudge& j, cgroup::Knob knob, const CpuSet& target);
   // Checkpoints every enforced pod's files in one commit, then writes and verifies pod by pod;
   // dry-run pods are only reported. `dry_run_plan`: their would-be writes go to the report's
   // `writes` (an enforced plan lists there only the writes performed).
@@ -239,6 +262,15 @@ class Enforcer {
   // Restores the originals of `entries` (those still holding our values) and drops them from
   // the checkpoint; files someone else rewrote are left alone and dropped too.
   void RevertLocked(const std::vector<CheckpointEntry>& entries, ApplyReport& r);
+  struct Restore;
+  // RevertLocked's judgement: the entries to write back; the others reported (and those not
+  // failed added to `removals`).
+  std::vector<Restore> RestoresOfLocked(const std::vector<CheckpointEntry>& entries, ApplyReport& r,
+                                        std::vector<std::string>& removals);
+  // Journals every value a restore sequence may leave in our files before its first write.
+  Status JournalRestoresLocked(
+      const std::vector<Restore>& restores,
+      const std::vector<std::pair<std::string, std::string>>& intermediates);
   // Undoes a failed pod's writes of this Apply (`undo`: each write's inverse, in write order)
   // and returns its journal entries to what they were.
   void RollbackPodLocked(PodWork& w, const std::vector<cgroup::FileWrite>& undo, ApplyReport& r);

@@ -38,7 +38,7 @@ class AckingSink : public fc::FenceSink {
     a.connected = true;
     return feedguard::OkStatus();
   }
-  std::optional<Agent> GetAgent(const std::string& node) const override {
+  std::optional<fc::AgentView> GetAgent(const std::string& node) const override {
     std::lock_guard<std::mutex> l(mu_);
     auto it = agents_.find(node);
     if (it == agents_.end()) return std::nullopt;
@@ -59,7 +59,7 @@ class AckingSink : public fc::FenceSink {
 
  private:
   mutable std::mutex mu_;
-  std::map<std::string, Agent> agents_;
+  std::map<std::string, fc::AgentView> agents_;
 };
 
 json Policy(int64_t generation) {

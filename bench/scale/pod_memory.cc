@@ -38,7 +38,7 @@ namespace {
 class NullSink : public fc::FenceSink {
  public:
   feedguard::Status SetDesired(fc::NodeFencePtr) override { return feedguard::OkStatus(); }
-  std::optional<Agent> GetAgent(const std::string&) const override { return std::nullopt; }
+  std::optional<fc::AgentView> GetAgent(const std::string&) const override { return std::nullopt; }
 };
 
 size_t HeapInUse() { return mallinfo2().uordblks; }

@@ -96,12 +96,12 @@ void DistributorSink::OnNodesKnown() {
   if (Distributor* d = distributor_.load()) d->RevalidateNodes();
 }
 
-std::optional<FenceSink::Agent> DistributorSink::GetAgent(const std::string& node) const {
+std::optional<AgentView> DistributorSink::GetAgent(const std::string& node) const {
   Distributor* d = distributor_.load();
   if (!d) return std::nullopt;
   auto s = d->GetAgent(node);
   if (!s || !s->hello) return std::nullopt;  // never connected
-  Agent a;
+  AgentView a;
   a.connected = s->connected;
   a.stale = s->stale;
   a.acked_version = s->acked_version;

@@ -37,7 +37,7 @@ class DistributorSink final : public FenceSink {
  public:
   void Attach(Distributor* d) { distributor_.store(d); }
   Status SetDesired(NodeFencePtr fence) override;
-  std::optional<Agent> GetAgent(const std::string& node) const override;
+  std::optional<AgentView> GetAgent(const std::string& node) const override;
   void Forget(const std::string& node) override;
   void OnNodesKnown() override;
 

@@ -54,7 +54,7 @@
 
 #include "common/log_limiter.h"
 #include "controller/auth/authenticator.h"
-#include "controller/distributor/agent_observer.h"
+#include "controller/fence/agent_observer.h"
 #include "controller/distributor/fence_slot.h"
 #include "feedguard/common/status.h"
 #include "feedguard/common/time_source.h"

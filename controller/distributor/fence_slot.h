@@ -12,7 +12,7 @@
 #include <optional>
 #include <string>
 
-#include "controller/distributor/wire_fence.h"
+#include "controller/fence/wire_fence.h"
 #include "feedguard/common/status.h"
 
 namespace feedguard::controller {

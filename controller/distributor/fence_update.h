@@ -11,7 +11,7 @@
 
 #include <grpcpp/support/byte_buffer.h>
 
-#include "controller/distributor/wire_fence.h"
+#include "controller/fence/wire_fence.h"
 
 namespace feedguard::controller {
 

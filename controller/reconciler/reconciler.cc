@@ -451,7 +451,7 @@ void Reconciler::OnReport(const std::string& node, const feedguard::v1::NodeRepo
 }
 
 void Reconciler::OnUnreadable(const std::string& node, const std::string& error) {
-  // The state itself is the distributor's (FenceSink::Agent::unreadable_error); the policies
+  // The state itself is the distributor's (AgentView::unreadable_error); the policies
   // reading this node recompute their status.
   (void)error;
   std::lock_guard<std::mutex> l(mu_);
@@ -618,12 +618,59 @@ bool Reconciler::NodeAdmissible(const std::string& node) const {
   return !nodes_known_ || admissible_nodes_.count(node) > 0;
 }
 
-bool Reconciler::StepApiWrites() {
-  std::vector<std::string> finalizers_to_add, finalizers_to_remove;
-  std::vector<std::pair<std::string, std::string>> reverting_due;  // policy, condition message
-  std::vector<std::string> status_due;
+namespace {
+
+// The status of condition `type` in a status ("" if none). `st` may be whatever the API server
+// held (a loose CRD): every step is type-checked.
+std::string ConditionStatus(const nlohmann::json& st, const std::string& type) {
+  if (!st.is_object()) return "";
+  auto cs = st.find("conditions");
+  if (cs == st.end() || !cs->is_array()) return "";
+  for (const auto& c : *cs) {
+    if (!c.is_object()) continue;
+    auto t = c.find("type"), v = c.find("status");
+    if (t == c.end() || !t->is_string() || *t != type) continue;
+    return v != c.end() && v->is_string() ? v->get<std::string>() : "";
+  }
+  return "";
+}
+
+}  // namespace
+
+std::vector<PolicyEvent> EventsFor(const nlohmann::json& prev, const nlohmann::json& next,
+                                   const std::vector<FieldError>& invalid, size_t held) {
+  auto became = [&](const char* type) {
+    return ConditionStatus(next, type) == "True" && ConditionStatus(prev, type) != "True";
+  };
+  std::vector<PolicyEvent> events;
+  if (became("Invalid")) events.push_back({"Warning", "InvalidSpec", JoinFieldErrors(invalid)});
+  if (became("Ready")) {
+    const auto& nodes = next.contains("nodes") ? next["nodes"] : nlohmann::json();
+    const int enforced = nodes.is_object() ? nodes.value("enforced", 0) : 0;
+    events.push_back({"Normal", "Enforced", std::to_string(enforced) + " nodes enforced"});
+  }
+  if (became("Degraded")) {
+    events.push_back({"Warning", "Degraded", "some nodes failed or are stale"});
+  }
+  if (became("Conflicting")) {
+    events.push_back({"Warning", "Conflicting", "pods claimed by a higher-ranked policy"});
+  }
+  if (became("Suspended")) events.push_back({"Warning", "Suspended", kSuspendedWhy});
+  const bool was_suspended = ConditionStatus(prev, "Suspended") == "True";
+  const bool is_suspended = ConditionStatus(next, "Suspended") == "True";
+  if (is_suspended && was_suspended && held == 0 &&
+      StatusMessage(prev, "Suspended") != StatusMessage(next, "Suspended")) {
+    events.push_back({"Normal", "Withdrawn", "every node reverted this policy's fences"});
+  }
+  if (!is_suspended && was_suspended) {
+    events.push_back({"Normal", "Resumed", "off switch cleared: fences are applied again"});
+  }
+  return events;
+}
+
+std::vector<std::string> Reconciler::NodesTurnedStale() const {
   // A disconnected agent turns stale only when its grace period ends, with no event of its own:
-  // look at the (few) disconnected nodes and recompute every status once one of them turned.
+  // look at the (few) disconnected nodes.
   std::vector<std::string> waiting;
   {
     std::lock_guard<std::mutex> l(mu_);
@@ -634,217 +681,185 @@ bool Reconciler::StepApiWrites() {
     auto agent = sink_->GetAgent(node);
     if (!agent || agent->stale || agent->connected) turned.push_back(node);
   }
+  return turned;
+}
+
+bool Reconciler::StillFencedLocked(const std::string& policy, std::vector<std::string>* waiting,
+                                   std::vector<std::string>* unreachable) const {
+  bool still_fenced = false;
+  for (const auto& [node, n] : nodes_) {
+    if (!n.exists) continue;
+    bool holds = n.acked_policies.count(policy) > 0;
+    // A connected agent that has not yet acknowledged anything from this process (a restart, a
+    // failover) may still hold the policy from the last leader.
+    if (!n.ack_known && n.agent_connected) holds = true;
+    for (const auto& [v, ps] : n.sent_policies)
+      if (ps.count(policy)) holds = true;
+    if (!holds) continue;
+    still_fenced = true;
+    (n.agent_connected ? waiting : unreachable)->push_back(node);
+  }
+  return still_fenced;
+}
+
+std::optional<Reconciler::ApiWritesDue> Reconciler::ApiWritesDueNow() {
+  const std::vector<std::string> turned = NodesTurnedStale();
   const auto now = clock_->MonotonicNow();
-  {
-    std::lock_guard<std::mutex> l(mu_);
-    // Status and finalizers judged from a partial view would be wrong (a deleting policy's
-    // finalizer removed before its nodes are even known): wait for the first full resolution.
-    if (!resolved_) return false;
-    for (const auto& node : turned) {
-      if (disconnected_.erase(node) == 0) continue;  // reconnected meanwhile: already dirty
-      for (auto& [name, e] : policies_) e.status_dirty = true;
+  ApiWritesDue due;
+  std::lock_guard<std::mutex> l(mu_);
+  // Status and finalizers judged from a partial view would be wrong (a deleting policy's
+  // finalizer removed before its nodes are even known): wait for the first full resolution.
+  if (!resolved_) return std::nullopt;
+  for (const auto& node : turned) {
+    if (disconnected_.erase(node) == 0) continue;  // reconnected meanwhile: already dirty
+    for (auto& [name, e] : policies_) e.status_dirty = true;
+  }
+  for (auto& [name, e] : policies_) {
+    if (e.finalizer_pending && retry_.Due("finalizer-add/" + name, now)) {
+      due.finalizers_to_add.push_back(name);
     }
-    for (auto& [name, e] : policies_) {
-      if (e.finalizer_pending && retry_.Due("finalizer-add/" + name, now)) {
-        finalizers_to_add.push_back(name);
+    if (e.policy.deleting && e.policy.HasFinalizer() &&
+        retry_.Due("finalizer-remove/" + name, now)) {
+      std::vector<std::string> waiting, unreachable;  // nodes held up; those without agent
+      if (!StillFencedLocked(name, &waiting, &unreachable)) {
+        due.finalizers_to_remove.push_back(name);
+      } else if (std::string msg = RevertingMessage(name, waiting, unreachable);
+                 msg != e.reverting_written) {
+        due.reverting.emplace_back(name, std::move(msg));
       }
-      if (e.policy.deleting && e.policy.HasFinalizer() &&
-          retry_.Due("finalizer-remove/" + name, now)) {
-        bool still_fenced = false;
-        std::vector<std::string> waiting, unreachable;  // nodes held up; those without agent
-        for (const auto& [node, n] : nodes_) {
-          if (!n.exists) continue;
-          bool holds = n.acked_policies.count(name) > 0;
-          // A connected agent that has not yet acknowledged anything from this process (a
-          // restart, a failover) may still hold the policy from the last leader.
-          if (!n.ack_known && n.agent_connected) holds = true;
-          for (const auto& [v, ps] : n.sent_policies)
-            if (ps.count(name)) holds = true;
-          if (!holds) continue;
-          still_fenced = true;
-          (n.agent_connected ? waiting : unreachable).push_back(node);
-        }
-        if (!still_fenced) {
-          finalizers_to_remove.push_back(name);
-        } else if (std::string msg = RevertingMessage(name, waiting, unreachable);
-                   msg != e.reverting_written) {
-          reverting_due.emplace_back(name, std::move(msg));
-        }
-      }
-      if (e.status_dirty && now - e.last_write >= options_.status_interval &&
-          retry_.Due("status/" + name, now)) {
-        status_due.push_back(name);
-      }
+    }
+    if (e.status_dirty && now - e.last_write >= options_.status_interval &&
+        retry_.Due("status/" + name, now)) {
+      due.status.push_back(name);
     }
   }
+  return due;
+}
+
+void Reconciler::WriteReverting(const std::string& name, const std::string& msg) {
   // A deleting policy whose finalizer waits says for which nodes, and how to stop waiting for
   // one whose agent is gone (issue 28, item 8: `kubectl delete` hung without a word).
-  for (auto& [name, msg] : reverting_due) {
-    nlohmann::json st;
-    int64_t generation = 0;
-    {
-      std::lock_guard<std::mutex> l(mu_);
-      auto it = policies_.find(name);
-      if (it == policies_.end()) continue;
-      st = it->second.last_status.is_object() ? it->second.last_status : nlohmann::json::object();
-      generation = it->second.policy.generation;
-    }
-    MarkReverting(st, msg, generation, clock_->WallNow());
-    Status ws = writer_->WriteStatus(name, st);
+  nlohmann::json st;
+  int64_t generation = 0;
+  {
     std::lock_guard<std::mutex> l(mu_);
     auto it = policies_.find(name);
-    if (it == policies_.end()) continue;
-    if (ws.ok()) {
-      it->second.last_status = st;
-      it->second.reverting_written = msg;
-    } else {
-      retry_.Failed("finalizer-remove/" + name, clock_->MonotonicNow());  // paces the retry
-    }
+    if (it == policies_.end()) return;
+    st = it->second.last_status.is_object() ? it->second.last_status : nlohmann::json::object();
+    generation = it->second.policy.generation;
   }
-  for (const auto& name : finalizers_to_add) {
-    Status st = writer_->AddFinalizer(name);
+  MarkReverting(st, msg, generation, clock_->WallNow());
+  Status ws = writer_->WriteStatus(name, st);
+  std::lock_guard<std::mutex> l(mu_);
+  auto it = policies_.find(name);
+  if (it == policies_.end()) return;
+  if (ws.ok()) {
+    it->second.last_status = st;
+    it->second.reverting_written = msg;
+  } else {
+    retry_.Failed("finalizer-remove/" + name, clock_->MonotonicNow());  // paces the retry
+  }
+}
+
+void Reconciler::AddFinalizer(const std::string& name) {
+  Status st = writer_->AddFinalizer(name);
+  std::lock_guard<std::mutex> l(mu_);
+  if (!st.ok()) {
+    const auto delay = retry_.Failed("finalizer-add/" + name, clock_->MonotonicNow());
+    spdlog::warn("adding finalizer to {}: {} (retry in {} ms)", name, st.ToString(), delay.count());
+    return;
+  }
+  retry_.Forget("finalizer-add/" + name);
+  if (auto it = policies_.find(name); it != policies_.end()) {
+    it->second.finalizer_pending = false;
+  }
+}
+
+void Reconciler::RemoveFinalizer(const std::string& name) {
+  Status st = writer_->RemoveFinalizer(name);
+  if (st.ok()) {
+    writer_->Event(name, "Normal", "Reverted", "every node reverted this policy's fences");
     std::lock_guard<std::mutex> l(mu_);
-    if (!st.ok()) {
-      const auto delay = retry_.Failed("finalizer-add/" + name, clock_->MonotonicNow());
-      spdlog::warn("adding finalizer to {}: {} (retry in {} ms)", name, st.ToString(),
-                   delay.count());
-      continue;
-    }
-    retry_.Forget("finalizer-add/" + name);
+    retry_.Forget("finalizer-remove/" + name);
     if (auto it = policies_.find(name); it != policies_.end()) {
-      it->second.finalizer_pending = false;
+      auto& f = it->second.policy.finalizers;
+      f.erase(std::remove(f.begin(), f.end(), kFencePolicyFinalizer), f.end());
     }
+    return;
   }
-  for (const auto& name : finalizers_to_remove) {
-    Status st = writer_->RemoveFinalizer(name);
-    if (st.ok()) {
-      writer_->Event(name, "Normal", "Reverted", "every node reverted this policy's fences");
-      std::lock_guard<std::mutex> l(mu_);
-      retry_.Forget("finalizer-remove/" + name);
-      if (auto it = policies_.find(name); it != policies_.end()) {
-        auto& f = it->second.policy.finalizers;
-        f.erase(std::remove(f.begin(), f.end(), kFencePolicyFinalizer), f.end());
-      }
-    } else {
-      std::lock_guard<std::mutex> l(mu_);
-      const auto delay = retry_.Failed("finalizer-remove/" + name, clock_->MonotonicNow());
-      if (st.code() != StatusCode::kNotFound) {  // NotFound: gone already, its DELETE event is due
-        spdlog::warn("removing finalizer from {}: {} (retry in {} ms)", name, st.ToString(),
-                     delay.count());
-      }
-    }
+  std::lock_guard<std::mutex> l(mu_);
+  const auto delay = retry_.Failed("finalizer-remove/" + name, clock_->MonotonicNow());
+  if (st.code() != StatusCode::kNotFound) {  // NotFound: gone already, its DELETE event is due
+    spdlog::warn("removing finalizer from {}: {} (retry in {} ms)", name, st.ToString(),
+                 delay.count());
   }
-  for (const auto& name : status_due) {
-    PolicyStatusInput in;
-    FencePolicy policy_copy;
-    std::vector<std::string> nodes;
-    bool suspended = false;
-    std::string suspend_unrecognised;
-    size_t held = 0;  // suspended: nodes whose agent has not yet acknowledged the withdrawal
-    // This policy's tallies of the matched nodes' last reports (counters and failed pods only).
-    std::map<std::string, ReportTally> tallies;
-    {
-      std::lock_guard<std::mutex> l(mu_);
-      auto it = policies_.find(name);
-      if (it == policies_.end()) continue;
-      policy_copy = it->second.policy;
-      suspended = SuspendedLocked();
-      suspend_unrecognised = suspend_unrecognised_;
-      held = suspended ? NodesHoldingLocked(name) : 0;
-      in.invalid = it->second.invalid;
-      in.per_node = per_policy_[name];
-      in.previous_status = it->second.last_status;
-      it->second.status_dirty = false;
-      for (const auto& [node, on] : in.per_node) {
-        if (!on.node_matched) continue;
-        auto n = nodes_.find(node);
-        if (n == nodes_.end()) continue;
-        auto t = n->second.tallies.find(name);
-        if (t != n->second.tallies.end()) tallies.emplace(node, t->second);
-      }
-    }
-    if (policy_copy.deleting) continue;  // nothing to report on an object about to go
-    in.policy = &policy_copy;
-    in.now = clock_->WallNow();
-    for (const auto& [node, on] : in.per_node) {
-      if (!on.node_matched) continue;
-      auto agent = sink_->GetAgent(node);
-      if (!agent) continue;
-      AgentView v;
-      v.connected = agent->connected;
-      v.stale = agent->stale;
-      v.acked_version = agent->acked_version;
-      v.desired_version = agent->desired_version;
-      v.nack_error = agent->nack_error;
-      v.unreadable_error = agent->unreadable_error;
-      auto t = tallies.find(node);
-      v.tally = t == tallies.end() ? nullptr : &t->second;
-      in.agents[node] = v;
-    }
-    nlohmann::json st = ComputePolicyStatus(in);
-    if (suspended) {
-      MarkSuspended(st, in.previous_status, held, policy_copy.generation, in.now,
-                    suspend_unrecognised);
-    }
-    {
-      std::lock_guard<std::mutex> l(mu_);
-      stats_.status_computes++;
-    }
-    if (st == in.previous_status) continue;
-    Status ws = writer_->WriteStatus(name, st);
-    // Events take API round trips: collected under the lock, written after it.
-    struct PendingEvent {
-      const char* type;
-      const char* reason;
-      std::string message;
-    };
-    std::vector<PendingEvent> events;
-    std::unique_lock<std::mutex> l(mu_);
+}
+
+std::optional<Reconciler::StatusJob> Reconciler::StatusJobLocked(const std::string& name) {
+  auto it = policies_.find(name);
+  if (it == policies_.end()) return std::nullopt;
+  StatusJob job;
+  job.policy = it->second.policy;
+  job.suspended = SuspendedLocked();
+  job.suspend_unrecognised = suspend_unrecognised_;
+  job.held = job.suspended ? NodesHoldingLocked(name) : 0;
+  job.in.invalid = it->second.invalid;
+  job.in.per_node = per_policy_[name];
+  job.in.previous_status = it->second.last_status;
+  it->second.status_dirty = false;
+  for (const auto& [node, on] : job.in.per_node) {
+    if (!on.node_matched) continue;
+    auto n = nodes_.find(node);
+    if (n == nodes_.end()) continue;
+    auto t = n->second.tallies.find(name);
+    if (t != n->second.tallies.end()) job.tallies.emplace(node, t->second);
+  }
+  return job;
+}
+
+void Reconciler::WriteStatus(const std::string& name) {
+  std::optional<StatusJob> job;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    job = StatusJobLocked(name);
+  }
+  if (!job || job->policy.deleting) return;  // nothing to report on an object about to go
+  PolicyStatusInput& in = job->in;
+  in.policy = &job->policy;
+  in.now = clock_->WallNow();
+  for (const auto& [node, on] : in.per_node) {
+    if (!on.node_matched) continue;
+    auto agent = sink_->GetAgent(node);
+    if (!agent) continue;
+    AgentOnNode v;
+    static_cast<AgentView&>(v) = std::move(*agent);
+    auto t = job->tallies.find(node);
+    v.tally = t == job->tallies.end() ? nullptr : &t->second;
+    in.agents[node] = v;
+  }
+  nlohmann::json st = ComputePolicyStatus(in);
+  if (job->suspended) {
+    MarkSuspended(st, in.previous_status, job->held, job->policy.generation, in.now,
+                  job->suspend_unrecognised);
+  }
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    stats_.status_computes++;
+  }
+  if (st == in.previous_status) return;
+  Status ws = writer_->WriteStatus(name, st);
+  // Events take API round trips: decided under the lock, written after it.
+  std::vector<PolicyEvent> events;
+  {
+    std::lock_guard<std::mutex> l(mu_);
     auto it = policies_.find(name);
-    if (it == policies_.end()) continue;
+    if (it == policies_.end()) return;
     it->second.last_write = clock_->MonotonicNow();
     if (ws.ok()) {
       stats_.status_writes++;
       retry_.Forget("status/" + name);
-      // Events on condition transitions.
-      // `prev` may be whatever the API server held (a loose CRD): type-check every step.
-      auto cond = [](const nlohmann::json& s, const std::string& type) -> std::string {
-        if (!s.is_object()) return "";
-        auto cs = s.find("conditions");
-        if (cs == s.end() || !cs->is_array()) return "";
-        for (const auto& c : *cs) {
-          if (!c.is_object()) continue;
-          auto t = c.find("type"), v = c.find("status");
-          if (t == c.end() || !t->is_string() || *t != type) continue;
-          return v != c.end() && v->is_string() ? v->get<std::string>() : "";
-        }
-        return "";
-      };
-      const nlohmann::json prev = it->second.last_status;
-      it->second.last_status = st;
-      if (cond(st, "Invalid") == "True" && cond(prev, "Invalid") != "True") {
-        events.push_back({"Warning", "InvalidSpec", JoinFieldErrors(in.invalid)});
-      }
-      if (cond(st, "Ready") == "True" && cond(prev, "Ready") != "True") {
-        events.push_back({"Normal", "Enforced",
-                          std::to_string(st["nodes"].value("enforced", 0)) + " nodes enforced"});
-      }
-      if (cond(st, "Degraded") == "True" && cond(prev, "Degraded") != "True") {
-        events.push_back({"Warning", "Degraded", "some nodes failed or are stale"});
-      }
-      if (cond(st, "Conflicting") == "True" && cond(prev, "Conflicting") != "True") {
-        events.push_back({"Warning", "Conflicting", "pods claimed by a higher-ranked policy"});
-      }
-      if (cond(st, "Suspended") == "True" && cond(prev, "Suspended") != "True") {
-        events.push_back({"Warning", "Suspended", kSuspendedWhy});
-      }
-      if (cond(st, "Suspended") == "True" && held == 0 && cond(prev, "Suspended") == "True" &&
-          StatusMessage(prev, "Suspended") != StatusMessage(st, "Suspended")) {
-        events.push_back({"Normal", "Withdrawn", "every node reverted this policy's fences"});
-      }
-      if (cond(st, "Suspended") != "True" && cond(prev, "Suspended") == "True") {
-        events.push_back({"Normal", "Resumed", "off switch cleared: fences are applied again"});
-      }
+      events = EventsFor(it->second.last_status, st, in.invalid, job->held);
+      it->second.last_status = std::move(st);
     } else {
       // Retried with this policy's own backoff (status_interval at the least).
       it->second.status_dirty = true;
@@ -852,11 +867,19 @@ bool Reconciler::StepApiWrites() {
       spdlog::warn("writing status of {}: {} (retry in {} ms)", name, ws.ToString(),
                    std::max<int64_t>(delay.count(), options_.status_interval.count()));
     }
-    l.unlock();
-    for (const auto& e : events) writer_->Event(name, e.type, e.reason, e.message);
   }
-  return !status_due.empty() || !finalizers_to_add.empty() || !finalizers_to_remove.empty() ||
-         !reverting_due.empty();
+  for (const auto& e : events) writer_->Event(name, e.type, e.reason, e.message);
+}
+
+bool Reconciler::StepApiWrites() {
+  std::optional<ApiWritesDue> due = ApiWritesDueNow();
+  if (!due) return false;
+  for (const auto& [name, msg] : due->reverting) WriteReverting(name, msg);
+  for (const auto& name : due->finalizers_to_add) AddFinalizer(name);
+  for (const auto& name : due->finalizers_to_remove) RemoveFinalizer(name);
+  for (const auto& name : due->status) WriteStatus(name);
+  return !due->status.empty() || !due->finalizers_to_add.empty() ||
+         !due->finalizers_to_remove.empty() || !due->reverting.empty();
 }
 
 void Reconciler::Run(std::stop_token stop) {

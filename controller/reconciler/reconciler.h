@@ -29,8 +29,9 @@
 #include <nlohmann/json.hpp>
 
 #include "common/backoff.h"
-#include "controller/distributor/agent_observer.h"
-#include "controller/distributor/wire_fence.h"
+#include "controller/fence/agent_observer.h"
+#include "controller/fence/fence_sink.h"
+#include "controller/fence/wire_fence.h"
 #include "controller/policy/fence_policy.h"
 #include "controller/reconciler/pod_table.h"
 #include "controller/resolver/resolver.h"
@@ -40,32 +41,6 @@
 #include "feedguard/v1/nodefence.pb.h"
 
 namespace feedguard::controller {
-
-// Where desired fences go and where agent state comes from (the Distributor in production).
-class FenceSink {
- public:
-  virtual ~FenceSink() = default;
-  // The fence is shared, never copied: the reconciler keeps the same immutable, serialized
-  // object (wire_fence.h).
-  virtual Status SetDesired(NodeFencePtr fence) = 0;
-  struct Agent {
-    bool connected = false;
-    bool stale = false;
-    uint64_t acked_version = 0;
-    uint64_t desired_version = 0;
-    std::string nack_error;  // for desired_version
-    // Its agent's last message did not parse (and no readable report came since): failing.
-    std::string unreadable_error;
-  };
-  // nullopt: no agent ever connected for this node.
-  virtual std::optional<Agent> GetAgent(const std::string& node) const = 0;
-  // The Node object is gone: drop everything held for it (ends its agent's stream).
-  virtual void Forget(const std::string& node) { (void)node; }
-  // The first full resolution ran: nodes are known from now on (streams of agents for nodes
-  // without a Node object may be ended).
-  virtual void OnNodesKnown() {}
-};
-using FenceSinkPtr = std::shared_ptr<FenceSink>;
 
 // The API-server side effects, behind an interface so the loop can be unit tested.
 class PolicyWriter {
@@ -205,6 +180,38 @@ class Reconciler final : public AgentObserver {
     ReportTallies tallies;
   };
 
+  // What StepApiWrites has to do this pass, decided under the lock; written after it.
+  struct ApiWritesDue {
+    std::vector<std::string> finalizers_to_add, finalizers_to_remove;
+    std::vector<std::pair<std::string, std::string>> reverting;  // policy, condition message
+    std::vector<std::string> status;                             // policies whose status is due
+  };
+  // Everything one policy's status is computed from, copied under the lock.
+  struct StatusJob {
+    FencePolicy policy;
+    PolicyStatusInput in;  // in.policy and in.agents filled outside the lock
+    // This policy's tallies of the matched nodes' last reports (counters and failed pods).
+    std::map<std::string, ReportTally> tallies;
+    bool suspended = false;
+    std::string suspend_unrecognised;
+    size_t held = 0;  // suspended: nodes whose agent has not yet acknowledged the withdrawal
+  };
+  // nullopt until the first full resolution (a partial view would judge finalizers wrongly).
+  std::optional<ApiWritesDue> ApiWritesDueNow();
+  // Disconnected nodes whose agent has since turned stale (or reconnected).
+  std::vector<std::string> NodesTurnedStale() const;
+  // Whether any node may still hold `policy`'s fence: those with a connected agent in
+  // `waiting`, the others in `unreachable`.
+  bool StillFencedLocked(const std::string& policy, std::vector<std::string>* waiting,
+                         std::vector<std::string>* unreachable) const;
+  void WriteReverting(const std::string& policy, const std::string& msg);
+  void AddFinalizer(const std::string& policy);
+  void RemoveFinalizer(const std::string& policy);
+  std::optional<StatusJob> StatusJobLocked(const std::string& policy);
+  // Computes the policy's status, writes it if it changed, and the Events its conditions'
+  // transitions call for.
+  void WriteStatus(const std::string& policy);
+
   void MarkAllNodesDirtyLocked();
   bool SuspendedLocked() const;
   void SetSuspendAnnotationLocked(const std::optional<std::string>& value);
@@ -261,5 +268,17 @@ class Reconciler final : public AgentObserver {
   bool nodes_known_ = false;                // guarded by admission_mu_
 };
 using ReconcilerPtr = std::shared_ptr<Reconciler>;
+
+// An Event a status change calls for.
+struct PolicyEvent {
+  const char* type;  // Normal | Warning
+  const char* reason;
+  std::string message;
+};
+// The Events of the condition transitions from `prev` (what the API server held: may be anything)
+// to `next`: InvalidSpec, Enforced, Degraded, Conflicting, Suspended, Withdrawn (suspended and
+// every node reverted: `held` == 0), Resumed.
+std::vector<PolicyEvent> EventsFor(const nlohmann::json& prev, const nlohmann::json& next,
+                                   const std::vector<FieldError>& invalid, size_t held);
 
 }  // namespace feedguard::controller

@@ -17,7 +17,7 @@ class FakeSink : public FenceSink {
     return OkStatus();
   }
   // As DistributorSink: an agent that never said hello is absent.
-  std::optional<Agent> GetAgent(const std::string& node) const override {
+  std::optional<AgentView> GetAgent(const std::string& node) const override {
     auto it = agents.find(node);
     if (it == agents.end() || hello.count(node) == 0) return std::nullopt;
     return it->second;
@@ -25,7 +25,7 @@ class FakeSink : public FenceSink {
   void Forget(const std::string& node) override { forgotten.push_back(node); }
   void OnNodesKnown() override { ++nodes_known; }
   std::vector<feedguard::v1::NodeFence> sent;
-  std::map<std::string, Agent> agents;
+  std::map<std::string, AgentView> agents;
   std::set<std::string> hello;  // nodes whose agent connected at least once
   std::vector<std::string> forgotten;
   int nodes_known = 0;

@@ -176,13 +176,10 @@ bool TrainerStarved(const v1::PodReport& pod) {
   return pod.gpus_sampled() == 0 || pod.gpu_busy_percent() < kUnderBusyGpuPercent;
 }
 
-nlohmann::json ComputePolicyStatus(const PolicyStatusInput& in) {
-  const FencePolicy& p = *in.policy;
-  const std::string now = Rfc3339(in.now);
-  const bool dry_run = p.mode == PolicyMode::kDryRun;
-  nlohmann::json st;
-  st["observedGeneration"] = p.generation;
+namespace {
 
+// What a policy's status counts across its nodes.
+struct NodeCounts {
   int matched = 0, enforced = 0, failed = 0, stale = 0;
   int protected_trainers = 0, starved = 0, fenced = 0, conflicts = 0, cross_tier = 0;
   // GPU busy % of protected trainers whose agent reads NVML (aggregate: count, mean, minimum).
@@ -190,100 +187,98 @@ nlohmann::json ComputePolicyStatus(const PolicyStatusInput& in) {
   double gpu_busy_sum = 0, gpu_busy_min = 100;
   std::vector<Failure> failures;
   std::string first_conflict, first_cross_tier;
+};
 
-  if (in.invalid.empty()) {
-    for (const auto& [node, on] : in.per_node) {
-      conflicts += static_cast<int>(on.lost.size());
-      if (first_conflict.empty() && !on.lost.empty()) {
-        first_conflict =
-            on.lost[0].pod + " is claimed by higher-ranked policy " + on.lost[0].winner;
-      }
-      if (!on.node_matched) continue;
-      ++matched;
-      if (on.cross_tier_neighbours > 0 && first_cross_tier.empty())
-        first_cross_tier = on.cross_tier_example;
-      cross_tier += on.cross_tier_neighbours;
-      // The controller did not send the node's fence (too big for the agents): failing, whatever
-      // the agent acknowledged of an older one.
-      if (!on.fence_error.empty()) {
-        ++failed;
-        failures.push_back(
-            {node, reason::kFenceTooLarge, SafeText(on.fence_error, kMaxFailureMessage)});
-        continue;
-      }
-      auto it = in.agents.find(node);
-      // Stale only after the grace period: an agent that just lost its stream (a rollout, a
-      // controller failover) still holds its fences, so its last answer counts until then.
-      if (it == in.agents.end() || it->second.stale) {
-        ++stale;
-        if (on.trainers > 0) {
-          failures.push_back(
-              {node, reason::kAgentNotConnected, "no feedguard agent is connected for this node"});
-        }
-        continue;
-      }
-      const AgentView& a = it->second;
-      if (!a.nack_error.empty()) {
-        ++failed;
-        failures.push_back(
-            {node, reason::kFenceRejected, SafeText(a.nack_error, kMaxFailureMessage)});
-        continue;
-      }
-      // A message the controller could not read (e.g. a report whose text is not UTF-8): the
-      // node is failing whatever it acknowledged before, never counted enforced.
-      if (!a.unreadable_error.empty()) {
-        ++failed;
-        failures.push_back({node, reason::kAgentMessageUnreadable,
-                            "the controller cannot read this node's agent: " +
-                                SafeText(a.unreadable_error, kMaxFailureMessage)});
-        continue;
-      }
-      if (a.acked_version < a.desired_version) continue;  // in flight: neither yet
-      bool node_ok = true;
-      if (const ReportTally* t = a.tally) {
-        protected_trainers += t->protected_trainers;
-        starved += t->starved;
-        fenced += t->fenced;
-        if (t->gpu_sampled > 0) {
-          gpu_sampled += t->gpu_sampled;
-          gpu_busy_sum += t->gpu_busy_sum;
-          gpu_busy_min = std::min(gpu_busy_min, t->gpu_busy_min);
-        }
-        for (const auto& f : t->failures) {
-          node_ok = false;
-          failures.push_back({node, f.reason, f.message});
-        }
-      }
-      if (on.pods_over_container_cap > 0) {
-        node_ok = false;
-        failures.push_back(
-            {node, reason::kTooManyContainers,
-             std::to_string(on.pods_over_container_cap) + " pod(s) with more containers than a " +
-                 "fence carries, e.g. " + SafeText(on.over_container_cap_example, 300) +
-                 ": fenced at the pod level only, its containers' cgroups not one by one"});
-      }
-      if (node_ok)
-        ++enforced;
-      else
-        ++failed;
+// One matched node's verdict: failing (before its agent's answer counts), stale, in flight, or
+// its agent's answer with the report's tallies added to `c`.
+void CountMatchedNode(const std::string& node, const PolicyOnNode& on, const PolicyStatusInput& in,
+                      NodeCounts& c) {
+  // The controller did not send the node's fence (too big for the agents): failing, whatever
+  // the agent acknowledged of an older one.
+  if (!on.fence_error.empty()) {
+    ++c.failed;
+    c.failures.push_back(
+        {node, reason::kFenceTooLarge, SafeText(on.fence_error, kMaxFailureMessage)});
+    return;
+  }
+  auto it = in.agents.find(node);
+  // Stale only after the grace period: an agent that just lost its stream (a rollout, a
+  // controller failover) still holds its fences, so its last answer counts until then.
+  if (it == in.agents.end() || it->second.stale) {
+    ++c.stale;
+    if (on.trainers > 0) {
+      c.failures.push_back(
+          {node, reason::kAgentNotConnected, "no feedguard agent is connected for this node"});
+    }
+    return;
+  }
+  const AgentOnNode& a = it->second;
+  if (!a.nack_error.empty()) {
+    ++c.failed;
+    c.failures.push_back(
+        {node, reason::kFenceRejected, SafeText(a.nack_error, kMaxFailureMessage)});
+    return;
+  }
+  // A message the controller could not read (e.g. a report whose text is not UTF-8): the node
+  // is failing whatever it acknowledged before, never counted enforced.
+  if (!a.unreadable_error.empty()) {
+    ++c.failed;
+    c.failures.push_back({node, reason::kAgentMessageUnreadable,
+                          "the controller cannot read this node's agent: " +
+                              SafeText(a.unreadable_error, kMaxFailureMessage)});
+    return;
+  }
+  if (a.acked_version < a.desired_version) return;  // in flight: neither yet
+  bool node_ok = true;
+  if (const ReportTally* t = a.tally) {
+    c.protected_trainers += t->protected_trainers;
+    c.starved += t->starved;
+    c.fenced += t->fenced;
+    if (t->gpu_sampled > 0) {
+      c.gpu_sampled += t->gpu_sampled;
+      c.gpu_busy_sum += t->gpu_busy_sum;
+      c.gpu_busy_min = std::min(c.gpu_busy_min, t->gpu_busy_min);
+    }
+    for (const auto& f : t->failures) {
+      node_ok = false;
+      c.failures.push_back({node, f.reason, f.message});
     }
   }
-
-  st["nodes"] = {
-      {"matched", matched}, {"enforced", enforced}, {"failed", failed}, {"stale", stale}};
-  st["trainers"] = {{"protected", protected_trainers}, {"starved", starved}};
-  if (gpu_sampled > 0) {
-    // Whole percents, rounded down to a multiple of 5: the status changes when the picture does,
-    // not with every sample.
-    auto bucket = [](double v) { return BusyBucket(v) * 5; };
-    st["trainers"]["gpuBusy"] = {{"sampled", gpu_sampled},
-                                 {"avgPercent", bucket(gpu_busy_sum / gpu_sampled)},
-                                 {"minPercent", bucket(gpu_busy_min)}};
+  if (on.pods_over_container_cap > 0) {
+    node_ok = false;
+    c.failures.push_back(
+        {node, reason::kTooManyContainers,
+         std::to_string(on.pods_over_container_cap) + " pod(s) with more containers than a " +
+             "fence carries, e.g. " + SafeText(on.over_container_cap_example, 300) +
+             ": fenced at the pod level only, its containers' cgroups not one by one"});
   }
-  st["neighbours"] = {{"fenced", fenced}};
+  ++(node_ok ? c.enforced : c.failed);
+}
 
-  // One entry per node (the list is a map keyed by node: the API server rejects a status with
-  // two entries for one node), sorted for a stable object (no status churn from map order).
+NodeCounts CountNodes(const PolicyStatusInput& in) {
+  NodeCounts c;
+  if (!in.invalid.empty()) return c;
+  for (const auto& [node, on] : in.per_node) {
+    c.conflicts += static_cast<int>(on.lost.size());
+    if (c.first_conflict.empty() && !on.lost.empty()) {
+      c.first_conflict =
+          on.lost[0].pod + " is claimed by higher-ranked policy " + on.lost[0].winner;
+    }
+    if (!on.node_matched) continue;
+    ++c.matched;
+    if (on.cross_tier_neighbours > 0 && c.first_cross_tier.empty())
+      c.first_cross_tier = on.cross_tier_example;
+    c.cross_tier += on.cross_tier_neighbours;
+    CountMatchedNode(node, on, in, c);
+  }
+  return c;
+}
+
+// The failures list: one entry per node (the list is a map keyed by node: the API server
+// rejects a status with two entries for one node), sorted for a stable object (no status churn
+// from map order), at most kMaxFailures (the rest counted in failuresOmitted).
+void PutFailures(std::vector<Failure> failures, const nlohmann::json& prev, const std::string& now,
+                 nlohmann::json& st) {
   failures = OnePerNode(std::move(failures));
   nlohmann::json fl = nlohmann::json::array();
   for (size_t i = 0; i < failures.size() && i < kMaxFailures; ++i) {
@@ -291,11 +286,16 @@ nlohmann::json ComputePolicyStatus(const PolicyStatusInput& in) {
     fl.push_back({{"node", f.node},
                   {"reason", f.reason},
                   {"message", TruncateUtf8(f.message, 512)},
-                  {"since", PreviousSince(in.previous_status, f, now)}});
+                  {"since", PreviousSince(prev, f, now)}});
   }
   st["failures"] = fl;
   if (failures.size() > kMaxFailures) st["failuresOmitted"] = failures.size() - kMaxFailures;
+}
 
+nlohmann::json Conditions(const PolicyStatusInput& in, const NodeCounts& c,
+                          const std::string& now) {
+  const FencePolicy& p = *in.policy;
+  const bool dry_run = p.mode == PolicyMode::kDryRun;
   const int64_t gen = p.generation;
   nlohmann::json conds = nlohmann::json::array();
   const auto& prev = in.previous_status;
@@ -306,15 +306,15 @@ nlohmann::json ComputePolicyStatus(const PolicyStatusInput& in) {
     conds.push_back(Condition(prev, "Degraded", false, "InvalidSpec", "", gen, now));
   } else {
     conds.push_back(Condition(prev, "Invalid", false, "Valid", "", gen, now));
-    bool ready = failed == 0 && stale == 0 && enforced == matched;
-    std::string summary = std::to_string(enforced) + "/" + std::to_string(matched) + " nodes " +
+    bool ready = c.failed == 0 && c.stale == 0 && c.enforced == c.matched;
+    std::string summary = std::to_string(c.enforced) + "/" + std::to_string(c.matched) + " nodes " +
                           (dry_run ? "planned (DryRun)" : "enforced");
     conds.push_back(Condition(prev, "Ready", ready,
                               ready ? (dry_run ? "DryRun" : "Enforced") : "Progressing", summary,
                               gen, now));
-    bool degraded = failed > 0 || stale > 0 || starved > 0;
-    std::string why = std::to_string(failed) + " failed, " + std::to_string(stale) + " stale, " +
-                      std::to_string(starved) + " starved trainers";
+    bool degraded = c.failed > 0 || c.stale > 0 || c.starved > 0;
+    std::string why = std::to_string(c.failed) + " failed, " + std::to_string(c.stale) +
+                      " stale, " + std::to_string(c.starved) + " starved trainers";
     conds.push_back(Condition(prev, "Degraded", degraded,
                               degraded ? "NodesUnhealthy" : "AsExpected", degraded ? why : "", gen,
                               now));
@@ -331,22 +331,46 @@ nlohmann::json ComputePolicyStatus(const PolicyStatusInput& in) {
            : "",
       gen, now));
   conds.push_back(Condition(
-      prev, "Conflicting", conflicts > 0, conflicts > 0 ? "PodsClaimedElsewhere" : "NoConflicts",
-      conflicts > 0 ? std::to_string(conflicts) + " pods: " + first_conflict : "", gen, now));
+      prev, "Conflicting", c.conflicts > 0,
+      c.conflicts > 0 ? "PodsClaimedElsewhere" : "NoConflicts",
+      c.conflicts > 0 ? std::to_string(c.conflicts) + " pods: " + c.first_conflict : "", gen, now));
   // Where a fence cannot reach: said, not failed (the fence still does what it can in-tier).
   conds.push_back(Condition(
-      prev, "CrossTier", cross_tier > 0,
-      cross_tier > 0 ? reason::kNeighboursInOtherQoSTier : reason::kSameQoSTier,
-      cross_tier > 0
-          ? std::to_string(cross_tier) +
+      prev, "CrossTier", c.cross_tier > 0,
+      c.cross_tier > 0 ? reason::kNeighboursInOtherQoSTier : reason::kSameQoSTier,
+      c.cross_tier > 0
+          ? std::to_string(c.cross_tier) +
                 " neighbours sit in another QoS tier than their node's trainers (e.g. " +
-                first_cross_tier +
+                c.first_cross_tier +
                 "): an Idle or Weight fence ranks a pod only among its own tier's siblings, so "
                 "against the trainer they keep their tier's CPU share (kubelet sets the tier "
                 "weights); a Cpuset or Quota fence bounds them across tiers"
           : "",
       gen, now));
-  st["conditions"] = conds;
+  return conds;
+}
+
+}  // namespace
+
+nlohmann::json ComputePolicyStatus(const PolicyStatusInput& in) {
+  const std::string now = Rfc3339(in.now);
+  NodeCounts c = CountNodes(in);
+  nlohmann::json st;
+  st["observedGeneration"] = in.policy->generation;
+  st["nodes"] = {
+      {"matched", c.matched}, {"enforced", c.enforced}, {"failed", c.failed}, {"stale", c.stale}};
+  st["trainers"] = {{"protected", c.protected_trainers}, {"starved", c.starved}};
+  if (c.gpu_sampled > 0) {
+    // Whole percents, rounded down to a multiple of 5: the status changes when the picture does,
+    // not with every sample.
+    auto bucket = [](double v) { return BusyBucket(v) * 5; };
+    st["trainers"]["gpuBusy"] = {{"sampled", c.gpu_sampled},
+                                 {"avgPercent", bucket(c.gpu_busy_sum / c.gpu_sampled)},
+                                 {"minPercent", bucket(c.gpu_busy_min)}};
+  }
+  st["neighbours"] = {{"fenced", c.fenced}};
+  PutFailures(std::move(c.failures), in.previous_status, now, st);
+  st["conditions"] = Conditions(in, c, now);
   return st;
 }
 

@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "controller/fence/agent_view.h"
 #include "controller/policy/fence_policy.h"
 #include "controller/resolver/resolver.h"
 #include "feedguard/v1/nodefence.pb.h"
@@ -56,16 +57,10 @@ using ReportTallies = std::map<std::string, ReportTally>;  // by policy name
 // One tally per policy named in the report's pods.
 ReportTallies TallyReport(const feedguard::v1::NodeReport& report);
 
-// What the controller knows of one node's agent.
-struct AgentView {
-  bool connected = false;
-  bool stale = false;            // no stream for longer than the grace period
-  uint64_t desired_version = 0;  // latest NodeFence version for the node
-  uint64_t acked_version = 0;
-  std::string nack_error;  // last NACK for desired_version, if any
-  // The agent's last message did not parse (since its last readable report): what of it.
-  std::string unreadable_error;
-  // The policy's pods in the node's last report; null: no report, or none of its pods in it.
+// What a policy's status reads of one node: its agent (agent_view.h) and the policy's pods in the
+// node's last report.
+struct AgentOnNode : AgentView {
+  // Null: no report, or none of the policy's pods in it.
   const ReportTally* tally = nullptr;
 };
 
@@ -73,7 +68,7 @@ struct PolicyStatusInput {
   const FencePolicy* policy = nullptr;
   std::vector<FieldError> invalid;               // non-empty → Invalid, nothing enforced
   std::map<std::string, PolicyOnNode> per_node;  // node → what this policy got there
-  std::map<std::string, AgentView> agents;       // node → agent state (absent = no agent)
+  std::map<std::string, AgentOnNode> agents;     // node → agent state (absent = no agent)
   nlohmann::json previous_status;                // to keep lastTransitionTime / since stable
   std::chrono::system_clock::time_point now;
 };

@@ -30,7 +30,7 @@ class PolicyStatusTest : public ::testing::Test {
     on.node_matched = true;
     on.trainers = trainers;
     in_.per_node[name] = on;
-    AgentView a;
+    AgentOnNode a;
     a.connected = connected;
     a.desired_version = desired;
     a.acked_version = acked;

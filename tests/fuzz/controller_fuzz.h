@@ -78,13 +78,13 @@ class CheckingSink final : public controller::FenceSink {
     fences[fence->node_name()] = std::move(parsed);
     return OkStatus();
   }
-  std::optional<Agent> GetAgent(const std::string& node) const override {
+  std::optional<controller::AgentView> GetAgent(const std::string& node) const override {
     auto it = agents.find(node);
     if (it == agents.end()) return std::nullopt;
     return it->second;
   }
   std::map<std::string, feedguard::v1::NodeFence> fences;
-  std::map<std::string, Agent> agents;
+  std::map<std::string, controller::AgentView> agents;
 };
 
 class CheckingWriter final : public controller::PolicyWriter {
@@ -172,7 +172,7 @@ struct FuzzCluster {
     reconciler->UpsertPod(
         SeedPod("trainer-0", "5f0c3c1e-1d2b-4a7e-9c1f-000000000001", "trainer", 1));
     reconciler->UpsertPod(SeedPod("etl-0", "5f0c3c1e-1d2b-4a7e-9c1f-000000000002", "etl", 0));
-    controller::FenceSink::Agent a;
+    controller::AgentView a;
     a.connected = true;
     sink->agents["gpu-node-1"] = a;
     reconciler->MarkInformersSynced();

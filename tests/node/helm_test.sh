@@ -16,107 +16,23 @@
 # Binaries: FG_CONTROLLER / FG_AGENT (CTest sets them), else build/release.
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-# Shared helpers (diff_snap, wait_qos and the QoS-tier arithmetic); this script defines its own
-# preamble and log helpers below, which take precedence.
 # shellcheck source=lib.sh
 source "$HERE/lib.sh"
-REPO="$(cd "$HERE/../.." && pwd)"
 [[ $# -eq 1 ]] || { echo "usage: $0 WORKDIR" >&2; exit 2; }
-if ((EUID != 0)); then
-  echo "SKIPPED: the node tier needs root (network/mount namespaces, cgroups, containerd)"
-  exit 77
-fi
-mkdir -p "$1"
-WORK="$(cd "$1" && pwd)"
-NODE="$WORK/node"
-rm -rf "$WORK/failed-logs" "$WORK/images" "$WORK/snap"
-mkdir -p "$WORK/snap"
-T0=$SECONDS
-RELEASE=fg
-RNS=feedguard-system
-WNS=fg-workload
+node_init helm "$1"
 FENCE_TIMEOUT_S="${FEEDGUARD_NODE_FENCE_TIMEOUT_S:-60}"
-FG_CONTROLLER="${FG_CONTROLLER:-$REPO/build/release/controller/feedguard-controller}"
-FG_AGENT="${FG_AGENT:-$REPO/build/release/agent/feedguard-agent}"
-
-say() { printf '[node-helm %(%H:%M:%S)T +%3ds] %s\n' -1 "$((SECONDS - T0))" "$*"; }
-fail() { say "FAIL: $*" >&2; exit 1; }
-pass() { say "ok: $*"; }
-
-cluster_down_done=0
-on_exit() {
-  local rc=$?
-  if ((!cluster_down_done)); then
-    if ((rc)) && [[ -d "$NODE/logs" ]]; then
-      if [[ -x "$NODE/bin/kubectl" ]]; then
-        "$NODE/bin/kubectl" get pods -A -o wide 2>&1 || true
-        "$NODE/bin/kubectl" get fencepolicies -o yaml 2>&1 | tail -n 60 || true
-        for c in controller agent; do
-          "$NODE/bin/kubectl" -n "$RNS" logs -l "app.kubernetes.io/component=$c" --tail=40 --prefix 2>&1 || true
-        done
-        "$NODE/bin/kubectl" -n "$RNS" describe pods 2>&1 | tail -n 60 || true
-      fi
-      mkdir -p "$WORK/failed-logs" && cp -r "$NODE/logs" "$WORK/failed-logs/" 2>/dev/null || true
-      say "logs copied to $WORK/failed-logs"
-    fi
-    "$HERE/cluster.sh" down "$NODE" || true
-  fi
-  exit "$rc"
-}
-trap on_exit EXIT
-trap 'exit 130' INT TERM
-
-[[ -x "$FG_CONTROLLER" && -x "$FG_AGENT" ]] ||
-  fail "feedguard binaries not built ($FG_CONTROLLER, $FG_AGENT): cmake --build --preset release --target feedguard-agent feedguard-controller"
 
 # Host netfilter state: kube-proxy must write its rules only inside the node's namespace.
 host_rules() { { iptables-save 2>/dev/null; ip6tables-save 2>/dev/null; } | grep -v '^#' || true; }
 host_rules >"$WORK/snap/host-rules.before"
 
 # ---- cluster and images --------------------------------------------------------------------
-"$HERE/cluster.sh" up "$NODE"
-t_up=$((SECONDS - T0))
-# shellcheck disable=SC1091
-source "$NODE/env"
-K="$KUBECTL"
-say "cluster up in ${t_up}s: kubelet $KUBELET_VERSION, $CONTAINER_RUNTIME_VERSION (containerd $CONTAINERD_VERSION), runc $RUNC_VERSION, kube-proxy $KUBE_PROXY_VERSION (iptables $IPTABLES_VERSION), CoreDNS $COREDNS_VERSION on $CLUSTER_DNS, kernel $KERNEL_VERSION, cgroup root $CGROUP_ROOT"
-
-t1=$SECONDS
-mkdir -p "$WORK/images"
-"$HERE/images.sh" feedguard "$WORK/images" --controller "$FG_CONTROLLER" --agent "$FG_AGENT" >"$WORK/images/list" 2>"$WORK/images.log" ||
-  { cat "$WORK/images.log"; fail "images.sh feedguard failed"; }
-declare -A IMG
-while read -r file name; do
-  "$CTR" images import "$file" >/dev/null || fail "ctr images import $file failed"
-  comp="${name##*/feedguard-}"
-  IMG[${comp%%:*}]="$name"
-done <"$WORK/images/list"
-pass "images ${IMG[controller]} and ${IMG[agent]} built and imported in $((SECONDS - t1))s"
+node_up
+t_up=$T_UP
+import_feedguard_images
 
 # ---- workloads: a trainer and two Burstable neighbours (Deployments) -----------------------
 $K create namespace "$WNS" >/dev/null
-deploy() { # NAME ROLE RESOURCES
-  cat <<YAML
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: $1, namespace: $WNS}
-spec:
-  replicas: 1
-  selector: {matchLabels: {app: $1}}
-  template:
-    metadata:
-      labels: {app: $1, feedguard.io/role: $2}
-    spec:
-      terminationGracePeriodSeconds: 1
-      containers:
-      - name: main
-        image: $BUSYBOX_IMAGE
-        imagePullPolicy: Never
-        command: [sleep, "86400"]
-        resources: $3
----
-YAML
-}
 {
   deploy trainer trainer '{requests: {cpu: 500m, memory: 32Mi}, limits: {cpu: "1", memory: 128Mi}}'
   deploy neighbour-a neighbour '{requests: {cpu: 100m, memory: 16Mi}, limits: {cpu: 500m, memory: 64Mi}}'
@@ -128,11 +44,9 @@ for d in trainer neighbour-a neighbour-b; do
 done
 pass "trainer + 2 neighbour Deployments rolled out in $((SECONDS - t1))s"
 
-CPU=/sys/fs/cgroup/cpu$CGROUP_ROOT
-pod_of() { $K -n "$WNS" get pods -l "app=$1" -o 'jsonpath={.items[0].metadata.uid} {.items[0].status.qosClass}'; }
 declare -A POD_REL
 for d in trainer neighbour-a neighbour-b; do
-  read -r uid qos <<<"$(pod_of "$d")"
+  read -r uid qos _ <<<"$(pod_of "$d")"
   [[ "$qos" == Burstable ]] || fail "$d is $qos, expected Burstable"
   POD_REL[$d]="kubepods/burstable/pod$uid"
   [[ -d "$CPU/${POD_REL[$d]}" ]] || fail "pod cgroup $CPU/${POD_REL[$d]} missing"
@@ -336,7 +250,7 @@ t1ms="$(now_ms)"
 $K -n "$WNS" delete pod -l app=neighbour-b --wait=false >/dev/null
 new_fenced() {
   local uid qos
-  read -r uid qos <<<"$(pod_of neighbour-b)"
+  read -r uid qos _ <<<"$(pod_of neighbour-b)"
   [[ -n "$uid" && "$uid" != "$old_uid" ]] || return 1
   POD_REL[neighbour-b]="kubepods/burstable/pod$uid"
   [[ "$(cat "$CPU/${POD_REL[neighbour-b]}/cpu.idle" 2>/dev/null)" == 1 ]]
@@ -393,11 +307,8 @@ diff_snap "$WORK/snap/qos.0" "$WORK/snap/qos.4" "QoS tiers after uninstall vs be
 pass "QoS-tier files byte-identical to their pre-install bytes (kubelet settled after ${s}s)"
 
 # ---- down ----------------------------------------------------------------------------------
-t1=$SECONDS
-cluster_down_done=1
-"$HERE/cluster.sh" down "$NODE" || fail "cluster.sh down failed"
+node_down
 host_rules >"$WORK/snap/host-rules.after"
 diff_snap "$WORK/snap/host-rules.before" "$WORK/snap/host-rules.after" "host iptables rules after down"
-pass "down in $((SECONDS - t1))s; host iptables rules unchanged"
-rm -rf "$WORK/images" "$WORK/images.log"
+pass "host iptables rules unchanged"
 say "PASS (up ${t_up}s, install ${t_install}s, fence ${t_fence}s, uninstall ${t_uninstall}s, total $((SECONDS - T0))s)"

@@ -53,6 +53,7 @@ lib_on_exit() {
         for c in controller agent; do
           "$NODE/bin/kubectl" -n "$RNS" logs -l "app.kubernetes.io/component=$c" --tail=60 --prefix 2>&1 || true
         done
+        "$NODE/bin/kubectl" -n "$RNS" describe pods 2>&1 | tail -n 60 || true
       fi
       mkdir -p "$WORK/failed-logs" && cp -r "$NODE/logs" "$WORK/failed-logs/" 2>/dev/null || true
       say "logs copied to $WORK/failed-logs"
@@ -80,7 +81,7 @@ node_up() {
   CPU="/sys/fs/cgroup/cpu$CGROUP_ROOT"
   CPUSET="/sys/fs/cgroup/cpuset$CGROUP_ROOT"
   T_UP=$((SECONDS - t1))
-  say "cluster up in ${T_UP}s: kubelet $KUBELET_VERSION, $CONTAINER_RUNTIME_VERSION (containerd $CONTAINERD_VERSION), runc $RUNC_VERSION, kernel $KERNEL_VERSION, cgroup root $CGROUP_ROOT"
+  say "cluster up in ${T_UP}s: kubelet $KUBELET_VERSION, $CONTAINER_RUNTIME_VERSION (containerd $CONTAINERD_VERSION), runc $RUNC_VERSION, kube-proxy ${KUBE_PROXY_VERSION:-?} (iptables ${IPTABLES_VERSION:-?}), CoreDNS ${COREDNS_VERSION:-?} on ${CLUSTER_DNS:-?}, kernel $KERNEL_VERSION, cgroup root $CGROUP_ROOT"
   say "versions: kubelet=$KUBELET_VERSION containerd=$CONTAINERD_VERSION runc=$RUNC_VERSION"
 }
 

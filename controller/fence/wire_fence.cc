@@ -1,4 +1,4 @@
-#include "controller/distributor/wire_fence.h"
+#include "controller/fence/wire_fence.h"
 
 #include <utility>
 
