@@ -147,9 +147,9 @@ jqt "agent: unprivileged uid 0, no capabilities, RuntimeDefault seccomp, system-
    and \$s.seccompProfile.type == \"RuntimeDefault\" and \$s.readOnlyRootFilesystem == true
    and $A.priorityClassName == \"system-node-critical\"
    and ([$A.tolerations[] | select(.key == \"nvidia.com/gpu\" and .operator == \"Exists\" and (.effect // \"\") == \"\")] | length) == 1"
-jqt "agent: hostPaths cgroupfs, pod-resources (ro), cpu_manager_state (ro, File), /proc/driver (ro), state dir" "$DS" \
+jqt "agent: hostPaths kubelet's pod cgroup tree (the defaults: v2 + systemd), pod-resources (ro), cpu_manager_state (ro, File), /proc/driver (ro), state dir" "$DS" \
   "([$A.volumes[] | select(.hostPath) | {(.name): (.hostPath.path + \" \" + .hostPath.type)}] | add) ==
-     {\"cgroup\": \"/sys/fs/cgroup Directory\", \"state\": \"/var/lib/feedguard DirectoryOrCreate\",
+     {\"cgroup-kubepods\": \"/sys/fs/cgroup/kubepods.slice Directory\", \"state\": \"/var/lib/feedguard DirectoryOrCreate\",
       \"pod-resources\": \"/var/lib/kubelet/pod-resources Directory\",
       \"cpu-manager-state\": \"/var/lib/kubelet/cpu_manager_state File\",
       \"proc-driver\": \"/proc/driver Directory\"} and
