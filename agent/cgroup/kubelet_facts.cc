@@ -37,12 +37,8 @@ Result<Runtime> ParseRuntime(std::string_view s) {
                          "\" (want containerd, crio or docker)");
 }
 
-std::string_view QosName(QosClass q) { return QosClassName(q); }
-
 Result<QosClass> ParseQos(std::string_view s) {
-  if (s == "Guaranteed") return QosClass::kGuaranteed;
-  if (s == "Burstable") return QosClass::kBurstable;
-  if (s == "BestEffort") return QosClass::kBestEffort;
+  if (auto q = QosClassFromName(s)) return *q;
   return InvalidArgument("unknown QoS class \"" + std::string(s) + "\"");
 }
 

@@ -25,7 +25,7 @@ std::string_view DriverName(KubeletDriver d);  // "systemd" | "cgroupfs"
 Result<KubeletDriver> ParseDriver(std::string_view s);
 std::string_view RuntimeName(Runtime r);           // "containerd" | "crio" | "docker"
 Result<Runtime> ParseRuntime(std::string_view s);  // also accepts "cri-o"
-std::string_view QosName(QosClass q);              // "Guaranteed" | "Burstable" | "BestEffort"
+// QosClassName (feedguard/common/qos.h) spells a QoS class; this parses it, as an error value.
 Result<QosClass> ParseQos(std::string_view s);
 
 // A container id as found in Pod status ("containerd://<id>", "cri-o://<id>", "docker://<id>").

@@ -129,7 +129,7 @@ TEST(KubeletFactsTest, NamesParseBack) {
     EXPECT_EQ(ParseRuntime(RuntimeName(r)).value(), r);
   }
   for (auto q : {QosClass::kGuaranteed, QosClass::kBurstable, QosClass::kBestEffort}) {
-    EXPECT_EQ(ParseQos(QosName(q)).value(), q);
+    EXPECT_EQ(ParseQos(QosClassName(q)).value(), q);
   }
   EXPECT_FALSE(ParseDriver("openrc").ok());
 }

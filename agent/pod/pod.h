@@ -9,22 +9,13 @@
 #include <string_view>
 #include <vector>
 
+#include "feedguard/common/qos.h"
+
 namespace feedguard::agent {
 
-enum class QosClass { kGuaranteed, kBurstable, kBestEffort };
-
-// Kubernetes' spelling of a QoS class: "Guaranteed" | "Burstable" | "BestEffort".
-inline std::string_view QosClassName(QosClass q) {
-  switch (q) {
-    case QosClass::kGuaranteed:
-      return "Guaranteed";
-    case QosClass::kBurstable:
-      return "Burstable";
-    case QosClass::kBestEffort:
-      return "BestEffort";
-  }
-  return "Unknown";
-}
+// The QoS classes and their spelling are shared with the controller (feedguard/common/qos.h).
+using ::feedguard::QosClass;
+using ::feedguard::QosClassName;
 
 // Enough of a pod to find its cgroups and name it in reports.
 struct PodIdentity {

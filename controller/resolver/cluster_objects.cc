@@ -355,16 +355,12 @@ PodInfo PodFromJson(const nlohmann::json& pod, const GpuResourceNames& gpu_names
   p.cpu_limit_milli = every_limited ? limit : 0;
   p.gpus = static_cast<int32_t>(std::min<int64_t>(gpus, INT32_MAX));
   std::string qos = Str(status, "qosClass");
-  if (qos == "Guaranteed")
-    p.qos = PodQos::kGuaranteed;
-  else if (qos == "Burstable")
-    p.qos = PodQos::kBurstable;
-  else if (qos == "BestEffort")
-    p.qos = PodQos::kBestEffort;
+  if (auto q = QosClassFromName(qos))
+    p.qos = *q;
   else
-    p.qos = !any_resources ? PodQos::kBestEffort
-            : guaranteed   ? PodQos::kGuaranteed
-                           : PodQos::kBurstable;
+    p.qos = !any_resources ? QosClass::kBestEffort
+            : guaranteed   ? QosClass::kGuaranteed
+                           : QosClass::kBurstable;
 
   // Container ids: the containers' and the sidecars' (names are unique across both lists).
   for (const char* list : {"containerStatuses", "initContainerStatuses"}) {

@@ -21,11 +21,10 @@
 #include "controller/kube/field_set.h"
 #include "controller/policy/label_selector.h"
 #include "feedguard/common/gpu_resource_names.h"
+#include "feedguard/common/qos.h"
 #include "feedguard/common/status.h"
 
 namespace feedguard::controller {
-
-enum class PodQos : uint8_t { kGuaranteed, kBurstable, kBestEffort };
 
 // An immutable value that records share: the replicas of one ReplicaSet, Job or StatefulSet
 // carry the same labels (a Deployment pod's six labels are ~800 bytes as a map of their own),
@@ -184,7 +183,7 @@ struct PodInfo {
   // Limits of the GPU resources (GpuResourceNames: nvidia.com/gpu, nvidia.com/gpu.shared,
   // nvidia.com/mig-*, amd.com/gpu, gpu.intel.com/{i915,xe} by default), summed over containers.
   int32_t gpus = 0;
-  PodQos qos = PodQos::kBestEffort;
+  QosClass qos = QosClass::kBestEffort;
   bool terminating = false;
 
   std::string Key() const { return ns.get() + "/" + name; }

@@ -18,13 +18,13 @@ bool Outranks(const FencePolicy* a, const FencePolicy* b) {
   return a->name < b->name;
 }
 
-v1::QosClass ToProto(PodQos q) {
+v1::QosClass ToProto(QosClass q) {
   switch (q) {
-    case PodQos::kGuaranteed:
+    case QosClass::kGuaranteed:
       return v1::GUARANTEED;
-    case PodQos::kBurstable:
+    case QosClass::kBurstable:
       return v1::BURSTABLE;
-    case PodQos::kBestEffort:
+    case QosClass::kBestEffort:
       return v1::BEST_EFFORT;
   }
   return v1::QOS_CLASS_UNSPECIFIED;
@@ -94,18 +94,6 @@ void FillOptions(const FencePolicy& p, v1::PolicyOptions* o) {
   o->set_neighbour_max_cpu_percent(p.neighbours.max_cpu_percent);
 }
 
-const char* QosName(PodQos q) {
-  switch (q) {
-    case PodQos::kGuaranteed:
-      return "Guaranteed";
-    case PodQos::kBurstable:
-      return "Burstable";
-    case PodQos::kBestEffort:
-      return "BestEffort";
-  }
-  return "Unknown";
-}
-
 // Idle and Weight act on the neighbour's pod cgroup, inside its QoS tier's cgroup (kubepods/
 // burstable, kubepods/besteffort); a Guaranteed pod's cgroup sits beside those tiers under
 // kubepods, so its fence reaches every tier. A Burstable/BestEffort neighbour's fence reaches a
@@ -116,7 +104,7 @@ const PodInfo* TrainerInOtherTier(const PodInfo& neighbour, const FencePolicy& p
       p.neighbours.fence != NeighbourFenceMode::kWeight) {
     return nullptr;
   }
-  if (neighbour.qos == PodQos::kGuaranteed) return nullptr;
+  if (neighbour.qos == QosClass::kGuaranteed) return nullptr;
   for (const PodInfo* t : trainers)
     if (t->qos != neighbour.qos) return t;
   return nullptr;
@@ -218,8 +206,9 @@ NodeResolution ResolveNode(const NodeInfo& node, const std::vector<const PodInfo
     on.neighbours++;
     if (const PodInfo* t = TrainerInOtherTier(*pod, *winner, trainer_pods[winner->name])) {
       if (on.cross_tier_neighbours++ == 0) {
-        on.cross_tier_example = pod->Key() + " (" + QosName(pod->qos) + ") vs trainer " + t->Key() +
-                                " (" + QosName(t->qos) + ")";
+        on.cross_tier_example = pod->Key() + " (" + std::string(QosClassName(pod->qos)) +
+                                ") vs trainer " + t->Key() + " (" +
+                                std::string(QosClassName(t->qos)) + ")";
       }
     }
     auto* n = out.fence.add_neighbours();

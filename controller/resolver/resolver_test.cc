@@ -27,7 +27,7 @@ PodInfo Pod(const std::string& ns, const std::string& name, Labels labels = {}) 
   p.node_name = "gpu-1";
   p.phase = "Running";
   p.labels = std::move(labels);
-  p.qos = PodQos::kBurstable;
+  p.qos = QosClass::kBurstable;
   p.cpu_request_milli = 500;
   p.containers = {{"main", "containerd://" + name}};
   return p;
@@ -186,22 +186,22 @@ TEST_F(ResolverTest, CrossTierNeighboursAreCountedForIdleAndWeightOnly) {
   policies_ = {Policy("vision", 10, "trainer")};
   pods_ = {Pod("ml", "train-0", {{"role", "trainer"}}), Pod("batch", "spin-b"),
            Pod("batch", "spin-be"), Pod("batch", "spin-g")};
-  pods_[0].qos = PodQos::kGuaranteed;
-  pods_[2].qos = PodQos::kBestEffort;
-  pods_[3].qos = PodQos::kGuaranteed;
+  pods_[0].qos = QosClass::kGuaranteed;
+  pods_[2].qos = QosClass::kBestEffort;
+  pods_[3].qos = QosClass::kGuaranteed;
   auto r = Resolve();
   EXPECT_EQ(r.policies["vision"].neighbours, 3);
   EXPECT_EQ(r.policies["vision"].cross_tier_neighbours, 2);
   EXPECT_EQ(r.policies["vision"].cross_tier_example,
             "batch/spin-b (Burstable) vs trainer ml/train-0 (Guaranteed)");
 
-  pods_[0].qos = PodQos::kBurstable;  // same tier as spin-b: only the BestEffort one is out
+  pods_[0].qos = QosClass::kBurstable;  // same tier as spin-b: only the BestEffort one is out
   r = Resolve();
   EXPECT_EQ(r.policies["vision"].cross_tier_neighbours, 1);
   EXPECT_EQ(r.policies["vision"].cross_tier_example,
             "batch/spin-be (BestEffort) vs trainer ml/train-0 (Burstable)");
 
-  pods_[0].qos = PodQos::kGuaranteed;
+  pods_[0].qos = QosClass::kGuaranteed;
   policies_[0].neighbours.fence = NeighbourFenceMode::kCpuset;
   EXPECT_EQ(Resolve().policies["vision"].cross_tier_neighbours, 0);
 }
@@ -220,7 +220,7 @@ TEST(ClusterObjectsTest, PodProjection) {
   EXPECT_EQ(pod.cpu_request_milli, 2000);
   EXPECT_EQ(pod.cpu_limit_milli, 0);
   EXPECT_EQ(pod.gpus, 2);
-  EXPECT_EQ(pod.qos, PodQos::kBurstable);
+  EXPECT_EQ(pod.qos, QosClass::kBurstable);
   ASSERT_EQ(pod.containers.size(), 2u);
   EXPECT_EQ(pod.containers[0].id, "containerd://abc");
   EXPECT_EQ(pod.containers[1].id, "");
@@ -291,7 +291,7 @@ TEST(ClusterObjectsTest, NativeSidecarsAreContainersOfThePod) {
         "limits": {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": "1"}}}],
       "containers": [{"name": "main", "resources": {"limits": {"cpu": "1", "memory": "1Gi"}}}]}})"));
   EXPECT_EQ(gpu.gpus, 1);
-  EXPECT_EQ(gpu.qos, PodQos::kGuaranteed);
+  EXPECT_EQ(gpu.qos, QosClass::kGuaranteed);
 }
 
 // Every way a device plugin spells a GPU counts by default: time-slicing/MPS replicas renamed
@@ -397,12 +397,12 @@ TEST(ClusterObjectsTest, GpuResourceNamesDefaultAndConfigured) {
 TEST(ClusterObjectsTest, QosDerivedWhenStatusLacksIt) {
   auto g = PodFromJson(nlohmann::json::parse(R"({"metadata":{"uid":"1"},"spec":{"containers":[
     {"name":"a","resources":{"limits":{"cpu":"2","memory":"1Gi"}}}]}})"));
-  EXPECT_EQ(g.qos, PodQos::kGuaranteed);
+  EXPECT_EQ(g.qos, QosClass::kGuaranteed);
   EXPECT_EQ(g.cpu_request_milli, 2000);
   EXPECT_EQ(g.cpu_limit_milli, 2000);
   auto be = PodFromJson(nlohmann::json::parse(R"({"metadata":{"uid":"1"},"spec":{"containers":[
     {"name":"a"}]}})"));
-  EXPECT_EQ(be.qos, PodQos::kBestEffort);
+  EXPECT_EQ(be.qos, QosClass::kBestEffort);
 }
 
 TEST(ClusterObjectsTest, CpuQuantities) {
@@ -547,7 +547,7 @@ TEST(ClusterObjectsTest, RecordsOfTrimmedObjectsEqualRecordsOfWholeOnes) {
   EXPECT_TRUE(b.terminating);
   EXPECT_EQ(b.gpus, 3);
   EXPECT_EQ(b.cpu_request_milli, 8750);  // main, loader and the proxy sidecar
-  EXPECT_EQ(b.qos, PodQos::kBurstable);
+  EXPECT_EQ(b.qos, QosClass::kBurstable);
   ASSERT_EQ(b.containers.size(), 3u);
   EXPECT_EQ(b.containers[1].id, "containerd://bbbb");
   EXPECT_EQ(b.containers[2].name, "proxy");
