@@ -92,5 +92,22 @@ TEST(FenceUpdateTest, RefersToTheHeldBytesAndKeepsThemAlive) {
   EXPECT_TRUE(alive.expired());
 }
 
+// The guard the hand encoder needs (issue 29): FenceUpdateBuffer writes exactly the fields
+// below. A field added to ControllerMessage or FenceUpdate (another oneof arm, a deadline, a
+// trace id) would silently never reach an agent; this fails first and names the file to change.
+TEST(FenceUpdateTest, EncoderWritesEveryFieldTheProtoHas) {
+  auto fields = [](const google::protobuf::Descriptor* d) {
+    std::vector<std::string> out;
+    for (int i = 0; i < d->field_count(); ++i) {
+      out.push_back(d->field(i)->name() + "=" + std::to_string(d->field(i)->number()));
+    }
+    return out;
+  };
+  EXPECT_EQ(fields(v1::ControllerMessage::descriptor()), (std::vector<std::string>{"update=1"}))
+      << "ControllerMessage changed: controller/distributor/fence_update.cc encodes it by hand";
+  EXPECT_EQ(fields(v1::FenceUpdate::descriptor()), (std::vector<std::string>{"fence=1", "nonce=2"}))
+      << "FenceUpdate changed: controller/distributor/fence_update.cc encodes it by hand";
+}
+
 }  // namespace
 }  // namespace feedguard::controller

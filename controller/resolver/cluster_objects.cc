@@ -121,17 +121,6 @@ Result<int64_t> ParseCpuMilli(const std::string& q) {
   return milli;
 }
 
-size_t InternHash(const Labels& labels) {
-  size_t h = labels.size();
-  for (const auto& [k, v] : labels) {
-    h = h * 1000003u ^ std::hash<std::string>{}(k);
-    h = h * 1000003u ^ std::hash<std::string>{}(v);
-  }
-  return h;
-}
-
-size_t InternHash(const std::string& s) { return std::hash<std::string>{}(s); }
-
 namespace {
 
 // `digits` (lowercase hex, two per byte) into `out`; false when one is not, or when they are all

@@ -78,21 +78,7 @@ snapshot "$WORK/snap/pods.0" $(pods_rel)
 
 $K label node "$NODE_NAME" nvidia.com/gpu.present=true --overwrite >/dev/null
 POLICY=cpumanager
-cat <<YAML | $K apply -f - >/dev/null
-apiVersion: feedguard.io/v1alpha1
-kind: FencePolicy
-metadata: {name: $POLICY}
-spec:
-  priority: 100
-  mode: Enforce
-  nodeSelector: {matchLabels: {nvidia.com/gpu.present: "true"}}
-  trainers:
-    podSelector: {matchLabels: {feedguard.io/role: trainer}}
-    cpu: {cores: 1}
-  neighbours:
-    exclude: {namespaces: [kube-system]}
-    fence: Cpuset
-YAML
+fence_policy "$POLICY" Cpuset '{cores: 1}' | $K apply -f - >/dev/null
 # Both neighbours fenced. The trainer asks for 1 whole core: on 2 CPUs with CPU 1 exclusive the
 # planner's rail (one whole core always left for everyone else) leaves none, so it is not pinned
 # (NotEnoughCores) — logged, whatever the status says about it.

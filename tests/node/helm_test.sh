@@ -53,36 +53,7 @@ for d in trainer neighbour-a neighbour-b; do
 done
 [[ -f "$CPU/${POD_REL[neighbour-a]}/cpu.idle" ]] || fail "$CPU/${POD_REL[neighbour-a]}/cpu.idle missing: kernel without cpu.idle"
 
-# snapshot OUT REL... — "path<TAB>bytes" of every cgroup knob file (values a writer sets, not
-# counters) of the given dirs (relative to the cgroup root) and their subdirs, in every v1
-# hierarchy. Counters (usage, stat, procs) change by themselves and are left out.
-KNOBS='cpu.shares cpu.cfs_quota_us cpu.cfs_period_us cpu.cfs_burst_us cpu.idle cpu.rt_runtime_us
-  cpu.rt_period_us cpuset.cpus cpuset.mems cpuset.cpu_exclusive cpuset.mem_exclusive
-  memory.limit_in_bytes memory.soft_limit_in_bytes memory.memsw.limit_in_bytes memory.swappiness
-  memory.use_hierarchy memory.move_charge_at_immigrate pids.max hugetlb.2MB.limit_in_bytes
-  blkio.weight'
-snapshot() {
-  local out="$1" rel m f k depth
-  shift
-  : >"$out"
-  for rel in "$@"; do
-    depth=0
-    [[ "$rel" == *'*' ]] && { rel="${rel%/\*}"; depth=1; }
-    for m in /sys/fs/cgroup/*/; do
-      m="${m%/}"
-      [[ -d "$m$CGROUP_ROOT/$rel" ]] || continue
-      while read -r d; do
-        for k in $KNOBS; do
-          f="$d/$k"
-          [[ -f "$f" ]] && printf '%s\t%s\n' "$f" "$(tr '\n' ' ' <"$f" 2>/dev/null)" >>"$out"
-        done
-      done < <(find "$m$CGROUP_ROOT/$rel" -mindepth 0 -maxdepth "$depth" -type d | sort)
-    done
-  done
-  sort -o "$out" "$out"
-  [[ -s "$out" ]] || fail "snapshot $out is empty"
-}
-QOS=(kubepods kubepods/burstable kubepods/besteffort)
+# snapshot, QOS, diff_snap, wait_qos: lib.sh.
 pods_rel() { echo "${POD_REL[trainer]}/*" "${POD_REL[neighbour-a]}/*" "${POD_REL[neighbour-b]}/*"; }
 # kubelet's QoS tiers settle on their own schedule: wait (lib.sh wait_qos) before the "before"
 # picture.
@@ -175,25 +146,7 @@ pass "before the policy (QoS settled after ${s}s): $(wc -l <"$WORK/snap/pods.1")
 # exactly the two neighbours are fenced.
 $K label node "$NODE_NAME" nvidia.com/gpu.present=true --overwrite >/dev/null
 POLICY=node-tier-trainers
-cat >"$WORK/policy.yaml" <<YAML
-apiVersion: feedguard.io/v1alpha1
-kind: FencePolicy
-metadata:
-  name: $POLICY
-spec:
-  priority: 100
-  mode: Enforce
-  nodeSelector:
-    matchLabels: {nvidia.com/gpu.present: "true"}
-  trainers:
-    podSelector:
-      matchLabels: {feedguard.io/role: trainer}
-  neighbours:
-    exclude:
-      namespaces: [kube-system]
-    fence: Idle
-YAML
-now_ms() { echo $(($(date +%s%N) / 1000000)); }
+fence_policy "$POLICY" Idle >"$WORK/policy.yaml"
 t1=$SECONDS
 t1ms="$(now_ms)"
 $K apply -f "$WORK/policy.yaml" >/dev/null

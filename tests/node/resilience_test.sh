@@ -68,19 +68,7 @@ snapshot "$WORK/snap/pods.0" $(pods_rel)
 # ---- the fence ------------------------------------------------------------------------------
 $K label node "$NODE_NAME" nvidia.com/gpu.present=true --overwrite >/dev/null
 POLICY=resilience
-cat <<YAML | $K apply -f - >/dev/null
-apiVersion: feedguard.io/v1alpha1
-kind: FencePolicy
-metadata: {name: $POLICY}
-spec:
-  priority: 100
-  mode: Enforce
-  nodeSelector: {matchLabels: {nvidia.com/gpu.present: "true"}}
-  trainers: {podSelector: {matchLabels: {feedguard.io/role: trainer}}}
-  neighbours:
-    exclude: {namespaces: [kube-system]}
-    fence: Idle
-YAML
+fence_policy "$POLICY" Idle | $K apply -f - >/dev/null
 idle_of() { cat "$CPU/$1/cpu.idle" 2>/dev/null; }
 app_fenced() { # APP — its (current) pod's cgroup has cpu.idle=1
   local uid qos

@@ -6,7 +6,7 @@
 
 #include <gtest/gtest.h>
 
-#include "controller/resolver/cluster_objects.h"
+#include "controller/resolver/interned.h"
 
 namespace feedguard::controller {
 namespace {
