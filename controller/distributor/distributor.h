@@ -54,8 +54,8 @@
 
 #include "common/log_limiter.h"
 #include "controller/auth/authenticator.h"
-#include "controller/fence/agent_observer.h"
 #include "controller/distributor/fence_slot.h"
+#include "controller/fence/agent_observer.h"
 #include "feedguard/common/status.h"
 #include "feedguard/common/time_source.h"
 #include "feedguard/common/wire_limits.h"

@@ -1,7 +1,7 @@
 // fg-cgwatch — records every write(2) to a set of cgroup files, as the VM node's measurements
-// need them (tests/vm/node/guest/scenario_fences.sh): inotify IN_MODIFY on each file (the VFS raises it
-// for every write, by any process, to a cgroupfs file), and right after each event the file's
-// bytes. One line per observation on stdout:
+// need them (tests/vm/node/guest/scenario_fences.sh): inotify IN_MODIFY on each file (the VFS
+// raises it for every write, by any process, to a cgroupfs file), and right after each event the
+// file's bytes. One line per observation on stdout:
 //
 //   <CLOCK_REALTIME ns> <event|initial> <path> <value, whitespace runs as '_'>
 //
