@@ -3,16 +3,18 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <charconv>
 #include <functional>
 #include <iostream>
+#include <limits>
 #include <map>
 #include <memory>
 #include <stop_token>
 #include <thread>
 
 #include <spdlog/spdlog.h>
+#include <CLI/CLI.hpp>
 
-#include "common/flags.h"
 #include "common/metrics.h"
 #include "common/signals.h"
 #include "controller/app/kube_adapters.h"
@@ -26,58 +28,112 @@
 namespace feedguard::controller {
 namespace {
 
-void DefineFlags(Flags& f) {
-  f.Define("kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, ~/.kube/config, in-cluster)");
-  f.Define("listen-grpc", "0.0.0.0:9443", "address agents dial (host:port)");
-  f.Define("metrics-addr", "0.0.0.0:8080",
-           "bind address (host:port) of /metrics, /healthz and /readyz; all interfaces by "
-           "default so the kubelet's probes and Prometheus reach the pod IP; 127.0.0.1:PORT "
-           "keeps them local");
-  f.DefineBool("leader-elect", "run only while holding the Lease (for 2+ replicas)");
-  f.Define("lease-namespace", "feedguard-system", "namespace of the leader-election Lease");
-  f.Define("lease-name", "feedguard-controller", "name of the leader-election Lease");
-  f.Define("identity", "", "this replica's name in the Lease (default: hostname-pid)");
-  f.Define("tls-cert", "", "controller's serving certificate (PEM)");
-  f.Define("tls-key", "", "controller's serving key (PEM)");
-  f.Define("tls-client-ca", "", "CA that signs agent client certificates (PEM)");
-  f.DefineBool("insecure", "no TLS and no agent authentication (local demos only)");
-  f.Define("agent-identity", "token",
-           "token: the agent's projected ServiceAccount token, checked by TokenReview, must be "
-           "bound to the node its hello names (mTLS still required for the channel); cert: the "
-           "agent's client certificate must name its node (CN system:node:<name> with O "
-           "system:nodes, signed by --tls-client-ca, which must sign node identities only); "
-           "shared-cert (INSECURE): any certificate from the CA may speak for any node");
-  f.Define("agent-token-audience", "feedguard", "audience of the agents' projected tokens");
-  f.Define("agent-service-account", "feedguard-agent",
-           "the agents' ServiceAccount (in --agent-namespace); token mode accepts only its tokens");
-  f.DefineBool("suspend",
+// Every flag of feedguard-controller, typed; CLI11 checks ranges and choices.
+struct ControllerConfig {
+  std::string kubeconfig;
+  std::string listen_grpc = "0.0.0.0:9443";
+  std::string metrics_addr = "0.0.0.0:8080";
+  bool leader_elect = false;
+  std::string lease_namespace = "feedguard-system";
+  std::string lease_name = "feedguard-controller";
+  std::string identity;
+  std::string tls_cert, tls_key, tls_client_ca;
+  bool insecure = false;
+  std::string agent_identity = "token";
+  std::string agent_token_audience = "feedguard";
+  std::string agent_service_account = "feedguard-agent";
+  bool suspend = false;
+  std::string agent_namespace = "feedguard-system";
+  int64_t stale_after_ms = 60000;
+  int64_t agent_memory_quota_mb = 512;
+  int64_t list_page_size = 0;
+  int64_t status_interval_ms = 1000;
+  int64_t max_fence_bytes = kMaxFenceBytes;
+  int64_t max_fence_containers_per_pod = kMaxFenceContainersPerPod;
+  std::string gpu_resource_names = std::string(kDefaultGpuResourceNames);
+  std::string log_level = "info";
+};
+
+// A whole number in [lo, hi], said plainly when it is not ("--x: \"abc\" is not a whole number
+// from 0 to 100000").
+CLI::Validator Whole(int64_t lo, int64_t hi) {
+  return CLI::Validator(
+      [lo, hi](std::string& v) -> std::string {
+        int64_t n = 0;
+        auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+        if (ec == std::errc() && end == v.data() + v.size() && n >= lo && n <= hi) return "";
+        return "\"" + v + "\" is not a whole number from " + std::to_string(lo) + " to " +
+               std::to_string(hi);
+      },
+      "", "whole number");
+}
+constexpr int64_t kNoLimit = std::numeric_limits<int64_t>::max();
+
+void AddFlags(CLI::App& app, ControllerConfig* c) {
+  auto opt = [&](const char* name, auto& value, const char* help) {
+    return app.add_option(name, value, help)->capture_default_str();
+  };
+  opt("--kubeconfig", c->kubeconfig,
+      "kubeconfig file (default: $KUBECONFIG, ~/.kube/config, in-cluster)");
+  opt("--listen-grpc", c->listen_grpc, "address agents dial (host:port)");
+  opt("--metrics-addr", c->metrics_addr,
+      "bind address (host:port) of /metrics, /healthz and /readyz; all interfaces by default so "
+      "the kubelet's probes and Prometheus reach the pod IP; 127.0.0.1:PORT keeps them local");
+  app.add_flag("--leader-elect", c->leader_elect,
+               "run only while holding the Lease (for 2+ replicas)");
+  opt("--lease-namespace", c->lease_namespace, "namespace of the leader-election Lease");
+  opt("--lease-name", c->lease_name, "name of the leader-election Lease");
+  opt("--identity", c->identity, "this replica's name in the Lease (default: hostname-pid)");
+  opt("--tls-cert", c->tls_cert, "controller's serving certificate (PEM)");
+  opt("--tls-key", c->tls_key, "controller's serving key (PEM)");
+  opt("--tls-client-ca", c->tls_client_ca, "CA that signs agent client certificates (PEM)");
+  app.add_flag("--insecure", c->insecure, "no TLS and no agent authentication (local demos only)");
+  opt("--agent-identity", c->agent_identity,
+      "token: the agent's projected ServiceAccount token, checked by TokenReview, must be bound "
+      "to the node its hello names (mTLS still required for the channel); cert: the agent's "
+      "client certificate must name its node (CN system:node:<name> with O system:nodes, signed "
+      "by --tls-client-ca, which must sign node identities only); shared-cert (INSECURE): any "
+      "certificate from the CA may speak for any node")
+      ->check(CLI::IsMember({"token", "cert", "shared-cert"}));
+  opt("--agent-token-audience", c->agent_token_audience,
+      "audience of the agents' projected tokens");
+  opt("--agent-service-account", c->agent_service_account,
+      "the agents' ServiceAccount (in --agent-namespace); token mode accepts only its tokens");
+  app.add_flag("--suspend", c->suspend,
                "emergency off switch: withdraw every fence from every node and keep it so (also "
                "at runtime: annotation feedguard.io/suspend=true on --agent-namespace)");
-  f.Define("agent-namespace", "feedguard-system", "namespace of the agent pods (never fenced)");
-  f.Define("stale-after-ms", "60000", "an agent disconnected this long is reported stale");
-  f.Define("agent-memory-quota-mb", "512",
-           "cap on gRPC's memory for agent connections (buffers, calls); past it new connections "
-           "are refused (agents retry); about 60 KiB counted per mTLS agent (raise it past ~8,000 "
-           "agents); 0: no cap");
-  f.Define("list-page-size", "0",
-           "informers' lists: 0 = one unpaginated list, parsed item by item as it arrives, items "
-           "unchanged since the last list not parsed at all (served from the API server's watch "
-           "cache, Kubernetes >= 1.31; no continue token for etcd compaction to expire); N = "
-           "pages of N objects, each parsed whole (for API servers that would read an "
-           "unpaginated list from etcd in one piece)");
-  f.Define("status-interval-ms", "1000", "at most one status write per policy per interval");
-  f.Define("max-fence-bytes", std::to_string(kMaxFenceBytes),
-           "largest NodeFence sent to an agent (serialized); a node whose fence is bigger keeps "
-           "its last one and is reported FenceTooLarge. Keep it below every agent's "
-           "--max-fence-bytes (grpc's default 4 MiB for agents that set none)");
-  f.Define("max-fence-containers-per-pod", std::to_string(kMaxFenceContainersPerPod),
-           "container ids carried per pod in a fence; a pod with more is fenced at the pod "
-           "level only and reported TooManyContainers");
-  f.Define("gpu-resource-names", std::string(kDefaultGpuResourceNames),
-           "extended resources that count as GPUs, comma-separated; a trailing - or * makes an "
-           "entry a prefix (e.g. nvidia.com/mig-)");
-  f.Define("log-level", "info", "trace | debug | info | warn | error");
-  f.DefineBool("help", "show this help");
+  opt("--agent-namespace", c->agent_namespace, "namespace of the agent pods (never fenced)");
+  opt("--stale-after-ms", c->stale_after_ms, "an agent disconnected this long is reported stale")
+      ->check(Whole(0, kNoLimit));
+  opt("--agent-memory-quota-mb", c->agent_memory_quota_mb,
+      "cap on gRPC's memory for agent connections (buffers, calls); past it new connections are "
+      "refused (agents retry); about 60 KiB counted per mTLS agent (raise it past ~8,000 "
+      "agents); 0: no cap")
+      ->check(Whole(0, int64_t{1} << 20));
+  opt("--list-page-size", c->list_page_size,
+      "informers' lists: 0 = one unpaginated list, parsed item by item as it arrives, items "
+      "unchanged since the last list not parsed at all (served from the API server's watch "
+      "cache, Kubernetes >= 1.31; no continue token for etcd compaction to expire); N = pages "
+      "of N objects, each parsed whole (for API servers that would read an unpaginated list "
+      "from etcd in one piece)")
+      ->check(Whole(0, 100000));
+  opt("--status-interval-ms", c->status_interval_ms,
+      "at most one status write per policy per interval")
+      ->check(Whole(0, kNoLimit));
+  opt("--max-fence-bytes", c->max_fence_bytes,
+      "largest NodeFence sent to an agent (serialized); a node whose fence is bigger keeps its "
+      "last one and is reported FenceTooLarge. Keep it below every agent's --max-fence-bytes "
+      "(grpc's default 4 MiB for agents that set none)")
+      ->check(Whole(1024, int64_t{1} << 30));
+  opt("--max-fence-containers-per-pod", c->max_fence_containers_per_pod,
+      "container ids carried per pod in a fence; a pod with more is fenced at the pod level "
+      "only and reported TooManyContainers")
+      ->check(Whole(0, kNoLimit));
+  opt("--gpu-resource-names", c->gpu_resource_names,
+      "extended resources that count as GPUs, comma-separated; a trailing - or * makes an entry "
+      "a prefix (e.g. nvidia.com/mig-)");
+  opt("--log-level", c->log_level, "trace | debug | info | warn | error")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
 }
 
 std::string Hostname() {
@@ -100,7 +156,7 @@ std::string Hostname() {
 class ControllerApp {
  public:
   // Builds the API client and the reconciler (no thread yet). Errors: bad flags/kubeconfig.
-  static Result<std::unique_ptr<ControllerApp>> Create(const Flags& f);
+  static Result<std::unique_ptr<ControllerApp>> Create(ControllerConfig c);
   ~ControllerApp() { Stop(); }
   ControllerApp(const ControllerApp&) = delete;
   ControllerApp& operator=(const ControllerApp&) = delete;
@@ -115,7 +171,7 @@ class ControllerApp {
     std::unique_ptr<kube::Reflector> reflector;
     std::jthread thread;
   };
-  explicit ControllerApp(const Flags& f) : f_(f) {}
+  explicit ControllerApp(ControllerConfig c) : c_(std::move(c)) {}
   void Watch(kube::Gvr gvr, std::function<void(const nlohmann::json&)> upsert,
              std::function<void(const nlohmann::json&)> remove,
              std::shared_ptr<const kube::FieldSet> fields = nullptr);
@@ -126,7 +182,7 @@ class ControllerApp {
   }
   std::string RenderMetrics();
 
-  const Flags& f_;
+  const ControllerConfig c_;
   TerminationSignals signals_;  // first: every later thread inherits the blocked mask
   // Built by Create():
   std::shared_ptr<RealTimeSource> clock_ = std::make_shared<RealTimeSource>();
@@ -152,41 +208,34 @@ class ControllerApp {
   std::jthread loop_;
 };
 
-Result<std::unique_ptr<ControllerApp>> ControllerApp::Create(const Flags& f) {
-  std::unique_ptr<ControllerApp> app(new ControllerApp(f));
+Result<std::unique_ptr<ControllerApp>> ControllerApp::Create(ControllerConfig config) {
+  std::unique_ptr<ControllerApp> app(new ControllerApp(std::move(config)));
+  const ControllerConfig& c = app->c_;
   FG_RETURN_IF_ERROR(app->signals_.status());
-  FG_ASSIGN_OR_RETURN(const std::chrono::milliseconds status_interval,
-                      f.GetMillis("status-interval-ms"));
-  FG_ASSIGN_OR_RETURN(app->stale_after_, f.GetMillis("stale-after-ms"));
-  FG_ASSIGN_OR_RETURN(kube::RestConfig config, f.Get("kubeconfig").empty()
-                                                   ? kube::LoadDefaultConfig()
-                                                   : kube::LoadKubeconfig(f.Get("kubeconfig")));
-  FG_ASSIGN_OR_RETURN(auto transport, kube::CurlTransport::Create(config, app->clock_));
+  // Every value checked before anything is read or dialled.
+  ReconcilerOptions ro;
+  {
+    std::string error;
+    if (!GpuResourceNames::Parse(c.gpu_resource_names, &ro.gpu_resource_names, &error)) {
+      return InvalidArgument("--gpu-resource-names: " + error);
+    }
+  }
+  app->stale_after_ = std::chrono::milliseconds(c.stale_after_ms);
+  FG_ASSIGN_OR_RETURN(kube::RestConfig rest, c.kubeconfig.empty()
+                                                 ? kube::LoadDefaultConfig()
+                                                 : kube::LoadKubeconfig(c.kubeconfig));
+  FG_ASSIGN_OR_RETURN(auto transport, kube::CurlTransport::Create(rest, app->clock_));
   app->client_ = std::make_shared<kube::Client>(transport);
-  app->identity_ =
-      f.Get("identity").empty() ? Hostname() + "-" + std::to_string(getpid()) : f.Get("identity");
+  app->identity_ = c.identity.empty() ? Hostname() + "-" + std::to_string(getpid()) : c.identity;
   auto events = std::make_shared<kube::EventRecorder>(app->client_, "feedguard-controller",
                                                       app->identity_, app->clock_);
 
   auto writer = std::make_shared<KubePolicyWriter>(app->client_, events);
-  ReconcilerOptions ro;
-  ro.rails.agent_namespace = f.Get("agent-namespace");
-  ro.status_interval = status_interval;
-  ro.suspended = f.GetBool("suspend");
-  FG_ASSIGN_OR_RETURN(const int64_t max_fence_bytes, f.GetInt("max-fence-bytes"));
-  FG_ASSIGN_OR_RETURN(const int64_t max_containers, f.GetInt("max-fence-containers-per-pod"));
-  if (max_fence_bytes < 1024 || max_fence_bytes > (int64_t{1} << 30) || max_containers < 0) {
-    return InvalidArgument(
-        "--max-fence-bytes must be 1024-1073741824, --max-fence-containers-per-pod >= 0");
-  }
-  ro.max_fence_bytes = static_cast<size_t>(max_fence_bytes);
-  ro.fence_limits.max_containers_per_pod = static_cast<size_t>(max_containers);
-  {
-    std::string error;
-    if (!GpuResourceNames::Parse(f.Get("gpu-resource-names"), &ro.gpu_resource_names, &error)) {
-      return InvalidArgument("--gpu-resource-names: " + error);
-    }
-  }
+  ro.rails.agent_namespace = c.agent_namespace;
+  ro.status_interval = std::chrono::milliseconds(c.status_interval_ms);
+  ro.suspended = c.suspend;
+  ro.max_fence_bytes = static_cast<size_t>(c.max_fence_bytes);
+  ro.fence_limits.max_containers_per_pod = static_cast<size_t>(c.max_fence_containers_per_pod);
   app->reconciler_ = std::make_shared<Reconciler>(app->sink_, writer, ro);
   return app;
 }
@@ -211,18 +260,18 @@ Status ControllerApp::Start() {
       [rc](const auto& o) { rc->DeleteNamespace(o); });
 
   FG_ASSIGN_OR_RETURN(metrics_, MetricsServer::Start(
-                                    f_.Get("metrics-addr"), [this] { return RenderMetrics(); },
+                                    c_.metrics_addr, [this] { return RenderMetrics(); },
                                     // Ready only once the first full resolution ran (never before
                                     // the initial lists).
                                     [this] { return leading_.load() && reconciler_->Synced(); }));
 
-  if (!f_.GetBool("leader-elect")) {
+  if (!c_.leader_elect) {
     StartLeading();
     return OkStatus();
   }
   kube::LeaderElectionConfig lc;
-  lc.lease_namespace = f_.Get("lease-namespace");
-  lc.lease_name = f_.Get("lease-name");
+  lc.lease_namespace = c_.lease_namespace;
+  lc.lease_name = c_.lease_name;
   lc.identity = identity_;
   lc.on_started_leading = [this] { StartLeading(); };
   lc.on_stopped_leading = [this] {
@@ -240,7 +289,7 @@ void ControllerApp::Watch(kube::Gvr gvr, std::function<void(const nlohmann::json
   kube::ReflectorOptions o;
   o.gvr = gvr;
   o.fields = std::move(fields);
-  if (auto n = f_.GetInt("list-page-size"); n.ok()) o.page_size = *n;  // checked in RunController
+  o.page_size = c_.list_page_size;
   kube::ResourceEventHandlers h;
   h.on_add = [upsert](const kube::ObjectPtr& obj) { upsert(*obj); };
   h.on_update = [upsert](const kube::ObjectPtr&, const kube::ObjectPtr& obj) { upsert(*obj); };
@@ -259,18 +308,18 @@ void ControllerApp::Watch(kube::Gvr gvr, std::function<void(const nlohmann::json
 
 // Leading: the distributor, then the reconciler loop.
 void ControllerApp::StartLeading() {
-  const Flags& f = f_;
+  const ControllerConfig& c = c_;
   auto rc = reconciler_.get();
   DistributorOptions o;
-  o.listen_address = f.Get("listen-grpc");
-  o.insecure = f.GetBool("insecure");
+  o.listen_address = c.listen_grpc;
+  o.insecure = c.insecure;
   // token: the certificate secures the channel, the token names the node.
-  o.trust_hello_node_name = f.Get("agent-identity") != "cert";
-  if (f.Get("agent-identity") == "token" && !o.insecure) {
+  o.trust_hello_node_name = c.agent_identity != "cert";
+  if (c.agent_identity == "token" && !o.insecure) {
     TokenReviewOptions to;
-    to.audience = f.Get("agent-token-audience");
-    to.service_account_namespace = f.Get("agent-namespace");
-    to.service_account_name = f.Get("agent-service-account");
+    to.audience = c.agent_token_audience;
+    to.service_account_namespace = c.agent_namespace;
+    to.service_account_name = c.agent_service_account;
     to.clock = clock_;
     auto auth = TokenReviewAuthenticator::Create(client_, to);
     if (!auth.ok()) {
@@ -279,13 +328,13 @@ void ControllerApp::StartLeading() {
       return;
     }
     o.authenticator = *auth;
-  } else if (f.Get("agent-identity") == "shared-cert" && !o.insecure) {
+  } else if (c.agent_identity == "shared-cert" && !o.insecure) {
     spdlog::warn("--agent-identity shared-cert: INSECURE, any agent may act for any node");
   }
-  o.tls = {f.Get("tls-client-ca"), f.Get("tls-cert"), f.Get("tls-key")};
+  o.tls = {c.tls_client_ca, c.tls_cert, c.tls_key};
   o.stale_after = stale_after_;
-  if (auto quota_mb = f.GetInt("agent-memory-quota-mb"); quota_mb.ok() && *quota_mb > 0) {
-    o.memory_quota_bytes = static_cast<size_t>(*quota_mb) << 20;  // checked in RunController
+  if (c.agent_memory_quota_mb > 0) {
+    o.memory_quota_bytes = static_cast<size_t>(c.agent_memory_quota_mb) << 20;
   }
   o.observer = reconciler_;
   // Agents may speak only for nodes that have a Node object (checked once nodes are known).
@@ -392,38 +441,30 @@ void ControllerApp::Stop() {
 }  // namespace
 
 int RunController(int argc, char** argv) {
-  Flags f;
-  DefineFlags(f);
-  if (Status st = f.Parse(argc, argv, 1); !st.ok()) {
-    std::cerr << "feedguard-controller: " << st.message() << "\n";
-    return 2;
-  }
-  if (f.GetBool("help")) {
-    std::cout << "usage: feedguard-controller [flags]\n\nflags:\n" << f.Help();
+  ControllerConfig config;
+  CLI::App cli("watches FencePolicies, streams each node's NodeFence to its agent, reports status",
+               "feedguard-controller");
+  // A flag given twice: the last value wins.
+  cli.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  AddFlags(cli, &config);
+  try {
+    cli.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    std::cout << cli.help();
     return 0;
-  }
-  spdlog::set_level(spdlog::level::from_str(f.Get("log-level")));
-  if (f.Get("agent-identity") != "token" && f.Get("agent-identity") != "cert" &&
-      f.Get("agent-identity") != "shared-cert") {
-    std::cerr << "feedguard-controller: --agent-identity must be token, cert or shared-cert\n";
+  } catch (const CLI::ParseError& e) {
+    std::cerr << "feedguard-controller: " << e.what() << " (see --help)\n";
     return 2;
   }
-  if (auto n = f.GetInt("list-page-size"); !n.ok() || *n < 0 || *n > 100000) {
-    std::cerr << "feedguard-controller: --list-page-size must be 0 (streamed) or 1-100000\n";
-    return 2;
-  }
-  if (auto q = f.GetInt("agent-memory-quota-mb"); !q.ok() || *q < 0 || *q > (1 << 20)) {
-    std::cerr << "feedguard-controller: --agent-memory-quota-mb must be 0 or a size in MiB\n";
-    return 2;
-  }
-  if (!f.GetBool("insecure") &&
-      (f.Get("tls-cert").empty() || f.Get("tls-key").empty() || f.Get("tls-client-ca").empty())) {
+  spdlog::set_level(spdlog::level::from_str(config.log_level));
+  if (!config.insecure &&
+      (config.tls_cert.empty() || config.tls_key.empty() || config.tls_client_ca.empty())) {
     std::cerr << "feedguard-controller: --tls-cert, --tls-key and --tls-client-ca are required "
                  "(or --insecure for a local demo)\n";
     return 2;
   }
 
-  auto app = ControllerApp::Create(f);
+  auto app = ControllerApp::Create(std::move(config));
   if (!app.ok()) {
     std::cerr << "feedguard-controller: " << app.status().message() << "\n";
     return 2;
