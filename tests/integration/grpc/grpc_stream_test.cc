@@ -1,5 +1,10 @@
 // Real Distributor + real FenceClient over gRPC on 127.0.0.1 (port 0), mTLS with certificates
 // made by the openssl CLI for each test.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -442,10 +447,22 @@ TEST_F(GrpcStreamTest, ControllerGoneAgentKeepsFenceBacksOffAndGetsLatest) {
 // Behind one Service, a dial can land on a replica that does not listen (a standby): a refused
 // connection must not grow the wait to the full backoff, the next dial may reach the leader.
 TEST_F(GrpcStreamTest, UnreachedDialsWaitAtMostTheUnreachedCap) {
-  auto gone = StartServer(ServerOptions());
-  ASSERT_TRUE(gone);
-  const int port = gone->port();
-  gone.reset();  // nothing listens on `port` now
+  // A port bound but never listened on: every dial is refused, and no other process (a server
+  // of a test running beside this one) can take the port while the socket holds it. (A port
+  // merely freed could be reused, and a dial that reaches anyone keeps the full backoff.)
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  struct FdCloser {
+    int fd;
+    ~FdCloser() { close(fd); }
+  } closer{fd};
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  socklen_t len = sizeof addr;
+  ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  const int port = ntohs(addr.sin_port);
   auto o = ClientOptions("gpu-1", port);
   o.backoff = {milliseconds(20), 2.0, milliseconds(5'000), 0.2};
   o.unreached_backoff_cap = milliseconds(50);
