@@ -45,6 +45,9 @@ secs_since() { local d=$(($(now_ms) - $1)); printf '%d.%03d' $((d / 1000)) $((d 
 lib_on_exit() {
   local rc=$?
   exec >&2  # a failure inside `... >/dev/null` must still show what follows
+  # A test's own last words (diagnostics, undoing what it wrote outside the chart), if it
+  # defines node_exit_hook RC; before the node goes down.
+  if ((!LIB_DOWN_DONE)) && declare -F node_exit_hook >/dev/null; then node_exit_hook "$rc" || true; fi
   if ((!LIB_DOWN_DONE)); then
     if ((rc)) && [[ -d "$NODE/logs" ]]; then
       if [[ -x "$NODE/bin/kubectl" ]]; then

@@ -14,37 +14,21 @@
 # Exit: 0 pass, 1 fail, 77 skipped (not root).
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-REPO="$(cd "$HERE/../.." && pwd)"
+# shellcheck source=lib.sh
+source "$HERE/lib.sh"
 [[ $# -eq 1 ]] || { echo "usage: $0 WORKDIR" >&2; exit 2; }
-((EUID == 0)) || { echo "SKIPPED: the node tier needs root"; exit 77; }
-AGENT="${FG_AGENT:-$REPO/build/release/agent/feedguard-agent}"
-mkdir -p "$1"
-WORK="$(cd "$1" && pwd)"
-NODE="$WORK/node"
-T0=$SECONDS
+node_init resize "$1"
+AGENT="$FG_AGENT"
 NSP=fg-resize
-say() { printf '[node-resize %(%H:%M:%S)T +%3ds] %s\n' -1 "$((SECONDS - T0))" "$*"; }
-fail() { say "FAIL: $*"; exit 1; }
-pass() { say "ok: $*"; }
-on_exit() {
-  local rc=$?
-  if ((rc)) && [[ -d "$NODE/logs" ]]; then
+node_exit_hook() {  # RC — kubelet's word on the resize, and the agent's fences withdrawn
+  if (($1)) && [[ -d "$NODE/logs" ]]; then
     say "kubelet log (resize/cgroup lines):"
     grep -iE "resize|shares|cgroup.*error|EINVAL|invalid argument" "$NODE/logs/kubelet.log" 2>/dev/null | tail -n 20 || true
   fi
-  [[ -d "$WORK/state" && -n "${CGROUP_ROOT:-}" ]] && agent revert >/dev/null 2>&1 || true
-  "$HERE/cluster.sh" down "$NODE" || true
-  exit "$rc"
+  [[ -d "$WORK/state" && -n "${CGROUP_ROOT:-}" ]] && agent revert >/dev/null 2>&1
 }
-trap on_exit EXIT
-trap 'exit 130' INT TERM
 
-"$HERE/cluster.sh" up "$NODE"
-# shellcheck disable=SC1091
-source "$NODE/env"
-K="$KUBECTL"
-say "kubelet $KUBELET_VERSION, containerd $CONTAINERD_VERSION, runc $RUNC_VERSION, kernel $KERNEL_VERSION"
-CPU=/sys/fs/cgroup/cpu$CGROUP_ROOT
+node_up
 agent() { "$AGENT" "$@" --cgroup-root "$CGROUP_ROOT" --cgroup-driver cgroupfs --cgroup-version v1 \
   --state-dir "$WORK/state" --cpu-manager-state ""; }
 
@@ -150,4 +134,5 @@ pass "revert left kubelet's resize on nb-idle too (pod cpu.shares 409)"
 [[ "$(snap)" == "$tiers_before" ]] || say "note: QoS tier files changed (kubelet follows the resized requests): $(diff <(echo "$tiers_before") <(snap) | tr '\n' ' ')"
 [[ -z "$(ls "$WORK/state" 2>/dev/null | grep -v lock)" || "$(jq '.entries | length' "$WORK/state/checkpoint.json")" == 0 ]] || fail "checkpoint not empty after revert"
 pass "all fences withdrawn; every file holds kubelet's latest value"
+node_down
 say "PASS in $((SECONDS - T0))s"
