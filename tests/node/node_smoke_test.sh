@@ -207,7 +207,7 @@ YAML
       fail "pod image-$comp did not succeed: $($K -n "$NSP" get pod "image-$comp" -o jsonpath='{.status.containerStatuses[0].state}')"
     # (no `| grep -q` under pipefail: grep's early exit would SIGPIPE the writer)
     out="$($K -n "$NSP" logs "image-$comp")" || fail "kubectl logs image-$comp failed"
-    # "usage:" (the controller's flags) or CLI11's "Usage:" (the agent's subcommands)
+    # CLI11's "Usage: feedguard-<comp> ..." (both binaries parse their flags with CLI11)
     grep -qi "^usage: feedguard-$comp" <<<"$out" || fail "image-$comp printed no usage: ${out:0:200}"
   done
   pass "controller and agent images built, imported, and ran --help as pods in $((SECONDS - t1))s"
