@@ -26,37 +26,21 @@
 # them), else build/release. Runtime about 1.5-2 minutes on 2 cores.
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-REPO="$(cd "$HERE/../.." && pwd)"
+# shellcheck source=lib.sh
+source "$HERE/lib.sh"
 [[ $# -eq 1 ]] || { echo "usage: $0 WORKDIR" >&2; exit 2; }
-if ((EUID != 0)); then
-  echo "SKIPPED: the node tier needs root (network/mount namespaces, cgroups, containerd)"
-  exit 77
-fi
-mkdir -p "$1"
-WORK="$(cd "$1" && pwd)"
-NODE="$WORK/node"
-rm -rf "$WORK/failed-logs" "$WORK/images" "$WORK/prom"
+node_init obs "$1"
+rm -rf "$WORK/prom"
 mkdir -p "$WORK/prom"
-T0=$SECONDS
-RELEASE=fg
-RNS=feedguard-system
-WNS=fg-workload
 MNS=monitoring
 SCRAPE=5s
 RATE_INTERVAL=1m
-FG_CONTROLLER="${FG_CONTROLLER:-$REPO/build/release/controller/feedguard-controller}"
-FG_AGENT="${FG_AGENT:-$REPO/build/release/agent/feedguard-agent}"
 CHART="$REPO/charts/feedguard"
-
-say() { printf '[node-obs %(%H:%M:%S)T +%3ds] %s\n' -1 "$((SECONDS - T0))" "$*"; }
-fail() { say "FAIL: $*" >&2; exit 1; }
-pass() { say "ok: $*"; }
 
 PROM_PID=""
 SD_PID=""
-cluster_down_done=0
-on_exit() {
-  local rc=$?
+# Prometheus and its service discovery end with the test; on a failure its log is kept too.
+node_exit_hook() {  # RC
   local p
   for p in "$PROM_PID" "$SD_PID"; do
     [[ -n "$p" ]] && kill -0 "$p" 2>/dev/null || continue
@@ -64,30 +48,15 @@ on_exit() {
     for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
     kill -KILL "$p" 2>/dev/null || true
   done
-  if ((!cluster_down_done)); then
-    if ((rc)) && [[ -d "$NODE/logs" ]]; then
-      if [[ -x "$NODE/bin/kubectl" ]]; then
-        "$NODE/bin/kubectl" get pods -A -o wide 2>&1 || true
-        for c in controller agent; do
-          "$NODE/bin/kubectl" -n "$RNS" logs -l "app.kubernetes.io/component=$c" --tail=30 --prefix 2>&1 || true
-        done
-      fi
-      tail -n 30 "$WORK/prom/prometheus.log" 2>/dev/null || true
-      mkdir -p "$WORK/failed-logs" && cp -r "$NODE/logs" "$WORK/prom/prometheus.log" "$WORK/failed-logs/" 2>/dev/null || true
-      say "logs copied to $WORK/failed-logs"
-    fi
-    "$HERE/cluster.sh" down "$NODE" || true
+  if (($1)); then
+    tail -n 30 "$WORK/prom/prometheus.log" 2>/dev/null || true
+    mkdir -p "$WORK/failed-logs" && cp "$WORK/prom/prometheus.log" "$WORK/failed-logs/" 2>/dev/null || true
   fi
-  exit "$rc"
 }
-trap on_exit EXIT
-trap 'exit 130' INT TERM
 
 for b in prometheus promtool; do
   command -v "$b" >/dev/null || fail "$b is not installed (Debian package prometheus; tests/install_deps.sh)"
 done
-[[ -x "$FG_CONTROLLER" && -x "$FG_AGENT" ]] ||
-  fail "feedguard binaries not built ($FG_CONTROLLER, $FG_AGENT): cmake --build --preset release --target feedguard-agent feedguard-controller"
 say "$(prometheus --version 2>&1 | head -n 1)"
 
 # ---- alert rules: rendered from the chart, checked offline ---------------------------------
@@ -150,21 +119,9 @@ YAML
 pass "alert rules: promtool check rules ($n_rules), promtool test rules (agent down/disconnected, no leader, stale nodes fire on time)"
 
 # ---- cluster, images, workloads ------------------------------------------------------------
-"$HERE/cluster.sh" up "$NODE"
-t_up=$((SECONDS - T0))
-# shellcheck disable=SC1091
-source "$NODE/env"
-K="$KUBECTL"
+node_up
 in_net() { nsenter --net="/run/netns/$NETNS" -- "$@"; }
-say "cluster up in ${t_up}s: kubelet $KUBELET_VERSION, containerd $CONTAINERD_VERSION, runc $RUNC_VERSION, kernel $KERNEL_VERSION"
-
-mkdir -p "$WORK/images"
-"$HERE/images.sh" feedguard "$WORK/images" --controller "$FG_CONTROLLER" --agent "$FG_AGENT" >"$WORK/images/list" 2>"$WORK/images.log" ||
-  { cat "$WORK/images.log"; fail "images.sh feedguard failed"; }
-while read -r file name; do
-  "$CTR" images import "$file" >/dev/null || fail "ctr images import $file failed"
-  say "imported $name ($(du -m "$file" | cut -f1) MB archive)"
-done <"$WORK/images/list"
+import_feedguard_images
 # The release path and the test images describe the same image: each Dockerfile's /rootfs RUN
 # step, run here against the same binary, yields exactly the file list (and modes) of the
 # image images.sh built, and its USER is the image's user.
@@ -203,7 +160,7 @@ for comp, binary in bins.items():
 EOF
 
 $K create namespace "$WNS" >/dev/null
-deploy() { # NAME ROLE COMMAND
+deploy_cmd() { # NAME ROLE COMMAND — a Deployment running COMMAND in busybox (YAML on stdout)
   cat <<YAML
 apiVersion: apps/v1
 kind: Deployment
@@ -226,7 +183,7 @@ spec:
 YAML
 }
 # The neighbour burns (at most 0.2 CPU) so that feedguard_neighbour_cpu_seconds_total grows.
-{ deploy trainer trainer 'exec sleep 86400'; deploy neighbour neighbour 'while :; do :; done'; } | $K apply -f - >/dev/null
+{ deploy_cmd trainer trainer 'exec sleep 86400'; deploy_cmd neighbour neighbour 'while :; do :; done'; } | $K apply -f - >/dev/null
 
 # ---- helm install: chart defaults + NetworkPolicies ----------------------------------------
 VALUES=(--set controller.image.pullPolicy=Never --set agent.image.pullPolicy=Never
@@ -518,7 +475,6 @@ spec:
   trainers: {podSelector: {matchLabels: {feedguard.io/role: trainer}}}
   neighbours: {exclude: {namespaces: [kube-system]}, fence: Idle}
 YAML
-CPU=/sys/fs/cgroup/cpu$CGROUP_ROOT
 nuid="$($K -n "$WNS" get pods -l app=neighbour -o 'jsonpath={.items[0].metadata.uid}')"
 tuid="$($K -n "$WNS" get pods -l app=trainer -o 'jsonpath={.items[0].metadata.uid}')"
 t1=$SECONDS
@@ -557,9 +513,7 @@ t1=$SECONDS
   { cat "$WORK/helm-uninstall.log"; fail "helm uninstall failed"; }
 pass "helm uninstall in $((SECONDS - t1))s"
 
-kill -TERM "$PROM_PID" "$SD_PID" 2>/dev/null || true
-t1=$SECONDS
-cluster_down_done=1
-"$HERE/cluster.sh" down "$NODE" || fail "cluster.sh down failed"
-rm -rf "$WORK/images" "$WORK/prom/data"
+node_exit_hook 0
+node_down
+rm -rf "$WORK/prom/data"
 say "PASS (total $((SECONDS - T0))s)"
