@@ -69,22 +69,7 @@ POLICY=e2e-trainers
 TRAINER_LABEL=feedguard.io/role=trainer
 
 # apply_policy FENCE — the one FencePolicy of this test, with neighbours.fence = FENCE.
-apply_policy() {
-  fg_kubectl apply -f - >/dev/null <<EOF
-apiVersion: feedguard.io/v1alpha1
-kind: FencePolicy
-metadata: {name: $POLICY}
-spec:
-  priority: 100
-  mode: Enforce
-  nodeSelector: {matchLabels: {nvidia.com/gpu.present: "true"}}
-  trainers:
-    podSelector: {matchLabels: {feedguard.io/role: trainer}}
-  neighbours:
-    exclude: {namespaces: [kube-system]}
-    fence: $1
-EOF
-}
+apply_policy() { fence_policy "$POLICY" "$1" | fg_kubectl apply -f - >/dev/null; }
 idle_of() { fg_pod_file "$1" "$2" cpu cpu.idle; }
 shares_of() { fg_pod_file "$1" "$2" cpu cpu.shares; }
 # status_is ENFORCED PROTECTED FENCED — counts, Ready=True, observedGeneration == generation.
@@ -371,21 +356,7 @@ if [[ "$PHASES" == *,hostile,* ]]; then
   child="$(fg_pod_dir batch spin-1 cpuset main)/"$'\xff\xfe'
   mkdir "$child" || fatal "mkdir of the non-UTF-8 child cgroup failed"
   # Cpuset keeps neighbours off pinned trainers' cores: the trainer gets one whole core.
-  fg_kubectl apply -f - >/dev/null <<EOF &&
-apiVersion: feedguard.io/v1alpha1
-kind: FencePolicy
-metadata: {name: $POLICY}
-spec:
-  priority: 100
-  mode: Enforce
-  nodeSelector: {matchLabels: {nvidia.com/gpu.present: "true"}}
-  trainers:
-    podSelector: {matchLabels: {feedguard.io/role: trainer}}
-    cpu: {cores: 1}
-  neighbours:
-    exclude: {namespaces: [kube-system]}
-    fence: Cpuset
-EOF
+  fence_policy "$POLICY" Cpuset '{cores: 1}' | fg_kubectl apply -f - >/dev/null &&
     ok "FencePolicy applied (fence: Cpuset, trainer pinned to 1 core)" || fatal "kubectl apply (Cpuset) failed"
   check "Cpuset fence enforced with the non-UTF-8 child below a neighbour: enforced=1, no failure" 40 \
     fg_policy_matches "$POLICY" '.status.nodes.enforced == 1 and (.status.failures | length) == 0 and .status.neighbours.fenced == 3'

@@ -28,6 +28,9 @@ FG_LIB_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 FG_REPO="$(cd "$FG_LIB_DIR/../.." && pwd)"
 FG_TESTBED_SH="$FG_REPO/tests/testbed/testbed.sh"
 FG_CRD="$FG_REPO/crds/fencepolicy.yaml"
+# fence_policy NAME FENCE [TRAINER-CPU] (shared with the node tier).
+# shellcheck source=../fixtures/fence_policy.sh
+source "$FG_REPO/tests/fixtures/fence_policy.sh"
 FG_KUBECTL="${FG_KUBECTL:-kubectl}"
 
 declare -gA FG_PID=()          # name → pid of a process we started

@@ -28,7 +28,6 @@ host_rules >"$WORK/snap/host-rules.before"
 
 # ---- cluster and images --------------------------------------------------------------------
 node_up
-t_up=$T_UP
 import_feedguard_images
 
 # ---- workloads: a trainer and two Burstable neighbours (Deployments) -----------------------
@@ -264,4 +263,4 @@ node_down
 host_rules >"$WORK/snap/host-rules.after"
 diff_snap "$WORK/snap/host-rules.before" "$WORK/snap/host-rules.after" "host iptables rules after down"
 pass "host iptables rules unchanged"
-say "PASS (up ${t_up}s, install ${t_install}s, fence ${t_fence}s, uninstall ${t_uninstall}s, total $((SECONDS - T0))s)"
+say "PASS (up ${T_UP}s, install ${t_install}s, fence ${t_fence}s, uninstall ${t_uninstall}s, total $((SECONDS - T0))s)"

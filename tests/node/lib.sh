@@ -103,28 +103,9 @@ import_feedguard_images() {
   pass "images ${IMG[controller]} and ${IMG[agent]} built and imported in $((SECONDS - t1))s"
 }
 
-# fence_policy NAME FENCE [TRAINER-CPU] — the node tier's FencePolicy (YAML on stdout): pods
-# labelled feedguard.io/role=trainer on the GPU-labelled node are trainers (TRAINER-CPU, e.g.
-# "{cores: 1}", pins them), every other pod outside kube-system is a neighbour fenced with FENCE.
-# examples/demo/policy.yaml's shape: the release namespace is not excluded (the chart passes the
-# agent's own pod UID and namespace, the agent's rail protects them).
-fence_policy() {
-  cat <<YAML
-apiVersion: feedguard.io/v1alpha1
-kind: FencePolicy
-metadata: {name: $1}
-spec:
-  priority: 100
-  mode: Enforce
-  nodeSelector: {matchLabels: {nvidia.com/gpu.present: "true"}}
-  trainers:
-    podSelector: {matchLabels: {feedguard.io/role: trainer}}
-${3:+    cpu: $3
-}  neighbours:
-    exclude: {namespaces: [kube-system]}
-    fence: $2
-YAML
-}
+# fence_policy NAME FENCE [TRAINER-CPU]: tests/fixtures/fence_policy.sh (shared with the e2e tier).
+# shellcheck source=../fixtures/fence_policy.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../fixtures/fence_policy.sh"
 
 # deploy NAME ROLE RESOURCES — a Deployment of one busybox `sleep` pod (YAML on stdout).
 deploy() {

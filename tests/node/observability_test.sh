@@ -464,17 +464,7 @@ pass "discovery (Endpoints via the API server, ServiceAccount token; http_sd) fo
 # ---- the fence, applied while Prometheus scrapes -------------------------------------------
 $K label node "$NODE_NAME" nvidia.com/gpu.present=true --overwrite >/dev/null
 POLICY=obs-trainers
-$K apply -f - >/dev/null <<YAML
-apiVersion: feedguard.io/v1alpha1
-kind: FencePolicy
-metadata: {name: $POLICY}
-spec:
-  priority: 100
-  mode: Enforce
-  nodeSelector: {matchLabels: {nvidia.com/gpu.present: "true"}}
-  trainers: {podSelector: {matchLabels: {feedguard.io/role: trainer}}}
-  neighbours: {exclude: {namespaces: [kube-system]}, fence: Idle}
-YAML
+fence_policy "$POLICY" Idle | $K apply -f - >/dev/null
 nuid="$($K -n "$WNS" get pods -l app=neighbour -o 'jsonpath={.items[0].metadata.uid}')"
 tuid="$($K -n "$WNS" get pods -l app=trainer -o 'jsonpath={.items[0].metadata.uid}')"
 t1=$SECONDS
