@@ -68,9 +68,10 @@ constexpr size_t kMaxRefusedTokenPeers = 10'000;
 // Distributor's mu_; grpc never runs these reactions inline in those calls (it dispatches them
 // to its executor), so holding mu_ there cannot deadlock. The object deletes itself in OnDone.
 //
-// Raw messages (grpc::ByteBuffer) both ways: an agent's message is parsed here, and a fence goes
-// out as a buffer that refers to the node's held bytes (fence_update.h) instead of a message
-// grpc would serialize into a copy. The bytes on the wire are those of the typed service.
+// Raw messages (grpc::ByteBuffer) both ways, so that an agent's message that does not parse is
+// this stream's to count, log and report (a typed reactor would cancel the stream without a
+// word). Both directions are (de)serialized with grpc's own SerializationTraits, as the typed
+// service would: the bytes on the wire are the same.
 class Distributor::AgentStream final
     : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
@@ -218,8 +219,13 @@ class Distributor::AgentStream final
     if (finished_ || write_pending_ || !n.slot.HasDue()) return;
     std::optional<PendingUpdate> next = n.slot.TakeNext(d_->NextNonceLocked());
     if (!next) return;
-    // The fence is held serialized (wire_fence.h); the buffer refers to those bytes.
-    out_ = FenceUpdateBuffer(next->fence, next->nonce);
+    // The fence is held serialized (wire_fence.h); the update is built from it for this write.
+    out_.Clear();
+    if (Status st = SerializeFenceUpdate(*next->fence, next->nonce, &out_); !st.ok()) {
+      spdlog::error("distributor: fence for {} not sent: {}", next->fence->node_name(),
+                    st.ToString());
+      return;
+    }
     write_pending_ = true;
     StartWrite(&out_);
   }

@@ -34,24 +34,6 @@ std::shared_ptr<const WireFence> WireFence::From(const feedguard::v1::NodeFence&
 WireFence::WireFence(std::string node_name, uint64_t version, std::string unversioned)
     : node_name_(std::move(node_name)), version_(version), bytes_(std::move(unversioned)) {}
 
-size_t WireFence::WriteVersionField(uint8_t (&out)[kMaxVersionFieldBytes]) const {
-  // Field 2 (version), wire type 0 (varint): one tag byte and at most ten bytes of varint.
-  static_assert(feedguard::v1::NodeFence::kVersionFieldNumber == 2);
-  constexpr uint8_t kVersionTag = (2 << 3) | 0;
-  if (version_ == 0) return 0;  // proto3: a zero scalar is not written
-  out[0] = kVersionTag;
-  uint8_t* end = pbio::CodedOutputStream::WriteVarint64ToArray(version_, out + 1);
-  return static_cast<size_t>(end - out);
-}
-
-void WireFence::AppendVersioned(std::string* out) const {
-  uint8_t field[kMaxVersionFieldBytes];
-  const size_t n = WriteVersionField(field);
-  out->reserve(out->size() + bytes_.size() + n);
-  out->append(bytes_);
-  out->append(reinterpret_cast<const char*>(field), n);
-}
-
 feedguard::v1::NodeFence WireFence::Parse() const {
   feedguard::v1::NodeFence f;
   (void)f.ParseFromString(bytes_);  // our own serialization: it parses

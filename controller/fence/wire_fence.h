@@ -4,9 +4,8 @@
 // the reconciler, the node's FenceSlot and the write in flight. As a parsed protobuf, each
 // fenced pod cost ~0.7 KB (a heap std::string per field, a message per pod and per container);
 // as wire bytes ~0.2 KB, and the bytes are what every send needs anyway. The version is kept
-// beside the bytes, not in them: two resolutions of a node compare byte for byte (Same()), and a
-// send appends the version field (protobuf's last-field-wins merge: bytes ‖ version is the
-// versioned message).
+// beside the bytes, not in them: two resolutions of a node compare byte for byte (Same()); a
+// send parses the bytes into its message and sets the version.
 #pragma once
 
 #include <cstdint>
@@ -29,15 +28,10 @@ class WireFence {
   uint64_t version() const { return version_; }
   // The NodeFence without its version.
   const std::string& unversioned() const { return bytes_; }
-  // Appends the whole NodeFence, version included, to `out` (one allocation at most).
-  void AppendVersioned(std::string* out) const;
-  // The version as NodeFence's field on the wire, written to `out`; returns its length (0 for
-  // version 0, which proto3 does not write). unversioned() ‖ these bytes is the NodeFence.
-  static constexpr size_t kMaxVersionFieldBytes = 11;
-  size_t WriteVersionField(uint8_t (&out)[kMaxVersionFieldBytes]) const;
   // Whether two fences ask for the same thing (everything but the version equal).
   bool Same(const WireFence& other) const { return bytes_ == other.bytes_; }
-  // The parsed NodeFence, version included (tests, debugging; a send never parses).
+  // The parsed NodeFence, version included: what a send puts into its FenceUpdate
+  // (controller/distributor/fence_update.h) and what the agent receives.
   feedguard::v1::NodeFence Parse() const;
 
   // `fence` serialized deterministically with its version left out (what Same() compares).

