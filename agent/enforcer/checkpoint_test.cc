@@ -1,5 +1,6 @@
 #include "agent/enforcer/checkpoint.h"
 #include "agent/enforcer/fake_node.h"
+#include "tests/fixtures/temp_dir.h"
 
 #include <fcntl.h>
 #include <sys/wait.h>
@@ -14,22 +15,7 @@ namespace feedguard::agent {
 namespace {
 
 namespace fs = std::filesystem;
-
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "fg-checkpoint-XXXXXX").string();
-    path_ = ::mkdtemp(tmpl.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using feedguard::testing::TempDir;
 
 using testutil::Slurp;
 

@@ -1,5 +1,6 @@
 // gpu_ids_test.cc — device id forms, the /proc/driver/nvidia and sysfs readers, the resolver.
 #include "agent/topology/gpu_ids.h"
+#include "tests/fixtures/temp_dir.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -12,26 +13,8 @@ namespace feedguard::agent {
 namespace {
 
 namespace fs = std::filesystem;
+using feedguard::testing::TempDir;
 const std::string kDir = FEEDGUARD_TOPOLOGY_FIXTURES;
-
-// A temp directory removed on destruction.
-class TempDir {
- public:
-  TempDir() {
-    std::random_device rd;
-    path_ = fs::temp_directory_path() /
-            ("fg-gpuids-" + std::to_string(getpid()) + "-" + std::to_string(rd()));
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
 
 void Write(const fs::path& p, const std::string& text) {
   fs::create_directories(p.parent_path());
@@ -100,14 +83,14 @@ TEST(GpuIdsTest, NvidiaSmiListGivesMigParents) {
 
 TEST(GpuIdsTest, MigParentTableFromFile) {
   TempDir tmp;
-  Write(tmp.path() / "mig.txt",
+  const fs::path dir = tmp.path();
+  Write(dir / "mig.txt",
         "GPU 0: NVIDIA A100 (UUID: GPU-0000a105-1111-2222-3333-00000000a105)\n"
         "  MIG 2g.10gb     Device  0: (UUID: MIG-77aa)\n");
-  auto t = LoadMigParentTable((tmp.path() / "mig.txt").string());
+  auto t = LoadMigParentTable((dir / "mig.txt").string());
   ASSERT_TRUE(t.ok()) << t.status().ToString();
   EXPECT_EQ(t->at("mig-77aa"), "gpu-0000a105-1111-2222-3333-00000000a105");
-  EXPECT_EQ(LoadMigParentTable((tmp.path() / "absent").string()).status().code(),
-            StatusCode::kNotFound);
+  EXPECT_EQ(LoadMigParentTable((dir / "absent").string()).status().code(), StatusCode::kNotFound);
 }
 
 TEST(GpuIdsTest, ResolverMapsReplicasAndMigToThePhysicalGpu) {
@@ -256,25 +239,26 @@ TEST(GpuIdsTest, ResolverMapsDraDevices) {
 
 TEST(GpuIdsTest, SysfsPciLocality) {
   TempDir tmp;
-  Write(tmp.path() / "0000:3b:00.0/numa_node", "1\n");
-  Write(tmp.path() / "0000:3b:00.0/local_cpulist", "32-63,96-127\n");
-  Write(tmp.path() / "0000:00:1e.0/numa_node", "-1\n");
-  Write(tmp.path() / "0000:00:1e.0/local_cpulist", "0-15\n");
-  Write(tmp.path() / "0000:00:05.0/numa_node", "junk\n");
+  const fs::path dir = tmp.path();
+  Write(dir / "0000:3b:00.0/numa_node", "1\n");
+  Write(dir / "0000:3b:00.0/local_cpulist", "32-63,96-127\n");
+  Write(dir / "0000:00:1e.0/numa_node", "-1\n");
+  Write(dir / "0000:00:1e.0/local_cpulist", "0-15\n");
+  Write(dir / "0000:00:05.0/numa_node", "junk\n");
 
-  auto a = ReadSysfsPciLocality("0000:3B:00.0", tmp.path().string());
+  auto a = ReadSysfsPciLocality("0000:3B:00.0", dir.string());
   ASSERT_TRUE(a.ok()) << a.status().ToString();
   EXPECT_EQ(a->numa, 1);
   EXPECT_EQ(a->local_cpus.ToString(), "32-63,96-127");
 
-  auto b = ReadSysfsPciLocality("0000:00:1e.0", tmp.path().string());
+  auto b = ReadSysfsPciLocality("0000:00:1e.0", dir.string());
   ASSERT_TRUE(b.ok());
   EXPECT_EQ(b->numa, -1);
   EXPECT_EQ(b->local_cpus.ToString(), "0-15");
 
-  EXPECT_EQ(ReadSysfsPciLocality("0000:00:05.0", tmp.path().string()).status().code(),
+  EXPECT_EQ(ReadSysfsPciLocality("0000:00:05.0", dir.string()).status().code(),
             StatusCode::kInvalidArgument);
-  EXPECT_EQ(ReadSysfsPciLocality("0000:99:00.0", tmp.path().string()).status().code(),
+  EXPECT_EQ(ReadSysfsPciLocality("0000:99:00.0", dir.string()).status().code(),
             StatusCode::kNotFound);
 }
 

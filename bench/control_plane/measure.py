@@ -31,16 +31,8 @@ import sys
 import time
 import urllib.parse
 
-
-def load_env(path):
-    env = {}
-    with open(path) as f:
-        for line in f:
-            line = line.strip()
-            if "=" in line and not line.startswith("#"):
-                k, v = line.split("=", 1)
-                env[k] = v.strip("'\"")
-    return env
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scale"))
+from load import read_env_file  # noqa: E402
 
 
 class Api:
@@ -92,7 +84,7 @@ def append_samples(path, samples):
 
 
 def cmd_policy(a):
-    api = Api(load_env(a.env))
+    api = Api(read_env_file(a.env))
     path = f"/apis/feedguard.io/v1alpha1/fencepolicies/{a.policy}"
     current = read(a.file)
     fence = "Weight" if current == "1" else "Idle"
@@ -112,7 +104,7 @@ def cmd_policy(a):
 
 
 def cmd_bind(a):
-    api = Api(load_env(a.env))
+    api = Api(read_env_file(a.env))
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     binding = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": a.name},
                "target": {"apiVersion": "v1", "kind": "Node", "name": a.node}}

@@ -107,6 +107,21 @@ def measure(build, agents, extra, settle_s, sim_extra=()):
     }
 
 
+def config_rows(configs, out, rows_of):
+    """For each --config NAME:ARGS (none given: one named "default" without ARGS), the rows
+    rows_of(ARGS split) yields, each tagged with its config name and printed as a JSON line; all
+    of them with the load average to the file out, when given (agent_memory.py, storm.py)."""
+    rows = []
+    for name, args in [c.split(":", 1) for c in configs] or [["default", ""]]:
+        for row in rows_of(args.split()):
+            row["config"] = name
+            print(json.dumps(row), flush=True)
+            rows.append(row)
+    if out:
+        with open(out, "w") as f:
+            json.dump({"rows": rows, "load_avg": os.getloadavg()}, f, indent=1)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("build")
@@ -116,17 +131,9 @@ def main():
     ap.add_argument("--sim-args", default="", help="extra fg-agent-sim flags (e.g. --tls-*)")
     ap.add_argument("--out")
     a = ap.parse_args()
-    configs = [c.split(":", 1) for c in a.config] or [["default", ""]]
-    rows = []
-    for name, args in configs:
-        for n in [int(x) for x in a.agents.split(",")]:
-            row = measure(a.build, n, args.split(), a.settle_s, a.sim_args.split())
-            row["config"] = name
-            print(json.dumps(row), flush=True)
-            rows.append(row)
-    if a.out:
-        with open(a.out, "w") as f:
-            json.dump({"rows": rows, "load_avg": os.getloadavg()}, f, indent=1)
+    agents = [int(x) for x in a.agents.split(",")]
+    config_rows(a.config, a.out,
+                lambda args: (measure(a.build, n, args, a.settle_s, a.sim_args.split()) for n in agents))
 
 
 if __name__ == "__main__":

@@ -8,13 +8,12 @@ usage: storm.py BUILD_DIR [--agents 2000] [--config NAME:ARGS ...] [--out FILE]
 """
 import argparse
 import collections
-import json
 import os
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from agent_memory import Proc  # noqa: E402
+from agent_memory import Proc, config_rows  # noqa: E402
 
 
 def storm(build, agents, extra, timeout_s=120, sim_extra=()):
@@ -29,37 +28,38 @@ def storm(build, agents, extra, timeout_s=120, sim_extra=()):
         server.send("stats")
         return server.read_json("stats")
 
-    t0 = time.time()
-    start_s = None
-    while time.time() - t0 < timeout_s:
-        st = stats()
-        if st["acks"] >= agents and st["connected"] >= agents:
-            start_s = time.time() - t0
-            break
-        time.sleep(0.2)
+    def until(done, period):
+        """Seconds until done(stats()) holds; None after timeout_s."""
+        t = time.time()
+        while time.time() - t < timeout_s:
+            if done(stats()):
+                return time.time() - t
+            time.sleep(period)
+        return None
+
+    def end_codes():
+        """The grpc codes of the stream ends the simulator reported since the last call."""
+        codes = collections.Counter()
+        while not sim.q.empty():
+            j = sim.q.get()
+            if j and j.get("ev") == "end":
+                codes[j["code"]] += 1
+        return codes
+
+    start_s = until(lambda st: st["acks"] >= agents and st["connected"] >= agents, 0.2)
     # Drop the start's end events (refusals during the start are counted separately).
-    start_codes = collections.Counter()
-    while not sim.q.empty():
-        j = sim.q.get()
-        if j and j.get("ev") == "end":
-            start_codes[j["code"]] += 1
+    start_codes = end_codes()
     acks_before = stats()["acks"]
     sim.send("storm")
-    t1 = time.time()
-    converged_s = None
     peak_rss = 0
-    while time.time() - t1 < timeout_s:
-        st = stats()
+
+    def converged(st):
+        nonlocal peak_rss
         peak_rss = max(peak_rss, st["rss_kb"])
-        if st["acks"] >= acks_before + agents and st["connected"] >= agents:
-            converged_s = time.time() - t1
-            break
-        time.sleep(0.1)
-    codes = collections.Counter()
-    while not sim.q.empty():
-        j = sim.q.get()
-        if j and j.get("ev") == "end":
-            codes[j["code"]] += 1
+        return st["acks"] >= acks_before + agents and st["connected"] >= agents
+
+    converged_s = until(converged, 0.1)
+    codes = end_codes()
     sim.stop()
     server.stop()
     return {
@@ -82,15 +82,8 @@ def main():
     ap.add_argument("--sim-args", default="", help="extra fg-agent-sim flags (e.g. --tls-*)")
     ap.add_argument("--out")
     a = ap.parse_args()
-    rows = []
-    for name, args in [c.split(":", 1) for c in a.config] or [["default", ""]]:
-        row = storm(a.build, a.agents, args.split(), sim_extra=a.sim_args.split())
-        row["config"] = name
-        print(json.dumps(row), flush=True)
-        rows.append(row)
-    if a.out:
-        with open(a.out, "w") as f:
-            json.dump({"rows": rows, "load_avg": os.getloadavg()}, f, indent=1)
+    config_rows(a.config, a.out,
+                lambda args: [storm(a.build, a.agents, args, sim_extra=a.sim_args.split())])
 
 
 if __name__ == "__main__":

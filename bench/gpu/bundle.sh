@@ -11,7 +11,7 @@
 #   DIR/agent/feedguard-agent        wrapper: exec lib/ld-linux-x86-64.so.2 --library-path lib …
 #   DIR/agent/feedguard-agent.bin    the stripped binary
 #   DIR/agent/lib/                   the libraries, under the names the binary asks for
-#   DIR/kit/                         gpu_wedge.py trainer.py spinner.py plot_gpu_wedge.py
+#   DIR/kit/                         gpu_wedge.py wedge_lib.py trainer.py spinner.py plot_gpu_wedge.py
 #                                    run_on_gpu.sh README.md
 #   DIR/MANIFEST                     what is in it, sizes, source commit
 set -euo pipefail
@@ -70,11 +70,12 @@ chmod 755 "$tmp/agent/feedguard-agent"
 for f in gpu_wedge.py trainer.py spinner.py plot_gpu_wedge.py run_on_gpu.sh README.md; do
   cp "$here/$f" "$tmp/kit/$f"
 done
+cp "$here/../wedge/wedge_lib.py" "$tmp/kit/wedge_lib.py"  # gpu_wedge.py imports it
 chmod 755 "$tmp/kit/run_on_gpu.sh"
 
 commit=$(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo unknown)
 dirty=
-git -C "$repo" diff --quiet HEAD -- agent common proto include bench/gpu 2>/dev/null || dirty=1
+git -C "$repo" diff --quiet HEAD -- agent common proto include bench/gpu bench/wedge/wedge_lib.py 2>/dev/null || dirty=1
 {
   echo "feedguard GPU wedge bundle — made $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(uname -n) ($(uname -m))"
   echo "source commit $commit${dirty:+ (working tree has changes)}; agent from $agent"

@@ -45,6 +45,11 @@ import threading
 import time
 from pathlib import Path
 
+# wedge_lib: bench/wedge in the repository, beside this file in the bundle's kit/.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "wedge"))
+from wedge_lib import (UsageSampler, aggregate_ladder, fmt, med, parse_cpulist,  # noqa: E402
+                       rmdir_retry, write)
+
 KIT = Path(__file__).resolve().parent
 REPO = KIT.parents[1] if (KIT.parents[1] / "bench" / "gpu").is_dir() else None
 PERIOD_US = 100000
@@ -60,28 +65,6 @@ def sh(cmd: list[str], timeout: float = 20) -> str:
         return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return ""
-
-
-def write(path: Path, value: str) -> None:
-    with open(path, "w") as f:
-        f.write(value)
-
-
-def parse_cpulist(s: str) -> list[int]:
-    out: list[int] = []
-    for part in s.strip().split(","):
-        if not part:
-            continue
-        if "-" in part:
-            a, b = part.split("-")
-            out.extend(range(int(a), int(b) + 1))
-        else:
-            out.append(int(part))
-    return out
-
-
-def fmt(v, spec: str = ".3f") -> str:
-    return "–" if v is None else format(v, spec)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -187,14 +170,7 @@ class Cgroups:
 
     def rmdir(self, rel: str) -> None:
         for d in reversed(self.dirs(rel)):
-            for _ in range(100):
-                try:
-                    d.rmdir()
-                    break
-                except FileNotFoundError:
-                    break
-                except OSError:
-                    time.sleep(0.02)
+            rmdir_retry(d)
 
     def set_shares(self, rel: str, shares: int) -> None:
         if self.v2:
@@ -513,51 +489,15 @@ class Agent:
 # Samplers.
 
 
-class CpuSampler(threading.Thread):
+class CpuSampler(UsageSampler):
     """Cumulative CPU seconds of groups of cgroups (and the machine's busy time), every 100 ms."""
 
     def __init__(self, cg: Cgroups, groups: dict[str, list[Path]], period: float = 0.1):
-        super().__init__(daemon=True)
-        self.cg, self.groups, self.period = cg, groups, period
-        self.samples: list[tuple[float, dict[str, float]]] = []
-        self.stop_ev = threading.Event()
+        super().__init__(groups, period)
+        self.cg = cg
 
-    @staticmethod
-    def machine_busy_s() -> float:
-        with open("/proc/stat") as f:
-            v = [int(x) for x in f.readline().split()[1:]]
-        idle = v[3] + (v[4] if len(v) > 4 else 0)
-        return (sum(v[:8]) - idle) / os.sysconf("SC_CLK_TCK")
-
-    def take(self) -> None:
-        row = {"machine": self.machine_busy_s()}
-        for key, files in self.groups.items():
-            row[key] = sum(self.cg.read_usage_s(f) or 0.0 for f in files)
-        self.samples.append((time.monotonic(), row))
-
-    def run(self) -> None:
-        while not self.stop_ev.is_set():
-            self.take()
-            self.stop_ev.wait(self.period)
-
-    def stop(self) -> None:
-        self.stop_ev.set()
-        self.join()
-        self.take()
-
-    def at(self, key: str, t: float) -> float | None:
-        s = self.samples
-        if not s or t < s[0][0] or t > s[-1][0]:
-            return None
-        for (t0, r0), (t1, r1) in zip(s, s[1:]):
-            if t0 <= t <= t1:
-                f = 0.0 if t1 == t0 else (t - t0) / (t1 - t0)
-                return r0[key] + f * (r1[key] - r0[key])
-        return s[-1][1][key]
-
-    def delta(self, key: str, t0: float, t1: float) -> float | None:
-        a, b = self.at(key, t0), self.at(key, t1)
-        return None if a is None or b is None else b - a
+    def usage_s(self, path: Path) -> float | None:
+        return self.cg.read_usage_s(path)
 
 
 class _NvmlUtil(ctypes.Structure):
@@ -1060,39 +1000,17 @@ def tail(path: Path, n: int = 600) -> str:
 # Aggregation and reports.
 
 
-def med(xs) -> float | None:
-    xs = [x for x in xs if x is not None]
-    return statistics.median(xs) if xs else None
-
-
 def aggregate(runs: list[dict], arms: list[str], ladder: list[int]) -> list[dict]:
-    rows, base = [], {}
-    for arm in arms:
-        for n in ladder:
-            rs = [r for r in runs if r["arm"] == arm and r["neighbours"] == n]
-            if not rs:
-                continue
-            sps = [r["samples_per_s"] for r in rs]
-            m = statistics.median(sps)
-            if n == 0:
-                base[arm] = m
-            rows.append({
-                "arm": arm, "neighbours": n, "runs": len(rs), "samples_per_s_median": m,
-                "samples_per_s_min": min(sps), "samples_per_s_max": max(sps),
-                "ratio_to_isolated": m / base[arm] if base.get(arm) else None,
-                "accelerator_busy": med(r["accelerator_busy"] for r in rs),
-                "gpu_util_sampled": med(r["gpu_util_sampled"] for r in rs),
-                "trainer_cpu_cores": med(r["trainer_cpu_cores"] for r in rs),
-                "neighbour_cpu_cores": med(r["neighbour_cpu_cores"] for r in rs),
-                "background_cpu_cores": med(r["background_cpu_cores"] for r in rs),
-                "neighbour_share_of_slack": med(r["neighbour_share_of_slack"] for r in rs),
-                "trainer_wait_per_cpu_s": med(r["trainer_wait_per_cpu_s"] for r in rs),
-                "trainer_cpus": sorted({r["trainer_cpus"] for r in rs}),
-            })
-    iso = base.get("cfs")
-    for r in rows:
-        r["ratio_to_cfs_isolated"] = r["samples_per_s_median"] / iso if iso else None
-    return rows
+    return aggregate_ladder(runs, arms, ladder, lambda rs: {
+        "accelerator_busy": med(r["accelerator_busy"] for r in rs),
+        "gpu_util_sampled": med(r["gpu_util_sampled"] for r in rs),
+        "trainer_cpu_cores": med(r["trainer_cpu_cores"] for r in rs),
+        "neighbour_cpu_cores": med(r["neighbour_cpu_cores"] for r in rs),
+        "background_cpu_cores": med(r["background_cpu_cores"] for r in rs),
+        "neighbour_share_of_slack": med(r["neighbour_share_of_slack"] for r in rs),
+        "trainer_wait_per_cpu_s": med(r["trainer_wait_per_cpu_s"] for r in rs),
+        "trainer_cpus": sorted({r["trainer_cpus"] for r in rs}),
+    })
 
 
 def target_check(rows: list[dict], ladder: list[int], device_word: str) -> list[str]:
@@ -1254,12 +1172,15 @@ def write_outputs(out_dir: Path, name: str, doc: dict) -> None:
 # ----------------------------------------------------------------------------------------------
 
 
-def find_python() -> str:
-    """An interpreter with torch and torchvision: this one, else a cached venv
-    ($FEEDGUARD_CACHE or ~/.cache/feedguard: torch-*/bin/python, made by torch_venv.sh)."""
+def torch_venvs() -> list[str]:
+    """The cached venvs' interpreters, newest first ($FEEDGUARD_CACHE or ~/.cache/feedguard:
+    torch-*/bin/python, made by torch_venv.sh)."""
     cache = Path(os.environ.get("FEEDGUARD_CACHE", Path.home() / ".cache" / "feedguard"))
-    cands = [sys.executable, "python3"] + sorted(
-        (str(p) for p in cache.glob("torch-*/bin/python")), reverse=True)
+    return sorted((str(p) for p in cache.glob("torch-*/bin/python")), reverse=True)
+
+
+def first_with_torch(cands: list[str]) -> str | None:
+    """The first interpreter of cands that imports torch, torchvision, Pillow and numpy."""
     for c in cands:
         try:
             if subprocess.run([c, "-c", "import torch, torchvision, PIL, numpy"],
@@ -1267,8 +1188,16 @@ def find_python() -> str:
                 return c
         except (OSError, subprocess.TimeoutExpired):
             pass
-    raise SystemExit("no python with torch + torchvision + Pillow + numpy found (pass --python, "
-                     "or make the CPU venv with bench/gpu/torch_venv.sh)")
+    return None
+
+
+def find_python() -> str:
+    """An interpreter with torch and torchvision: this one, else a cached venv (torch_venvs)."""
+    py = first_with_torch([sys.executable, "python3"] + torch_venvs())
+    if py is None:
+        raise SystemExit("no python with torch + torchvision + Pillow + numpy found (pass --python, "
+                         "or make the CPU venv with bench/gpu/torch_venv.sh)")
+    return py
 
 
 def default_agent() -> Path:

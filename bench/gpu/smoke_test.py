@@ -25,6 +25,9 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import gpu_wedge as gw  # noqa: E402
+
 KIT = Path(__file__).resolve().parent
 SKIP = 77
 failures: list[str] = []
@@ -37,16 +40,8 @@ def check(cond: bool, what: str) -> None:
 
 
 def torch_python() -> str | None:
-    cache = Path(os.environ.get("FEEDGUARD_CACHE", Path.home() / ".cache" / "feedguard"))
-    cands = [str(p) for p in sorted(cache.glob("torch-*/bin/python"), reverse=True)] + ["python3"]
-    for c in cands:
-        try:
-            if subprocess.run([c, "-c", "import torch, torchvision, PIL, numpy"],
-                              capture_output=True, timeout=120).returncode == 0:
-                return c
-        except (OSError, subprocess.TimeoutExpired):
-            pass
-    return None
+    """A cached torch venv first (newest), else python3 (gpu_wedge.first_with_torch)."""
+    return gw.first_with_torch(gw.torch_venvs() + ["python3"])
 
 
 def main() -> int:

@@ -28,8 +28,13 @@ import urllib.parse
 
 
 def read_env(testbed):
+    return read_env_file(os.path.join(testbed, "env"))
+
+
+def read_env_file(path):
+    """A test bed's env file (tests/testbed/testbed.sh: KEY='value' lines) as a dict."""
     env = {}
-    with open(os.path.join(testbed, "env")) as f:
+    with open(path) as f:
         for line in f:
             line = line.strip()
             if "=" in line and not line.startswith("#"):

@@ -48,10 +48,12 @@ import signal
 import statistics
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Callable
+
+from wedge_lib import (UsageSampler, aggregate_ladder, fmt, med, parse_cpulist, rmdir_retry,
+                       write)
 
 REPO = Path(__file__).resolve().parents[2]
 CG = Path("/sys/fs/cgroup")
@@ -147,24 +149,6 @@ def read_int(path: Path) -> int | None:
         return int(path.read_text().split()[0])
     except (OSError, ValueError, IndexError):
         return None
-
-
-def write(path: Path, value: str) -> None:
-    with open(path, "w") as f:
-        f.write(value)
-
-
-def parse_cpulist(s: str) -> list[int]:
-    out: list[int] = []
-    for part in s.strip().split(","):
-        if not part:
-            continue
-        if "-" in part:
-            a, b = part.split("-")
-            out.extend(range(int(a), int(b) + 1))
-        else:
-            out.append(int(part))
-    return out
 
 
 def fmt_cpulist(cpus: list[int]) -> str:
@@ -380,15 +364,7 @@ class BuiltinSetup(Setup):
 
     def _rmdir(self, rel: str) -> None:
         for ctrl in self.CTRLS:
-            d = cgpath(ctrl, rel)
-            for _ in range(100):
-                try:
-                    d.rmdir()
-                    break
-                except FileNotFoundError:
-                    break
-                except OSError:
-                    time.sleep(0.02)
+            rmdir_retry(cgpath(ctrl, rel))
         if rel in self.made:
             self.made.remove(rel)
 
@@ -608,58 +584,12 @@ def rand_uid(rng: random.Random) -> str:
 # Sampling cgroup CPU counters while a run is in flight.
 
 
-class Sampler(threading.Thread):
+class Sampler(UsageSampler):
     """Samples cumulative CPU ns of groups of cgroups (and the whole machine) every `period` s."""
 
-    def __init__(self, groups: dict[str, list[Path]], period: float = 0.1):
-        super().__init__(daemon=True)
-        self.groups, self.period = groups, period
-        self.samples: list[tuple[float, dict[str, float]]] = []
-        self.stop_ev = threading.Event()
-
-    @staticmethod
-    def machine_busy_s() -> float:
-        with open("/proc/stat") as f:
-            fields = f.readline().split()[1:]
-        v = [int(x) for x in fields]
-        idle = v[3] + (v[4] if len(v) > 4 else 0)
-        hz = os.sysconf("SC_CLK_TCK")
-        return (sum(v[:8]) - idle) / hz
-
-    def take(self) -> None:
-        row: dict[str, float] = {"machine": self.machine_busy_s()}
-        for key, paths in self.groups.items():
-            tot = 0.0
-            for p in paths:
-                v = read_int(p)
-                if v is not None:
-                    tot += v / 1e9
-            row[key] = tot
-        self.samples.append((time.monotonic(), row))
-
-    def run(self) -> None:
-        while not self.stop_ev.is_set():
-            self.take()
-            self.stop_ev.wait(self.period)
-
-    def stop(self) -> None:
-        self.stop_ev.set()
-        self.join()
-        self.take()
-
-    def at(self, key: str, t: float) -> float | None:
-        s = self.samples
-        if not s or t < s[0][0] or t > s[-1][0]:
-            return None
-        for (t0, r0), (t1, r1) in zip(s, s[1:]):
-            if t0 <= t <= t1:
-                f = 0.0 if t1 == t0 else (t - t0) / (t1 - t0)
-                return r0[key] + f * (r1[key] - r0[key])
-        return s[-1][1][key]
-
-    def delta(self, key: str, t0: float, t1: float) -> float | None:
-        a, b = self.at(key, t0), self.at(key, t1)
-        return None if a is None or b is None else b - a
+    def usage_s(self, path: Path) -> float | None:
+        v = read_int(path)
+        return None if v is None else v / 1e9
 
 
 # ----------------------------------------------------------------------------------------------
@@ -840,48 +770,20 @@ class Bench:
 # Aggregation and reports.
 
 
-def med(xs: list[float]) -> float | None:
-    xs = [x for x in xs if x is not None]
-    return statistics.median(xs) if xs else None
-
-
 def aggregate(runs: list[dict], arms: list[str], ladder: list[int]) -> list[dict]:
-    rows = []
-    base: dict[str, float] = {}
-    for arm in arms:
-        for n in ladder:
-            rs = [r for r in runs if r["arm"] == arm and r["neighbours"] == n]
-            if not rs:
-                continue
-            sps = [r["samples_per_s"] for r in rs]
-            m = statistics.median(sps)
-            if n == 0:
-                base[arm] = m
-            rows.append({
-                "arm": arm, "neighbours": n, "runs": len(rs),
-                "samples_per_s_median": m, "samples_per_s_min": min(sps),
-                "samples_per_s_max": max(sps),
-                "ratio_to_isolated": (m / base[arm]) if base.get(arm) else None,
-                "accelerator_busy": med([r["accelerator_busy"] for r in rs]),
-                "neighbour_share_of_slack": med([r["neighbour_share_of_slack"] for r in rs]),
-                "neighbour_share_of_available_slack": med(
-                    [r.get("neighbour_share_of_available_slack") for r in rs]),
-                "trainer_cpu_cores": med([r["trainer_cpu_s"] / r["duration_s"] for r in rs]),
-                "neighbour_cpu_cores": med([(r["neighbour_cpu_s"] or 0) / r["duration_s"]
-                                            for r in rs]),
-                "trainer_wait_per_cpu_s": med([r.get("trainer_wait_per_cpu_s") for r in rs]),
-                "background_cpu_cores": med([r["background_cpu_s"] / r["duration_s"]
-                                             if r["background_cpu_s"] is not None else None
-                                             for r in rs]),
-            })
-    cfs0 = base.get("cfs")
-    for r in rows:
-        r["ratio_to_cfs_isolated"] = r["samples_per_s_median"] / cfs0 if cfs0 else None
-    return rows
-
-
-def fmt(v, spec=".3f") -> str:
-    return "–" if v is None else format(v, spec)
+    return aggregate_ladder(runs, arms, ladder, lambda rs: {
+        "accelerator_busy": med([r["accelerator_busy"] for r in rs]),
+        "neighbour_share_of_slack": med([r["neighbour_share_of_slack"] for r in rs]),
+        "neighbour_share_of_available_slack": med(
+            [r.get("neighbour_share_of_available_slack") for r in rs]),
+        "trainer_cpu_cores": med([r["trainer_cpu_s"] / r["duration_s"] for r in rs]),
+        "neighbour_cpu_cores": med([(r["neighbour_cpu_s"] or 0) / r["duration_s"]
+                                    for r in rs]),
+        "trainer_wait_per_cpu_s": med([r.get("trainer_wait_per_cpu_s") for r in rs]),
+        "background_cpu_cores": med([r["background_cpu_s"] / r["duration_s"]
+                                     if r["background_cpu_s"] is not None else None
+                                     for r in rs]),
+    })
 
 
 def machine_info() -> dict:

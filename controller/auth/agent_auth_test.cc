@@ -2,35 +2,19 @@
 
 #include <gtest/gtest.h>
 
+#include "controller/auth/base64url_testing.h"
 #include "controller/kube/fake_transport.h"
 
 namespace feedguard::controller {
 namespace {
 
+using feedguard::testing::B64UrlEncode;
 using nlohmann::json;
-
-std::string B64Url(const std::string& in) {
-  static constexpr char kAlphabet[] =
-      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-  std::string out;
-  uint32_t acc = 0;
-  int bits = 0;
-  for (unsigned char c : in) {
-    acc = (acc << 8) | c;
-    bits += 8;
-    while (bits >= 6) {
-      bits -= 6;
-      out.push_back(kAlphabet[(acc >> bits) & 63u]);
-    }
-  }
-  if (bits > 0) out.push_back(kAlphabet[(acc << (6 - bits)) & 63u]);
-  return out;
-}
 
 // A JWT-shaped token (the signature is not checked here: the API server does that).
 std::string Token(int64_t exp, const std::string& salt = "") {
-  return B64Url(R"({"alg":"RS256"})") + "." +
-         B64Url(json{{"exp", exp}, {"sub", "x" + salt}}.dump()) + ".sig";
+  return B64UrlEncode(R"({"alg":"RS256"})") + "." +
+         B64UrlEncode(json{{"exp", exp}, {"sub", "x" + salt}}.dump()) + ".sig";
 }
 
 TokenReviewOptions Opts(TimeSourcePtr clock = nullptr) {
@@ -63,7 +47,7 @@ TEST(JwtExpiryTest, ReadsExpOrNothing) {
   EXPECT_EQ(JwtExpiry(Token(1'700'000'123)), 1'700'000'123);
   EXPECT_EQ(JwtExpiry("not-a-jwt"), std::nullopt);
   EXPECT_EQ(JwtExpiry("a.!!!.c"), std::nullopt);
-  EXPECT_EQ(JwtExpiry("a." + B64Url(R"({"exp":"soon"})") + ".c"), std::nullopt);
+  EXPECT_EQ(JwtExpiry("a." + B64UrlEncode(R"({"exp":"soon"})") + ".c"), std::nullopt);
 }
 
 TEST(JudgeTokenReviewTest, AcceptsOnlyTheAgentAccountBoundToTheHelloNode) {

@@ -1,4 +1,5 @@
 #include "controller/kube/kubeconfig.h"
+#include "tests/fixtures/temp_dir.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -11,22 +12,7 @@ namespace feedguard::kube {
 namespace {
 
 namespace fs = std::filesystem;
-
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "fg-kube-test-XXXXXX").string();
-    path_ = mkdtemp(tmpl.data()) ? tmpl : "";
-  }
-  ~TempDir() {
-    std::error_code ec;
-    if (!path_.empty()) fs::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using feedguard::testing::TempDir;
 
 std::string Slurp(const std::string& p) {
   std::ifstream in(p);

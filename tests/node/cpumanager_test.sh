@@ -18,11 +18,9 @@
 #     byte-identical to their pre-install bytes.
 # Exit: 0 pass, 1 fail, 77 skipped (not root).
 set -euo pipefail
-[[ $# -eq 1 ]] || { echo "usage: $0 WORKDIR" >&2; exit 2; }
 # shellcheck source=lib.sh
 source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lib.sh"
-node_init cpumanager "$1"
-FENCE_TIMEOUT_S="${FEEDGUARD_NODE_FENCE_TIMEOUT_S:-60}"
+node_init cpumanager "$@"
 QUIET_S="${FEEDGUARD_NODE_QUIET_S:-35}"
 
 ncpu="$(nproc)"
@@ -50,9 +48,7 @@ $K create namespace "$WNS" >/dev/null
   deploy pinned neighbour '{requests: {cpu: "1", memory: 32Mi}, limits: {cpu: "1", memory: 32Mi}}'
   deploy nb neighbour '{requests: {cpu: 100m, memory: 16Mi}}'
 } | $K apply -f - >/dev/null
-for d in trainer pinned nb; do
-  $K -n "$WNS" rollout status "deployment/$d" --timeout=180s >/dev/null || fail "deployment $d did not roll out"
-done
+wait_rollouts trainer pinned nb
 declare -A REL UID_OF
 for d in trainer pinned nb; do
   read -r uid qos _ <<<"$(pod_of "$d")"
@@ -133,9 +129,7 @@ $K -n "$RNS" wait --for=delete pod --all --timeout=120s >/dev/null 2>&1 || fail 
 snapshot "$WORK/snap/pods.end" $(pods_rel)
 diff_snap "$WORK/snap/pods.0" "$WORK/snap/pods.end" "pod cgroup files after policy deletion + helm uninstall"
 diff_snap "$WORK/snap/cpu_manager_state.0" "$STATE_FILE" "kubelet's cpu_manager_state at the end"
-s="$(wait_qos)"
-snapshot "$WORK/snap/qos.end" "${QOS[@]}"
-diff_snap "$WORK/snap/qos.0" "$WORK/snap/qos.end" "QoS tiers after uninstall vs before install"
+qos_as_before_install "QoS tiers after uninstall vs before install"
 pass "withdrawn in $((SECONDS - t1))s: all $(wc -l <"$WORK/snap/pods.end") pod cgroup files original, cpu_manager_state and QoS tiers byte-identical"
 
 node_down

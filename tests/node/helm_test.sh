@@ -18,9 +18,7 @@ set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=lib.sh
 source "$HERE/lib.sh"
-[[ $# -eq 1 ]] || { echo "usage: $0 WORKDIR" >&2; exit 2; }
-node_init helm "$1"
-FENCE_TIMEOUT_S="${FEEDGUARD_NODE_FENCE_TIMEOUT_S:-60}"
+node_init helm "$@"
 
 # Host netfilter state: kube-proxy must write its rules only inside the node's namespace.
 host_rules() { { iptables-save 2>/dev/null; ip6tables-save 2>/dev/null; } | grep -v '^#' || true; }
@@ -31,29 +29,13 @@ node_up
 import_feedguard_images
 
 # ---- workloads: a trainer and two Burstable neighbours (Deployments) -----------------------
-$K create namespace "$WNS" >/dev/null
-{
-  deploy trainer trainer '{requests: {cpu: 500m, memory: 32Mi}, limits: {cpu: "1", memory: 128Mi}}'
-  deploy neighbour-a neighbour '{requests: {cpu: 100m, memory: 16Mi}, limits: {cpu: 500m, memory: 64Mi}}'
-  deploy neighbour-b neighbour '{requests: {cpu: 200m, memory: 16Mi}}'
-} | $K apply -f - >/dev/null
-t1=$SECONDS
+deploy_trainer_and_neighbours '{requests: {cpu: 500m, memory: 32Mi}, limits: {cpu: "1", memory: 128Mi}}'
 for d in trainer neighbour-a neighbour-b; do
-  $K -n "$WNS" rollout status "deployment/$d" --timeout=180s >/dev/null || fail "deployment $d did not roll out"
+  [[ "${REL[$d]}" == kubepods/burstable/pod* ]] || fail "$d is not Burstable (${REL[$d]})"
 done
-pass "trainer + 2 neighbour Deployments rolled out in $((SECONDS - t1))s"
+[[ -f "$CPU/${REL[neighbour-a]}/cpu.idle" ]] || fail "$CPU/${REL[neighbour-a]}/cpu.idle missing: kernel without cpu.idle"
 
-declare -A POD_REL
-for d in trainer neighbour-a neighbour-b; do
-  read -r uid qos _ <<<"$(pod_of "$d")"
-  [[ "$qos" == Burstable ]] || fail "$d is $qos, expected Burstable"
-  POD_REL[$d]="kubepods/burstable/pod$uid"
-  [[ -d "$CPU/${POD_REL[$d]}" ]] || fail "pod cgroup $CPU/${POD_REL[$d]} missing"
-done
-[[ -f "$CPU/${POD_REL[neighbour-a]}/cpu.idle" ]] || fail "$CPU/${POD_REL[neighbour-a]}/cpu.idle missing: kernel without cpu.idle"
-
-# snapshot, QOS, diff_snap, wait_qos: lib.sh.
-pods_rel() { echo "${POD_REL[trainer]}/*" "${POD_REL[neighbour-a]}/*" "${POD_REL[neighbour-b]}/*"; }
+# snapshot, QOS, diff_snap, wait_qos, pods_rel: lib.sh.
 # kubelet's QoS tiers settle on their own schedule: wait (lib.sh wait_qos) before the "before"
 # picture.
 s="$(wait_qos)"
@@ -61,26 +43,14 @@ snapshot "$WORK/snap/qos.0" "${QOS[@]}"
 pass "QoS tiers settled after ${s}s (burstable cpu.shares $(cat "$CPU/kubepods/burstable/cpu.shares")); pre-install picture: $(wc -l <"$WORK/snap/qos.0") files"
 
 # ---- helm install, as a user would ---------------------------------------------------------
-t1=$SECONDS
-"$HELM" install "$RELEASE" "$REPO/charts/feedguard" --namespace "$RNS" --create-namespace \
-  --set controller.image.pullPolicy=Never --set agent.image.pullPolicy=Never \
-  --set "agent.cgroup.root=$CGROUP_ROOT" --set agent.cgroup.driver=cgroupfs \
-  --set agent.cgroup.version=v1 \
-  --wait --timeout 180s >"$WORK/helm-install.log" 2>&1 ||
-  { cat "$WORK/helm-install.log"; fail "helm install failed"; }
-# helm --wait counts a DaemonSet with maxUnavailable 1 as ready with 0 of 1 pods ready: wait for
-# both rollouts as kubectl sees them.
-for w in "deployment/$RELEASE-feedguard-controller" "daemonset/$RELEASE-feedguard-agent"; do
-  $K -n "$RNS" rollout status "$w" --timeout=120s >/dev/null || fail "$w did not become ready within 120 s"
-done
-t_install=$((SECONDS - t1))
+helm_install_fg
 ready="$($K -n "$RNS" get deployment "$RELEASE-feedguard-controller" -o 'jsonpath={.status.readyReplicas}/{.spec.replicas}')"
 [[ "$ready" == 2/2 ]] || fail "controller Deployment ready $ready, expected 2/2"
 ds="$($K -n "$RNS" get daemonset "$RELEASE-feedguard-agent" -o 'jsonpath={.status.numberReady}/{.status.desiredNumberScheduled}')"
 [[ "$ds" == 1/1 ]] || fail "agent DaemonSet ready $ds, expected 1/1"
 images="$($K -n "$RNS" get deployment "$RELEASE-feedguard-controller" -o 'jsonpath={.spec.template.spec.containers[0].image}') $($K -n "$RNS" get daemonset "$RELEASE-feedguard-agent" -o 'jsonpath={.spec.template.spec.containers[0].image}')"
 [[ "$images" == "${IMG[controller]} ${IMG[agent]}" ]] || fail "the chart's default images are '$images', not the imported '${IMG[controller]} ${IMG[agent]}'"
-pass "helm install --wait: controller 2/2 Ready, agent DaemonSet 1/1 Ready in ${t_install}s (the chart's default images: $images)"
+pass "helm install --wait: controller 2/2 Ready, agent DaemonSet 1/1 Ready in ${T_INSTALL}s (the chart's default images: $images)"
 $K -n "$RNS" get pods -o wide
 
 # Leader election: the Lease names one of the two controller pods, and exactly that pod reports
@@ -136,7 +106,7 @@ snapshot "$WORK/snap/qos.1" "${QOS[@]}"
 # shellcheck disable=SC2046
 snapshot "$WORK/snap/pods.1" $(pods_rel)
 for d in neighbour-a neighbour-b trainer; do
-  [[ "$(cat "$CPU/${POD_REL[$d]}/cpu.idle")" == 0 ]] || fail "$d cpu.idle is not 0 before the policy"
+  [[ "$(cat "$CPU/${REL[$d]}/cpu.idle")" == 0 ]] || fail "$d cpu.idle is not 0 before the policy"
 done
 pass "before the policy (QoS settled after ${s}s): $(wc -l <"$WORK/snap/pods.1") pod cgroup files, $(wc -l <"$WORK/snap/qos.1") QoS-tier files"
 
@@ -152,7 +122,7 @@ $K apply -f "$WORK/policy.yaml" >/dev/null
 fenced_all() {
   local d
   for d in neighbour-a neighbour-b; do
-    [[ "$(cat "$CPU/${POD_REL[$d]}/cpu.idle" 2>/dev/null)" == 1 ]] || return 1
+    [[ "$(cat "$CPU/${REL[$d]}/cpu.idle" 2>/dev/null)" == 1 ]] || return 1
   done
 }
 until fenced_all; do
@@ -161,7 +131,7 @@ until fenced_all; do
 done
 t_fence_ms=$(($(now_ms) - t1ms))
 t_fence="$(printf '%d.%03d' $((t_fence_ms / 1000)) $((t_fence_ms % 1000)))"
-[[ "$(cat "$CPU/${POD_REL[trainer]}/cpu.idle")" == 0 ]] || fail "the trainer's cpu.idle is not 0"
+[[ "$(cat "$CPU/${REL[trainer]}/cpu.idle")" == 0 ]] || fail "the trainer's cpu.idle is not 0"
 pass "fence after kubectl apply: both neighbours' pod cgroups cpu.idle=1 after ${t_fence}s (poll 0.1 s), trainer 0"
 # The snapshot sees the fence: while fenced, the files that differ are the neighbours' and
 # include both pod-level cpu.idle files; nothing of the trainer changed.
@@ -169,9 +139,9 @@ pass "fence after kubectl apply: both neighbours' pod cgroups cpu.idle=1 after $
 snapshot "$WORK/snap/pods.2" $(pods_rel)
 changed="$({ diff "$WORK/snap/pods.1" "$WORK/snap/pods.2" || true; } | sed -n 's/^> \([^	]*\)	.*/\1/p')"
 for d in neighbour-a neighbour-b; do
-  grep -qx "$CPU/${POD_REL[$d]}/cpu.idle" <<<"$changed" || fail "snapshot while fenced: $d pod cpu.idle not among the changed files: $changed"
+  grep -qx "$CPU/${REL[$d]}/cpu.idle" <<<"$changed" || fail "snapshot while fenced: $d pod cpu.idle not among the changed files: $changed"
 done
-! grep -q "${POD_REL[trainer]}" <<<"$changed" || fail "the trainer's cgroup files changed: $changed"
+! grep -q "${REL[trainer]}" <<<"$changed" || fail "the trainer's cgroup files changed: $changed"
 shown=""
 while read -r f; do
   shown+="${f#/sys/fs/cgroup/}: $(grep -F "$f"$'\t' "$WORK/snap/pods.1" | cut -f2- | tr -d ' ')->$(grep -F "$f"$'\t' "$WORK/snap/pods.2" | cut -f2- | tr -d ' ');  "
@@ -197,15 +167,15 @@ pass "QoS-tier files byte-identical while fenced"
 # pod cgroup made by kubelet) is fenced too, and the status still counts 2 fenced neighbours.
 old_uid="$(pod_of neighbour-b | cut -d' ' -f1)"
 old_name="$($K -n "$WNS" get pods -l app=neighbour-b -o 'jsonpath={.items[0].metadata.name}')"
-POD_REL_OLD_B="${POD_REL[neighbour-b]}"
+POD_REL_OLD_B="${REL[neighbour-b]}"
 t1ms="$(now_ms)"
 $K -n "$WNS" delete pod -l app=neighbour-b --wait=false >/dev/null
 new_fenced() {
   local uid qos
   read -r uid qos _ <<<"$(pod_of neighbour-b)"
   [[ -n "$uid" && "$uid" != "$old_uid" ]] || return 1
-  POD_REL[neighbour-b]="kubepods/burstable/pod$uid"
-  [[ "$(cat "$CPU/${POD_REL[neighbour-b]}/cpu.idle" 2>/dev/null)" == 1 ]]
+  REL[neighbour-b]="kubepods/burstable/pod$uid"
+  [[ "$(cat "$CPU/${REL[neighbour-b]}/cpu.idle" 2>/dev/null)" == 1 ]]
 }
 until new_fenced; do
   (($(now_ms) - t1ms < FENCE_TIMEOUT_S * 1000)) || fail "the recreated neighbour-b pod was not fenced within ${FENCE_TIMEOUT_S}s"
@@ -224,13 +194,13 @@ done
 s="$(wait_qos)"
 snapshot "$WORK/snap/qos.2b" "${QOS[@]}"
 diff_snap "$WORK/snap/qos.1" "$WORK/snap/qos.2b" "QoS tiers after a neighbour pod was recreated while fenced"
-pass "recreated neighbour-b pod (${old_uid:0:8}… -> ${POD_REL[neighbour-b]#kubepods/burstable/pod}) fenced $((t_refence_ms / 1000)).$(printf '%03d' $((t_refence_ms % 1000)))s after the delete; status 1/2/1 again; QoS tiers back to the same bytes (${s}s)"
+pass "recreated neighbour-b pod (${old_uid:0:8}… -> ${REL[neighbour-b]#kubepods/burstable/pod}) fenced $((t_refence_ms / 1000)).$(printf '%03d' $((t_refence_ms % 1000)))s after the delete; status 1/2/1 again; QoS tiers back to the same bytes (${s}s)"
 
 # ---- withdraw: delete the policy, uninstall ------------------------------------------------
 t1=$SECONDS
 $K delete fencepolicy "$POLICY" --timeout=90s >/dev/null || fail "deleting the policy did not finish in 90 s (finalizer)"
 for d in neighbour-a neighbour-b; do
-  [[ "$(cat "$CPU/${POD_REL[$d]}/cpu.idle")" == 0 ]] || fail "$d (${POD_REL[$d]}) still cpu.idle=1 after the policy is gone"
+  [[ "$(cat "$CPU/${REL[$d]}/cpu.idle")" == 0 ]] || fail "$d (${REL[$d]}) still cpu.idle=1 after the policy is gone"
 done
 pass "policy deleted (finalizer released) in $((SECONDS - t1))s; neighbours cpu.idle=0"
 snapshot "$WORK/snap/qos.3" "${QOS[@]}"
@@ -248,8 +218,8 @@ snapshot "$WORK/snap/pods.4" $(pods_rel)
 normalize() { # FILE REL_TRAINER REL_A REL_B
   sed -e "s|$2/|TRAINER/|; s|$3/|NEIGHBOUR-A/|; s|$4/|NEIGHBOUR-B/|" -e 's|/[0-9a-f]\{64\}/|/CONTAINER/|' "$1" | sort
 }
-normalize "$WORK/snap/pods.1" "${POD_REL[trainer]}" "${POD_REL[neighbour-a]}" "$POD_REL_OLD_B" >"$WORK/snap/pods.1n"
-normalize "$WORK/snap/pods.4" "${POD_REL[trainer]}" "${POD_REL[neighbour-a]}" "${POD_REL[neighbour-b]}" >"$WORK/snap/pods.4n"
+normalize "$WORK/snap/pods.1" "${REL[trainer]}" "${REL[neighbour-a]}" "$POD_REL_OLD_B" >"$WORK/snap/pods.1n"
+normalize "$WORK/snap/pods.4" "${REL[trainer]}" "${REL[neighbour-a]}" "${REL[neighbour-b]}" >"$WORK/snap/pods.4n"
 diff_snap "$WORK/snap/pods.1n" "$WORK/snap/pods.4n" "pod cgroup files after policy deletion + helm uninstall"
 grep -q "NEIGHBOUR-B/cpu.idle" "$WORK/snap/pods.4n" || fail "normalization lost neighbour-b's files"
 pass "helm uninstall in ${t_uninstall}s; every pod cgroup file of the trainer and neighbours holds its original bytes ($(wc -l <"$WORK/snap/pods.4") files; the recreated neighbour-b's against its predecessor's)"
@@ -263,4 +233,4 @@ node_down
 host_rules >"$WORK/snap/host-rules.after"
 diff_snap "$WORK/snap/host-rules.before" "$WORK/snap/host-rules.after" "host iptables rules after down"
 pass "host iptables rules unchanged"
-say "PASS (up ${T_UP}s, install ${t_install}s, fence ${t_fence}s, uninstall ${t_uninstall}s, total $((SECONDS - T0))s)"
+say "PASS (up ${T_UP}s, install ${T_INSTALL}s, fence ${t_fence}s, uninstall ${t_uninstall}s, total $((SECONDS - T0))s)"

@@ -22,9 +22,7 @@ set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=lib.sh
 source "$HERE/lib.sh"
-[[ $# -eq 1 ]] || { echo "usage: $0 WORKDIR" >&2; exit 2; }
-node_init ops "$1"
-FENCE_TIMEOUT_S="${FEEDGUARD_NODE_FENCE_TIMEOUT_S:-60}"
+node_init ops "$@"
 
 node_up
 import_feedguard_images

@@ -4,13 +4,15 @@
 # settling, `helm install` of charts/feedguard as a user would, and metric reads through the API
 # server's pod proxy.
 #
-#   source "$HERE/lib.sh"; node_init TAG WORKDIR   (sets WORK NODE REPO HERE T0 RNS WNS RELEASE)
+#   source "$HERE/lib.sh"; node_init TAG "$@"      (the test's one argument is WORKDIR; sets WORK
+#                                                   NODE REPO HERE T0 RNS WNS RELEASE FENCE_TIMEOUT_S)
 #   node_up                                        (cluster up, env sourced, versions logged)
 #   import_feedguard_images; helm_install_fg [--set ...]
 # Callers run with `set -euo pipefail`.
 
 # shellcheck disable=SC2034  # variables are for the sourcing test
 node_init() {
+  (($# == 2)) || { echo "usage: $0 WORKDIR" >&2; exit 2; }
   LIB_TAG="$1"
   HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
   REPO="$(cd "$HERE/../.." && pwd)"
@@ -25,6 +27,7 @@ node_init() {
   mkdir -p "$WORK/snap"
   T0=$SECONDS
   RELEASE=fg
+  FENCE_TIMEOUT_S="${FEEDGUARD_NODE_FENCE_TIMEOUT_S:-60}"
   RNS=feedguard-system
   WNS=fg-workload
   FG_CONTROLLER="${FG_CONTROLLER:-$REPO/build/release/controller/feedguard-controller}"
@@ -84,7 +87,7 @@ node_up() {
   CPU="/sys/fs/cgroup/cpu$CGROUP_ROOT"
   CPUSET="/sys/fs/cgroup/cpuset$CGROUP_ROOT"
   T_UP=$((SECONDS - t1))
-  say "cluster up in ${T_UP}s: kubelet $KUBELET_VERSION, $CONTAINER_RUNTIME_VERSION (containerd $CONTAINERD_VERSION), runc $RUNC_VERSION, kube-proxy ${KUBE_PROXY_VERSION:-?} (iptables ${IPTABLES_VERSION:-?}), CoreDNS ${COREDNS_VERSION:-?} on ${CLUSTER_DNS:-?}, kernel $KERNEL_VERSION, cgroup root $CGROUP_ROOT"
+  say "cluster up in ${T_UP}s: kubelet $KUBELET_VERSION, $CONTAINER_RUNTIME_VERSION (containerd $CONTAINERD_VERSION), runc $RUNC_VERSION, crun ${CRUN_VERSION:-none} (RuntimeClass: ${CRUN_RUNTIMECLASS:-none}), kube-proxy ${KUBE_PROXY_VERSION:-?} (iptables ${IPTABLES_VERSION:-?}), CoreDNS ${COREDNS_VERSION:-?} on ${CLUSTER_DNS:-?}, kernel $KERNEL_VERSION, cgroup root $CGROUP_ROOT"
   say "versions: kubelet=$KUBELET_VERSION containerd=$CONTAINERD_VERSION runc=$RUNC_VERSION"
 }
 
@@ -107,8 +110,25 @@ import_feedguard_images() {
 # shellcheck source=../fixtures/fence_policy.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../fixtures/fence_policy.sh"
 
-# deploy NAME ROLE RESOURCES — a Deployment of one busybox `sleep` pod (YAML on stdout).
+# busybox_spec COMMAND RESOURCES [RESIZE-POLICY] — the pod spec (YAML, not indented) of one
+# busybox container "main": the workloads of deploy and sleep_pod.
+busybox_spec() {
+  cat <<YAML
+terminationGracePeriodSeconds: 1
+containers:
+- name: main
+  image: $BUSYBOX_IMAGE
+  imagePullPolicy: Never
+  command: $1
+  resources: $2
+YAML
+  [[ -z "${3:-}" ]] || echo "  resizePolicy: $3"
+}
+# deploy NAME ROLE RESOURCES [COMMAND] — a Deployment of one busybox pod in $WNS (YAML on stdout);
+# COMMAND, a `sh -c` script, defaults to `sleep 86400`.
 deploy() {
+  local cmd='[sleep, "86400"]'
+  [[ -z "${4:-}" ]] || cmd="[sh, -c, '$4']"
   cat <<YAML
 apiVersion: apps/v1
 kind: Deployment
@@ -120,16 +140,50 @@ spec:
     metadata:
       labels: {app: $1, feedguard.io/role: $2}
     spec:
-      terminationGracePeriodSeconds: 1
-      containers:
-      - name: main
-        image: $BUSYBOX_IMAGE
-        imagePullPolicy: Never
-        command: [sleep, "86400"]
-        resources: $3
+$(busybox_spec "$cmd" "$3" | sed 's/^/      /')
 ---
 YAML
 }
+# sleep_pod NAME NAMESPACE RESOURCES — a bare busybox `sleep 3600` Pod whose CPU kubelet may
+# resize in place (restartPolicy NotRequired; YAML on stdout).
+sleep_pod() {
+  cat <<YAML
+apiVersion: v1
+kind: Pod
+metadata: {name: $1, namespace: $2}
+spec:
+$(busybox_spec '[sleep, "3600"]' "$3" '[{resourceName: cpu, restartPolicy: NotRequired}]' | sed 's/^/  /')
+---
+YAML
+}
+# wait_rollouts DEPLOYMENT... — each of $WNS's Deployments rolled out (180 s each).
+wait_rollouts() {
+  local d
+  for d in "$@"; do
+    $K -n "$WNS" rollout status "deployment/$d" --timeout=180s >/dev/null || fail "deployment $d did not roll out"
+  done
+}
+# deploy_trainer_and_neighbours TRAINER-RESOURCES — namespace $WNS with the Deployments trainer,
+# neighbour-a (100m request, 500m limit) and neighbour-b (200m request), rolled out; REL[APP] is
+# each pod's cgroup relative to the cgroup root (the dir checked to exist), pods_rel their dirs.
+deploy_trainer_and_neighbours() {
+  local t1=$SECONDS d uid qos
+  $K create namespace "$WNS" >/dev/null
+  {
+    deploy trainer trainer "$1"
+    deploy neighbour-a neighbour '{requests: {cpu: 100m, memory: 16Mi}, limits: {cpu: 500m, memory: 64Mi}}'
+    deploy neighbour-b neighbour '{requests: {cpu: 200m, memory: 16Mi}}'
+  } | $K apply -f - >/dev/null
+  wait_rollouts trainer neighbour-a neighbour-b
+  pass "trainer + 2 neighbour Deployments rolled out in $((SECONDS - t1))s"
+  declare -gA REL
+  for d in trainer neighbour-a neighbour-b; do
+    read -r uid qos _ <<<"$(pod_of "$d")"
+    REL[$d]="$(pod_rel "$uid" "$qos")"
+    [[ -d "$CPU/${REL[$d]}" ]] || fail "pod cgroup $CPU/${REL[$d]} missing"
+  done
+}
+pods_rel() { echo "${REL[trainer]}/*" "${REL[neighbour-a]}/*" "${REL[neighbour-b]}/*"; }
 
 # pod_of APP — "UID QOS NAME" of the Deployment's (first) pod that is not being deleted; empty
 # when there is none.
@@ -204,6 +258,14 @@ wait_qos() {
     sleep 1
   done
   echo $((SECONDS - t))
+}
+
+# qos_as_before_install WHAT — once kubelet has settled them (wait_qos; QOS_S: the seconds), the
+# QoS tiers' files byte-identical to $WORK/snap/qos.0, the picture before the install.
+qos_as_before_install() {
+  QOS_S="$(wait_qos)"
+  snapshot "$WORK/snap/qos.end" "${QOS[@]}"
+  diff_snap "$WORK/snap/qos.0" "$WORK/snap/qos.end" "$1"
 }
 
 # helm_install_fg [HELM ARGS...] — charts/feedguard as it is, plus the node's cgroup root, driver

@@ -8,73 +8,31 @@
 # Exit: 0 pass, 1 fail, 77 skipped (not root).
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-[[ $# -eq 1 ]] || { echo "usage: $0 WORKDIR" >&2; exit 2; }
-if ((EUID != 0)); then
-  echo "SKIPPED: the node tier needs root (network/mount namespaces, cgroups, containerd)"
-  exit 77
-fi
-mkdir -p "$1"
-WORK="$(cd "$1" && pwd)"
-NODE="$WORK/node"
-rm -rf "$WORK/failed-logs" "$WORK/images" "$WORK/images.log"
-T0=$SECONDS
+# shellcheck source=lib.sh
+source "$HERE/lib.sh"
+node_init smoke "$@"
 NSP=fg-smoke
-
-say() { printf '[node-smoke %(%H:%M:%S)T +%3ds] %s\n' -1 "$((SECONDS - T0))" "$*"; }
-fail() { say "FAIL: $*"; exit 1; }
-pass() { say "ok: $*"; }
-
-cluster_down_done=0
-on_exit() {
-  local rc=$?
-  if ((!cluster_down_done)); then
-    if ((rc)) && [[ -d "$NODE/logs" ]]; then
-      say "kubelet log tail:"; tail -n 25 "$NODE/logs/kubelet.log" 2>/dev/null || true
-      [[ -x "$NODE/bin/kubectl" ]] && { "$NODE/bin/kubectl" get pods -A -o wide 2>&1 || true; "$NODE/bin/kubectl" -n "$NSP" describe pods 2>&1 | tail -n 40 || true; }
-      mkdir -p "$WORK/failed-logs" && cp -r "$NODE/logs" "$WORK/failed-logs/" 2>/dev/null || true
-    fi
-    "$HERE/cluster.sh" down "$NODE" || true
+node_exit_hook() {  # RC — kubelet's last lines and the pods' events
+  if (($1)) && [[ -d "$NODE/logs" ]]; then
+    say "kubelet log tail:"; tail -n 25 "$NODE/logs/kubelet.log" 2>/dev/null || true
+    [[ -x "$NODE/bin/kubectl" ]] && { "$NODE/bin/kubectl" -n "$NSP" describe pods 2>&1 | tail -n 40 || true; }
   fi
-  exit "$rc"
+  return 0
 }
-trap on_exit EXIT
-trap 'exit 130' INT TERM
 
 # Host state the cluster must not change.
 sysctls_before="$(cat /proc/sys/vm/overcommit_memory /proc/sys/vm/panic_on_oom /proc/sys/kernel/panic /proc/sys/kernel/panic_on_oops | tr '\n' ' ')"
 
 # ---- up ----------------------------------------------------------------------------------
-"$HERE/cluster.sh" up "$NODE"
-t_up=$((SECONDS - T0))
-# shellcheck disable=SC1091
-source "$NODE/env"
+node_up
 cp "$NODE/state" "$WORK/state.copy"
-K="$KUBECTL"
-say "cluster up in ${t_up}s: kubelet $KUBELET_VERSION, $CONTAINER_RUNTIME_VERSION (containerd $CONTAINERD_VERSION), runc $RUNC_VERSION, crun ${CRUN_VERSION:-none} (RuntimeClass: ${CRUN_RUNTIMECLASS:-none}), kernel $KERNEL_VERSION, cgroup root $CGROUP_ROOT"
 
 # ---- pods --------------------------------------------------------------------------------
 $K create namespace "$NSP" >/dev/null
-pod() { # NAME RESOURCES_JSON
-  cat <<YAML
-apiVersion: v1
-kind: Pod
-metadata: {name: $1, namespace: $NSP}
-spec:
-  terminationGracePeriodSeconds: 1
-  containers:
-  - name: main
-    image: $BUSYBOX_IMAGE
-    imagePullPolicy: Never
-    command: [sleep, "3600"]
-    resizePolicy: [{resourceName: cpu, restartPolicy: NotRequired}]
-    resources: $2
----
-YAML
-}
 {
-  pod burstable '{requests: {cpu: 250m, memory: 32Mi}, limits: {cpu: 500m, memory: 128Mi}}'
-  pod besteffort '{}'
-  pod guaranteed '{requests: {cpu: 500m, memory: 64Mi}, limits: {cpu: 500m, memory: 64Mi}}'
+  sleep_pod burstable "$NSP" '{requests: {cpu: 250m, memory: 32Mi}, limits: {cpu: 500m, memory: 128Mi}}'
+  sleep_pod besteffort "$NSP" '{}'
+  sleep_pod guaranteed "$NSP" '{requests: {cpu: 500m, memory: 64Mi}, limits: {cpu: 500m, memory: 64Mi}}'
 } | $K apply -f - >/dev/null
 t1=$SECONDS
 $K -n "$NSP" wait --for=condition=Ready pod --all --timeout=180s >/dev/null ||
@@ -82,8 +40,7 @@ $K -n "$NSP" wait --for=condition=Ready pod --all --timeout=180s >/dev/null ||
 pass "3 pods Running after $((SECONDS - t1))s"
 
 jp() { $K -n "$NSP" get pod "$1" -o "jsonpath=$2"; }
-# shares MILLICPU — kubelet's MilliCPUToShares: m*1024/1000, at least 2 (0 -> 2).
-shares() { local s=$(($1 * 1024 / 1000)); ((s < 2)) && s=2; echo "$s"; }
+# shares MILLICPU (kubelet's MilliCPUToShares): lib.sh.
 # expect FILE VALUE
 expect() {
   [[ -f "$1" ]] || fail "$1 does not exist"
@@ -102,7 +59,6 @@ eventually() {
   fail "$1 = $got after $3 s, expected $2"
 }
 
-CPU=/sys/fs/cgroup/cpu$CGROUP_ROOT
 MEM=/sys/fs/cgroup/memory$CGROUP_ROOT
 alloc_cpu="$($K get node "$NODE_NAME" -o 'jsonpath={.status.allocatable.cpu}')"
 [[ "$alloc_cpu" =~ ^[0-9]+$ ]] && alloc_m=$((alloc_cpu * 1000)) || alloc_m="${alloc_cpu%m}"
@@ -181,17 +137,13 @@ pass "QoS tier burstable cpu.shares followed to $(shares 400) after $((SECONDS -
 
 # feedguard's own images, built from the binaries CI built (FG_CONTROLLER / FG_AGENT, set by
 # CTest): imported into containerd, each runs its --help as a pod under runc as the image's user.
-if [[ -n "${FG_CONTROLLER:-}" && -n "${FG_AGENT:-}" ]]; then
-  t1=$SECONDS
-  mkdir -p "$WORK/images"
-  "$HERE/images.sh" feedguard "$WORK/images" --controller "$FG_CONTROLLER" --agent "$FG_AGENT" >"$WORK/images/list" 2>"$WORK/images.log" ||
-    { cat "$WORK/images.log"; fail "images.sh feedguard failed"; }
-  while read -r file name; do
-    "$CTR" images import "$file" >/dev/null || fail "ctr images import $file failed"
-    size=$(($(stat -c %s "$file") / 1000000))
-    ((size <= 60)) || fail "$name is $size MB (> 60 MB)"
-    comp="${name##*/feedguard-}"; comp="${comp%%:*}"
-    cat <<YAML | $K apply -f - >/dev/null
+t1=$SECONDS
+import_feedguard_images
+while read -r file name; do
+  size=$(($(stat -c %s "$file") / 1000000))
+  ((size <= 60)) || fail "$name is $size MB (> 60 MB)"
+  comp="${name##*/feedguard-}"; comp="${comp%%:*}"
+  cat <<YAML | $K apply -f - >/dev/null
 apiVersion: v1
 kind: Pod
 metadata: {name: image-$comp, namespace: $NSP}
@@ -200,26 +152,21 @@ spec:
   containers:
   - {name: main, image: "$name", imagePullPolicy: Never, args: ["--help"]}
 YAML
-    say "  $name: $size MB uncompressed"
-  done <"$WORK/images/list"
-  for comp in controller agent; do
-    $K -n "$NSP" wait --for=jsonpath='{.status.phase}'=Succeeded "pod/image-$comp" --timeout=60s >/dev/null ||
-      fail "pod image-$comp did not succeed: $($K -n "$NSP" get pod "image-$comp" -o jsonpath='{.status.containerStatuses[0].state}')"
-    # (no `| grep -q` under pipefail: grep's early exit would SIGPIPE the writer)
-    out="$($K -n "$NSP" logs "image-$comp")" || fail "kubectl logs image-$comp failed"
-    # CLI11's "Usage: feedguard-<comp> ..." (both binaries parse their flags with CLI11)
-    grep -qi "^usage: feedguard-$comp" <<<"$out" || fail "image-$comp printed no usage: ${out:0:200}"
-  done
-  pass "controller and agent images built, imported, and ran --help as pods in $((SECONDS - t1))s"
-  rm -rf "$WORK/images" "$WORK/images.log"
-else
-  say "skipped: feedguard images (FG_CONTROLLER/FG_AGENT not set; CTest sets them)"
-fi
+  say "  $name: $size MB uncompressed"
+done <"$WORK/images/list"
+for comp in controller agent; do
+  $K -n "$NSP" wait --for=jsonpath='{.status.phase}'=Succeeded "pod/image-$comp" --timeout=60s >/dev/null ||
+    fail "pod image-$comp did not succeed: $($K -n "$NSP" get pod "image-$comp" -o jsonpath='{.status.containerStatuses[0].state}')"
+  # (no `| grep -q` under pipefail: grep's early exit would SIGPIPE the writer)
+  out="$($K -n "$NSP" logs "image-$comp")" || fail "kubectl logs image-$comp failed"
+  # CLI11's "Usage: feedguard-<comp> ..." (both binaries parse their flags with CLI11)
+  grep -qi "^usage: feedguard-$comp" <<<"$out" || fail "image-$comp printed no usage: ${out:0:200}"
+done
+pass "controller and agent images built, imported, and ran --help as pods in $((SECONDS - t1))s"
 
 # ---- down and leftovers ------------------------------------------------------------------
 t1=$SECONDS
-cluster_down_done=1
-"$HERE/cluster.sh" down "$NODE" || fail "cluster.sh down failed"
+node_down
 t_down=$((SECONDS - t1))
 for m in $(awk '{ split($0, a, " - "); split(a[2], b, " "); if (b[1] ~ /^cgroup2?$/) print $5 }' /proc/self/mountinfo); do
   [[ ! -e "$m$CGROUP_ROOT" ]] || fail "cgroup $m$CGROUP_ROOT left behind"
@@ -248,4 +195,4 @@ sysctls_after="$(cat /proc/sys/vm/overcommit_memory /proc/sys/vm/panic_on_oom /p
 [[ ! -e "$NODE" ]] || fail "$NODE not removed"
 pass "down in ${t_down}s: no cgroups, netns, mounts, processes left; host sysctls unchanged ($sysctls_after)"
 rm -f "$WORK/state.copy"
-say "PASS (up ${t_up}s, total $((SECONDS - T0))s)"
+say "PASS (up ${T_UP}s, total $((SECONDS - T0))s)"

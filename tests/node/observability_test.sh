@@ -28,8 +28,7 @@ set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=lib.sh
 source "$HERE/lib.sh"
-[[ $# -eq 1 ]] || { echo "usage: $0 WORKDIR" >&2; exit 2; }
-node_init obs "$1"
+node_init obs "$@"
 rm -rf "$WORK/prom"
 mkdir -p "$WORK/prom"
 MNS=monitoring
@@ -160,30 +159,12 @@ for comp, binary in bins.items():
 EOF
 
 $K create namespace "$WNS" >/dev/null
-deploy_cmd() { # NAME ROLE COMMAND — a Deployment running COMMAND in busybox (YAML on stdout)
-  cat <<YAML
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: $1, namespace: $WNS}
-spec:
-  replicas: 1
-  selector: {matchLabels: {app: $1}}
-  template:
-    metadata:
-      labels: {app: $1, feedguard.io/role: $2}
-    spec:
-      terminationGracePeriodSeconds: 1
-      containers:
-      - name: main
-        image: $BUSYBOX_IMAGE
-        imagePullPolicy: Never
-        command: [sh, -c, '$3']
-        resources: {requests: {cpu: 100m, memory: 16Mi}, limits: {cpu: 200m, memory: 64Mi}}
----
-YAML
-}
+OBS_RESOURCES='{requests: {cpu: 100m, memory: 16Mi}, limits: {cpu: 200m, memory: 64Mi}}'
 # The neighbour burns (at most 0.2 CPU) so that feedguard_neighbour_cpu_seconds_total grows.
-{ deploy_cmd trainer trainer 'exec sleep 86400'; deploy_cmd neighbour neighbour 'while :; do :; done'; } | $K apply -f - >/dev/null
+{
+  deploy trainer trainer "$OBS_RESOURCES" 'exec sleep 86400'
+  deploy neighbour neighbour "$OBS_RESOURCES" 'while :; do :; done'
+} | $K apply -f - >/dev/null
 
 # ---- helm install: chart defaults + NetworkPolicies ----------------------------------------
 VALUES=(--set controller.image.pullPolicy=Never --set agent.image.pullPolicy=Never

@@ -22,11 +22,9 @@
 # Exit: 0 pass, 1 fail, 77 skipped (not root). Binaries: FG_CONTROLLER / FG_AGENT (CTest sets
 # them), else build/release.
 set -euo pipefail
-[[ $# -eq 1 ]] || { echo "usage: $0 WORKDIR" >&2; exit 2; }
 # shellcheck source=lib.sh
 source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lib.sh"
-node_init resilience "$1"
-FENCE_TIMEOUT_S="${FEEDGUARD_NODE_FENCE_TIMEOUT_S:-60}"
+node_init resilience "$@"
 # The controller's grace period before a disconnected agent's node is reported stale
 # (--stale-after-ms; the controller sets no lower bound, the chart's default is 60 s).
 STALE_AFTER_MS="${FEEDGUARD_NODE_STALE_AFTER_MS:-20000}"
@@ -36,24 +34,9 @@ node_up
 import_feedguard_images
 
 # ---- workloads: a Guaranteed trainer, two Burstable neighbours ------------------------------
-$K create namespace "$WNS" >/dev/null
-{
-  deploy trainer trainer '{requests: {cpu: 300m, memory: 64Mi}, limits: {cpu: 300m, memory: 64Mi}}'
-  deploy neighbour-a neighbour '{requests: {cpu: 100m, memory: 16Mi}, limits: {cpu: 500m, memory: 64Mi}}'
-  deploy neighbour-b neighbour '{requests: {cpu: 200m, memory: 16Mi}}'
-} | $K apply -f - >/dev/null
-for d in trainer neighbour-a neighbour-b; do
-  $K -n "$WNS" rollout status "deployment/$d" --timeout=180s >/dev/null || fail "deployment $d did not roll out"
-done
-declare -A REL
-for d in trainer neighbour-a neighbour-b; do
-  read -r uid qos _ <<<"$(pod_of "$d")"
-  REL[$d]="$(pod_rel "$uid" "$qos")"
-  [[ -d "$CPU/${REL[$d]}" ]] || fail "pod cgroup $CPU/${REL[$d]} missing"
-done
+deploy_trainer_and_neighbours '{requests: {cpu: 300m, memory: 64Mi}, limits: {cpu: 300m, memory: 64Mi}}'
 [[ "${REL[trainer]}" == kubepods/pod* ]] || fail "the trainer is not Guaranteed (${REL[trainer]})"
 pass "Guaranteed trainer (${REL[trainer]%%/pod*}) and 2 Burstable neighbours Running"
-pods_rel() { echo "${REL[trainer]}/*" "${REL[neighbour-a]}/*" "${REL[neighbour-b]}/*"; }
 
 s="$(wait_qos)"
 snapshot "$WORK/snap/qos.0" "${QOS[@]}"
@@ -305,10 +288,8 @@ diff_snap "$WORK/snap/pods.0" "$WORK/snap/pods.end" "pod cgroup files after poli
 pass "g: policy deleted + helm uninstall ($((SECONDS - t1))s): all $(wc -l <"$WORK/snap/pods.end") pod cgroup files of the trainer and neighbours hold their original bytes (restored by the 3rd agent from the host checkpoint)"
 $K -n "$WNS" delete deployment neighbour-d --wait=true --timeout=60s >/dev/null || fail "deleting neighbour-d"
 $K -n "$WNS" wait --for=delete pod -l app=neighbour-d --timeout=60s >/dev/null 2>&1 || true
-s="$(wait_qos)"
-snapshot "$WORK/snap/qos.end" "${QOS[@]}"
-diff_snap "$WORK/snap/qos.0" "$WORK/snap/qos.end" "QoS tiers after everything vs before install"
-pass "g: kubelet's QoS-tier files (${QOS[*]}) byte-identical to their pre-install bytes after 2 restarts, 2 agent replacements, a failover, a partition ($(wc -l <"$WORK/snap/qos.end") files, settled ${s}s)"
+qos_as_before_install "QoS tiers after everything vs before install"
+pass "g: kubelet's QoS-tier files (${QOS[*]}) byte-identical to their pre-install bytes after 2 restarts, 2 agent replacements, a failover, a partition ($(wc -l <"$WORK/snap/qos.end") files, settled ${QOS_S}s)"
 
 node_down
 say "PASS (up ${T_UP}s, install ${T_INSTALL}s, total $((SECONDS - T0))s; kubelet $KUBELET_VERSION, containerd $CONTAINERD_VERSION, runc $RUNC_VERSION)"

@@ -16,8 +16,7 @@ set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=lib.sh
 source "$HERE/lib.sh"
-[[ $# -eq 1 ]] || { echo "usage: $0 WORKDIR" >&2; exit 2; }
-node_init resize "$1"
+node_init resize "$@"
 AGENT="$FG_AGENT"
 NSP=fg-resize
 node_exit_hook() {  # RC — kubelet's word on the resize, and the agent's fences withdrawn
@@ -34,21 +33,7 @@ agent() { "$AGENT" "$@" --cgroup-root "$CGROUP_ROOT" --cgroup-driver cgroupfs --
 
 $K create namespace "$NSP" >/dev/null
 for p in trainer nb-weight nb-idle; do
-  cat <<YAML
-apiVersion: v1
-kind: Pod
-metadata: {name: $p, namespace: $NSP}
-spec:
-  terminationGracePeriodSeconds: 1
-  containers:
-  - name: main
-    image: $BUSYBOX_IMAGE
-    imagePullPolicy: Never
-    command: [sleep, "3600"]
-    resizePolicy: [{resourceName: cpu, restartPolicy: NotRequired}]
-    resources: {requests: {cpu: 250m}, limits: {cpu: "1"}}
----
-YAML
+  sleep_pod "$p" "$NSP" '{requests: {cpu: 250m}, limits: {cpu: "1"}}'
 done | $K apply -f - >/dev/null
 $K -n "$NSP" wait --for=condition=Ready pod --all --timeout=180s >/dev/null || fail "pods not Ready"
 jp() { $K -n "$NSP" get pod "$1" -o "jsonpath=$2"; }

@@ -19,13 +19,9 @@ ROOT="$(cd "$HERE/../../.." && pwd)"
 CHART="$ROOT/charts/feedguard"
 TESTBED_DIR="${1:?usage: chart_test.sh TESTBED_DIR}"
 
-fail() { echo "FATAL: $*" >&2; exit 1; }
-[[ -f "$TESTBED_DIR/env" ]] || fail "$TESTBED_DIR/env not found: the test bed is not up (testbed.sh up $TESTBED_DIR)"
-# shellcheck disable=SC1091
-source "$TESTBED_DIR/env"
-export KUBECONFIG
-KUBECTL="${KUBECTL:-$(command -v kubectl)}" || fail "kubectl is not installed"
-command -v jq >/dev/null || fail "jq is not installed"
+# shellcheck source=../testbed_client.sh
+source "$HERE/../testbed_client.sh"
+testbed_client_init "$TESTBED_DIR"
 command -v openssl >/dev/null || fail "openssl is not installed"
 HELM_BIN="${FEEDGUARD_HELM:-$HELM}"  # else the test bed's (the pinned build in the cache)
 [[ -x "$HELM_BIN" ]] || fail "helm is not built. Run: tests/testbed/build.sh helm (or set FEEDGUARD_HELM)"

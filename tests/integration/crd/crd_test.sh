@@ -13,13 +13,9 @@ ROOT="$(cd "$HERE/../../.." && pwd)"
 CRD="$ROOT/crds/fencepolicy.yaml"
 TESTBED_DIR="${1:?usage: crd_test.sh TESTBED_DIR}"
 
-fail() { echo "FATAL: $*" >&2; exit 1; }
-[[ -f "$TESTBED_DIR/env" ]] || fail "$TESTBED_DIR/env not found: the test bed is not up (testbed.sh up $TESTBED_DIR)"
-# shellcheck disable=SC1091
-source "$TESTBED_DIR/env"
-export KUBECONFIG
-KUBECTL="${KUBECTL:-$(command -v kubectl)}" || fail "kubectl is not installed"
-command -v jq >/dev/null || fail "jq is not installed"
+# shellcheck source=../testbed_client.sh
+source "$HERE/../testbed_client.sh"
+testbed_client_init "$TESTBED_DIR"
 
 WORK="$(mktemp -d)"
 trap 'cleanup' EXIT

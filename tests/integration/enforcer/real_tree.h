@@ -29,12 +29,14 @@
 #include "agent/cgroup/kernel_facts.h"
 #include "agent/cgroup/kubelet_facts.h"
 #include "agent/enforcer/checkpoint.h"
+#include "tests/fixtures/temp_dir.h"
 
 namespace feedguard::agent::realcg {
 
 namespace fs = std::filesystem;
 namespace kf = cgroup;
 using cgroup::CgroupVersion;
+using feedguard::testing::TempDir;
 
 inline constexpr char kV1Root[] = "/sys/fs/cgroup";
 inline const char* const kControllers[] = {"cpu", "cpuacct", "cpuset"};
@@ -222,22 +224,6 @@ class Tree {
   std::vector<std::string> made_;  // in creation order (parents first)
   cgroup::CgroupLayout layout_;
   cgroup::CgroupsPtr cgroups_;
-};
-
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "fg-enforcer-v1-XXXXXX").string();
-    path_ = ::mkdtemp(tmpl.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
 };
 
 // The files whose bytes differ between two snapshots (a readable failure message).

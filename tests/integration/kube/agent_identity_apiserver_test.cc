@@ -31,11 +31,13 @@
 #include <thread>
 
 #include "controller/auth/agent_auth.h"
+#include "controller/auth/base64url_testing.h"
 #include "controller/kube/client.h"
 #include "controller/kube/curl_transport.h"
 #include "controller/kube/kubeconfig.h"
 #include "feedguard/v1/nodefence.grpc.pb.h"
 #include "tests/integration/grpc/test_pki.h"
+#include "tests/integration/kube/process_util.h"
 
 namespace feedguard::kube {
 namespace {
@@ -45,6 +47,9 @@ namespace v1 = feedguard::v1;
 using controller::TokenReviewAuthenticator;
 using controller::TokenReviewOptions;
 using namespace std::chrono_literals;
+using feedguard::testing::B64UrlEncode;
+using feedguard::testing::FreePort;
+using feedguard::testing::Shell;
 
 constexpr char kNs[] = "feedguard-system";
 constexpr char kAgentSa[] = "feedguard-agent";
@@ -52,49 +57,11 @@ constexpr char kOtherSa[] = "not-the-agent";
 const Gvr kFencePolicies{"feedguard.io", "v1alpha1", "fencepolicies"};
 const Gvr kServiceAccounts{"", "v1", "serviceaccounts"};
 
-int Shell(const std::string& cmd) {
-  const int rc = std::system(cmd.c_str());
-  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-}
-
 std::string Slurp(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
-}
-
-int FreePort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
-
-std::string B64UrlEncode(const std::string& in) {
-  static constexpr char kAlphabet[] =
-      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-  std::string out;
-  uint32_t acc = 0;
-  int bits = 0;
-  for (unsigned char c : in) {
-    acc = (acc << 8) | c;
-    bits += 8;
-    while (bits >= 6) {
-      bits -= 6;
-      out.push_back(kAlphabet[(acc >> bits) & 63u]);
-    }
-  }
-  if (bits > 0) out.push_back(kAlphabet[(acc << (6 - bits)) & 63u]);
-  return out;
 }
 
 std::string B64UrlDecode(const std::string& in) {

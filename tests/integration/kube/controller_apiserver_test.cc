@@ -33,6 +33,7 @@
 #include "controller/kube/curl_transport.h"
 #include "controller/kube/kubeconfig.h"
 #include "feedguard/v1/nodefence.grpc.pb.h"
+#include "tests/integration/kube/process_util.h"
 
 namespace feedguard::kube {
 namespace {
@@ -40,29 +41,11 @@ namespace {
 namespace fs = std::filesystem;
 namespace v1 = feedguard::v1;
 using namespace std::chrono_literals;
+using feedguard::testing::FreePort;
+using feedguard::testing::Shell;
 
 const Gvr kFencePolicies{"feedguard.io", "v1alpha1", "fencepolicies"};
 const Gvr kNamespaces{"", "v1", "namespaces"};
-
-int Shell(const std::string& cmd) {
-  const int rc = std::system(cmd.c_str());
-  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-}
-
-int FreePort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
 
 // The controller process: started with fork/exec, stopped (SIGTERM, then SIGKILL) by its pid.
 class ControllerProcess {
