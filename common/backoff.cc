@@ -60,6 +60,27 @@ int KeyedBackoff::failures(const std::string& key) const {
   return it == entries_.end() ? 0 : it->second.backoff.failures();
 }
 
+std::optional<KeyedBackoff::TimePoint> KeyedBackoff::DueAt(const std::string& key) const {
+  auto it = entries_.find(key);
+  if (it == entries_.end()) return std::nullopt;
+  return it->second.due;
+}
+
+void Wakeup::Notify() {
+  {
+    std::lock_guard l(mu_);
+    notified_ = true;
+  }
+  cv_.notify_all();
+}
+
+bool Wakeup::WaitFor(std::chrono::nanoseconds d, const std::stop_token& stop) {
+  std::unique_lock l(mu_);
+  cv_.wait_for(l, stop, d, [&] { return notified_; });
+  notified_ = false;
+  return !stop.stop_requested();
+}
+
 bool SleepFor(std::chrono::nanoseconds d, const std::stop_token& stop) {
   if (stop.stop_requested()) return false;
   std::mutex mu;

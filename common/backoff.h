@@ -23,10 +23,12 @@
 #pragma once
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <stop_token>
 #include <string>
@@ -79,6 +81,8 @@ class KeyedBackoff {
   void Forget(const std::string& key);
   // Consecutive failures of `key` (0: none).
   int failures(const std::string& key) const;
+  // When `key` is due again; nullopt for a key that has not failed (due now).
+  std::optional<TimePoint> DueAt(const std::string& key) const;
 
  private:
   struct Entry {
@@ -92,6 +96,22 @@ class KeyedBackoff {
 
 // Sleeps `d` unless `stop` is (or becomes) requested. Returns false when stop was requested.
 bool SleepFor(std::chrono::nanoseconds d, const std::stop_token& stop);
+
+// A loop's wait that other threads end early: Notify() wakes the loop's current or next
+// WaitFor, and a notification that comes while the loop is busy is kept (one pending at most),
+// so no change waits for the timeout. Thread-safe.
+class Wakeup {
+ public:
+  void Notify();
+  // Waits up to `d`, until a Notify() (since the last wait) or until `stop` is requested.
+  // Returns false when stop was requested.
+  bool WaitFor(std::chrono::nanoseconds d, const std::stop_token& stop);
+
+ private:
+  std::mutex mu_;
+  std::condition_variable_any cv_;
+  bool notified_ = false;  // guarded by mu_
+};
 
 class Sleeper {
  public:

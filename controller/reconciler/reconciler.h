@@ -2,9 +2,14 @@
 // in; one versioned NodeFence per node out (to the distributor); FencePolicy status, finalizers
 // and Events back to the API server.
 //
-// Informer callbacks and agent callbacks only record what changed (cheap, any thread). One
-// loop thread (Run) recomputes the dirty nodes, hands changed fences to the sink, and writes
-// coalesced status at most once per `status_interval` per policy, only when it changed.
+// Three parts, each with its own state: the ClusterCache (pods, nodes, namespaces as the
+// informers delivered them; cluster_cache.h), the fence loop here (which nodes are dirty, what
+// each was last sent and acknowledged, per policy what it got on each node), and PolicyWrites
+// (finalizers, statuses, Events; policy_writes.h), which reads the loop's state through
+// PolicyFacts. Informer and agent callbacks only record what changed (cheap, any thread) and
+// wake the thread that acts on it: the fence loop (Run) recomputes the dirty nodes and hands
+// changed fences to the sink; PolicyWrites, on a thread of its own, writes coalesced status at
+// most once per `status_interval` per policy, only when it changed.
 // Deletion: a policy being deleted leaves every NodeFence; its finalizer is removed once no
 // agent's acknowledged fence still contains it (nodes that no longer exist do not block).
 //
@@ -33,7 +38,8 @@
 #include "controller/fence/fence_sink.h"
 #include "controller/fence/wire_fence.h"
 #include "controller/policy/fence_policy.h"
-#include "controller/reconciler/pod_table.h"
+#include "controller/reconciler/cluster_cache.h"
+#include "controller/reconciler/policy_writes.h"
 #include "controller/resolver/resolver.h"
 #include "controller/status/policy_status.h"
 #include "feedguard/common/status.h"
@@ -41,19 +47,6 @@
 #include "feedguard/v1/nodefence.pb.h"
 
 namespace feedguard::controller {
-
-// The API-server side effects, behind an interface so the loop can be unit tested.
-class PolicyWriter {
- public:
-  virtual ~PolicyWriter() = default;
-  // Replaces the status of policy `name` (resourceVersion conflicts handled inside).
-  virtual Status WriteStatus(const std::string& name, const nlohmann::json& status) = 0;
-  virtual Status AddFinalizer(const std::string& name) = 0;
-  virtual Status RemoveFinalizer(const std::string& name) = 0;
-  virtual void Event(const std::string& policy, const std::string& type, const std::string& reason,
-                     const std::string& message) = 0;
-};
-using PolicyWriterPtr = std::shared_ptr<PolicyWriter>;
 
 // The emergency off switch at runtime (docs/DESIGN.md "Emergency off switch"): this annotation,
 // "true" on the agent namespace (Rails::agent_namespace, the release namespace), withdraws every
@@ -73,15 +66,17 @@ SuspendValue ParseSuspendValue(std::string_view value);
 struct ReconcilerOptions {
   Rails rails;
   std::chrono::milliseconds status_interval{1000};
-  std::chrono::milliseconds tick{10};
+  // The longest either thread sleeps with nothing to do (each is woken for every change).
+  std::chrono::milliseconds idle_wait{60'000};
   // Nodes resolved per hold of the reconciler's lock in one fence pass (then their fences go
   // out and the lock is released before the next chunk).
   size_t fence_chunk = 64;
   // Emergency off switch from the command line (--suspend): as if the agent namespace carried
   // kSuspendAnnotation=true. Either source suspends.
   bool suspended = false;
-  // Pacing of a failed write, per key (a policy's finalizer edit, a node's SetDesired), as
-  // controller-runtime's per-item rate limiter: 10 ms doubling up to 30 s, forgotten on success.
+  // Pacing of a failed write, per key (a node's SetDesired; a policy's finalizer edit or status
+  // write in PolicyWrites), as controller-runtime's per-item rate limiter: 10 ms doubling up to
+  // 30 s, forgotten on success.
   BackoffPolicy retry{std::chrono::milliseconds(10), 2.0, std::chrono::milliseconds(30'000),
                       /*jitter_below=*/0.0, /*jitter_above=*/0.0};
   TimeSourcePtr clock;  // default: real
@@ -105,7 +100,7 @@ struct ReconcilerStats {
   size_t policies = 0;
 };
 
-class Reconciler final : public AgentObserver {
+class Reconciler final : public AgentObserver, private PolicyFacts {
  public:
   Reconciler(FenceSinkPtr sink, PolicyWriterPtr writer, ReconcilerOptions options);
 
@@ -140,7 +135,8 @@ class Reconciler final : public AgentObserver {
   // The two halves of Step: fences to the sink (fast, in memory) and API writes (round trips).
   bool StepFences();
   bool StepApiWrites();
-  // Until `stop`: StepFences on this thread, StepApiWrites on a second one.
+  // Until `stop`: the fence loop on this thread, PolicyWrites on a second one; each sleeps
+  // until woken by a change or its next retry is due.
   void Run(std::stop_token stop);
 
   ReconcilerStats stats() const;
@@ -153,17 +149,9 @@ class Reconciler final : public AgentObserver {
   struct PolicyEntry {
     FencePolicy policy;
     std::vector<FieldError> invalid;
-    nlohmann::json last_status;  // what we last wrote (or read)
-    std::chrono::steady_clock::time_point last_write{};
-    bool status_dirty = true;
-    bool finalizer_pending = false;  // AddFinalizer in flight / failed, retried
-    // Deleting: the Reverting condition's message last written ("" none yet): which nodes the
-    // finalizer still waits for, and the way out for those without a connected agent.
-    std::string reverting_written;
   };
+  // What the fence loop knows of one node (a Node object exists: the cache has its labels).
   struct NodeEntry {
-    NodeInfo info;
-    bool exists = false;   // a Node object exists
     NodeFencePtr desired;  // shared with the sink
     bool sent = false;
     // Policies contained in each sent version not yet acknowledged, and in the acked one.
@@ -180,82 +168,49 @@ class Reconciler final : public AgentObserver {
     ReportTallies tallies;
   };
 
-  // What StepApiWrites has to do this pass, decided under the lock; written after it.
-  struct ApiWritesDue {
-    std::vector<std::string> finalizers_to_add, finalizers_to_remove;
-    std::vector<std::pair<std::string, std::string>> reverting;  // policy, condition message
-    std::vector<std::string> status;                             // policies whose status is due
-  };
-  // Everything one policy's status is computed from, copied under the lock.
-  struct StatusJob {
-    FencePolicy policy;
-    PolicyStatusInput in;  // in.policy and in.agents filled outside the lock
-    // This policy's tallies of the matched nodes' last reports (counters and failed pods).
-    std::map<std::string, ReportTally> tallies;
-    bool suspended = false;
-    std::string suspend_unrecognised;
-    size_t held = 0;  // suspended: nodes whose agent has not yet acknowledged the withdrawal
-  };
-  // nullopt until the first full resolution (a partial view would judge finalizers wrongly).
-  std::optional<ApiWritesDue> ApiWritesDueNow();
-  // Disconnected nodes whose agent has since turned stale (or reconnected).
-  std::vector<std::string> NodesTurnedStale() const;
-  // Whether any node may still hold `policy`'s fence: those with a connected agent in
-  // `waiting`, the others in `unreachable`.
-  bool StillFencedLocked(const std::string& policy, std::vector<std::string>* waiting,
-                         std::vector<std::string>* unreachable) const;
-  void WriteReverting(const std::string& policy, const std::string& msg);
-  void AddFinalizer(const std::string& policy);
-  void RemoveFinalizer(const std::string& policy);
-  std::optional<StatusJob> StatusJobLocked(const std::string& policy);
-  // Computes the policy's status, writes it if it changed, and the Events its conditions'
-  // transitions call for.
-  void WriteStatus(const std::string& policy);
+  // ---- PolicyFacts (each takes mu_) ----
+  bool Resolved() const override;
+  std::optional<StatusJob> StatusJobOf(const std::string& policy) const override;
+  void NodesHolding(const std::string& policy, std::vector<std::string>* waiting,
+                    std::vector<std::string>* unreachable) const override;
 
   void MarkAllNodesDirtyLocked();
   bool SuspendedLocked() const;
   void SetSuspendAnnotationLocked(const std::optional<std::string>& value);
   // Nodes whose agent's last acknowledged fence still holds `policy` (the withdrawal not yet
   // acknowledged).
-  size_t NodesHoldingLocked(const std::string& policy) const;
-  void MarkPolicyDirtyLocked(const std::string& name);
+  size_t NodesAckedHoldingLocked(const std::string& policy) const;
   // Every policy whose status reads this node's agent.
   void MarkNodePoliciesDirtyLocked(const std::string& node);
+  // The fence loop has work (dirty nodes): wake it.
+  void WakeFences() { fence_wakeup_.Notify(); }
+  // The nodes dirty now and those whose SetDesired retry is due; empties the set.
+  std::vector<std::string> TakeDirtyNodesLocked();
   void RecomputeNodeLocked(const std::string& node, std::vector<NodeFencePtr>* to_send);
+  // A resolution over the fence size agents accept: why it is not sent ("" when it fits).
+  std::string FenceTooBig(const NodeResolution& r, size_t bytes) const;
   // Hands fences to the sink; a failed one is retried with per-node backoff.
   void SendFences(const std::vector<NodeFencePtr>& to_send);
-  // Takes `pod` out of its node's list and marks the node dirty (the caller erases it).
-  void UnlinkPodLocked(const PodInfo& pod);
+  // How long the fence loop may sleep: until the next SetDesired retry, else idle_wait.
+  std::chrono::nanoseconds NextFenceWait() const;
   uint64_t NextVersionLocked();
 
   const FenceSinkPtr sink_;
-  const PolicyWriterPtr writer_;
   const ReconcilerOptions options_;
   const TimeSourcePtr clock_;
+  Wakeup fence_wakeup_;
 
   mutable std::mutex mu_;
   std::map<std::string, PolicyEntry> policies_;  // guarded by mu_
-  std::map<std::string, NodeEntry> nodes_;       // guarded by mu_
-  // One copy of each scheduled pod, by namespace and name (the informer's key: a pod recreated
-  // under the same name replaces its predecessor), and each node's pods by pointer (records in
-  // the table never move).
-  PodTable pods_;                                                           // guarded by mu_
-  std::unordered_map<std::string, std::vector<const PodInfo*>> node_pods_;  // guarded by mu_
-  LabelSetPool label_sets_;                                                 // guarded by mu_
-  // Namespace, node, priority-class, phase and container names of the pods, one copy each.
-  InternPool<std::string> names_;             // guarded by mu_
-  std::map<std::string, Labels> namespaces_;  // guarded by mu_
-  std::set<std::string> dirty_nodes_;         // guarded by mu_
+  std::map<std::string, NodeEntry> nodes_;       // guarded by mu_; one per Node object
+  ClusterCache cache_;                           // guarded by mu_
+  std::set<std::string> dirty_nodes_;            // guarded by mu_
   bool suspend_annotation_ = false;   // guarded by mu_; kSuspendAnnotation on the agent namespace
   std::string suspend_unrecognised_;  // guarded by mu_; its value when no spelling of a boolean
-  // Nodes whose agent disconnected and is not yet stale: StepApiWrites recomputes the status
-  // once the distributor's grace period (stale_after) has passed for one of them.
-  std::set<std::string> disconnected_;  // guarded by mu_
   // policy → node → what the policy got there (for status).
   std::map<std::string, std::map<std::string, PolicyOnNode>> per_policy_;  // guarded by mu_
   uint64_t version_counter_ = 0;                                           // guarded by mu_
-  // Failed writes wait here before their next try: keys "fence/<node>" (SetDesired),
-  // "finalizer-add/<policy>", "finalizer-remove/<policy>", "status/<policy>".
+  // Failed SetDesired calls wait here before their next try: keys "fence/<node>".
   KeyedBackoff retry_;                   // guarded by mu_
   std::set<std::string> fence_retries_;  // guarded by mu_; nodes whose SetDesired failed
   ReconcilerStats stats_;                // guarded by mu_
@@ -266,19 +221,10 @@ class Reconciler final : public AgentObserver {
   mutable std::mutex admission_mu_;
   std::set<std::string> admissible_nodes_;  // guarded by admission_mu_
   bool nodes_known_ = false;                // guarded by admission_mu_
+
+  // Last: it reads the state above (PolicyFacts) and is destroyed first.
+  PolicyWrites writes_;
 };
 using ReconcilerPtr = std::shared_ptr<Reconciler>;
-
-// An Event a status change calls for.
-struct PolicyEvent {
-  const char* type;  // Normal | Warning
-  const char* reason;
-  std::string message;
-};
-// The Events of the condition transitions from `prev` (what the API server held: may be anything)
-// to `next`: InvalidSpec, Enforced, Degraded, Conflicting, Suspended, Withdrawn (suspended and
-// every node reverted: `held` == 0), Resumed.
-std::vector<PolicyEvent> EventsFor(const nlohmann::json& prev, const nlohmann::json& next,
-                                   const std::vector<FieldError>& invalid, size_t held);
 
 }  // namespace feedguard::controller

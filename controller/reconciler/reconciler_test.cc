@@ -98,55 +98,6 @@ class ReconcilerTest : public ::testing::Test {
   ReconcilerPtr r_;
 };
 
-// EventsFor is pure: a status's condition transitions, the previous status whatever the API
-// server held.
-nlohmann::json WithConditions(std::initializer_list<std::pair<const char*, const char*>> cs,
-                              int enforced = 0) {
-  nlohmann::json st = {{"nodes", {{"enforced", enforced}}},
-                       {"conditions", nlohmann::json::array()}};
-  for (const auto& [type, status] : cs) {
-    st["conditions"].push_back({{"type", type}, {"status", status}, {"message", ""}});
-  }
-  return st;
-}
-std::vector<std::string> Reasons(const std::vector<PolicyEvent>& events) {
-  std::vector<std::string> out;
-  for (const auto& e : events) out.push_back(std::string(e.type) + "/" + e.reason);
-  return out;
-}
-
-TEST(EventsForTest, TransitionsOnlyAndHostilePreviousStatuses) {
-  const auto ready = WithConditions({{"Ready", "True"}, {"Degraded", "False"}}, 3);
-  EXPECT_EQ(Reasons(EventsFor(nlohmann::json(), ready, {}, 0)),
-            (std::vector<std::string>{"Normal/Enforced"}));
-  EXPECT_EQ(EventsFor(nlohmann::json(), ready, {}, 0)[0].message, "3 nodes enforced");
-  EXPECT_TRUE(EventsFor(ready, ready, {}, 0).empty()) << "no transition, no Event";
-  // Whatever the API server held (a loose CRD): no throw, read as no condition.
-  for (const auto& prev : {nlohmann::json("x"), nlohmann::json({{"conditions", 5}}),
-                           nlohmann::json({{"conditions", {1, "a", nullptr}}}),
-                           nlohmann::json({{"conditions", {{{"type", 7}, {"status", true}}}}})}) {
-    EXPECT_EQ(Reasons(EventsFor(prev, ready, {}, 0)), (std::vector<std::string>{"Normal/Enforced"}))
-        << prev.dump();
-  }
-  const auto degraded = WithConditions({{"Ready", "False"}, {"Degraded", "True"}});
-  EXPECT_EQ(Reasons(EventsFor(ready, degraded, {}, 0)),
-            (std::vector<std::string>{"Warning/Degraded"}));
-  auto suspended = WithConditions({{"Ready", "False"}, {"Suspended", "True"}});
-  EXPECT_EQ(Reasons(EventsFor(ready, suspended, {}, 2)),
-            (std::vector<std::string>{"Warning/Suspended"}));
-  auto reverted = suspended;
-  reverted["conditions"][1]["message"] = "every node reverted";
-  EXPECT_EQ(Reasons(EventsFor(suspended, reverted, {}, 0)),
-            (std::vector<std::string>{"Normal/Withdrawn"}));
-  EXPECT_TRUE(EventsFor(suspended, reverted, {}, 1).empty()) << "a node still holds the fence";
-  EXPECT_EQ(Reasons(EventsFor(suspended, ready, {}, 0)),
-            (std::vector<std::string>{"Normal/Enforced", "Normal/Resumed"}));
-  const auto invalid = WithConditions({{"Invalid", "True"}, {"Ready", "False"}});
-  auto ev = EventsFor(ready, invalid, {{"spec.fence", "must be one of Idle, Weight"}}, 0);
-  ASSERT_EQ(Reasons(ev), (std::vector<std::string>{"Warning/InvalidSpec"}));
-  EXPECT_NE(ev[0].message.find("spec.fence"), std::string::npos) << ev[0].message;
-}
-
 TEST_F(ReconcilerTest, SendsOnlyChangedFencesWithGrowingVersions) {
   r_->UpsertPolicy(PolicyJson(true));
   r_->UpsertPod(PodJson("train", "gpu-1", {{"role", "trainer"}}));

@@ -3,6 +3,7 @@
 #include "feedguard/common/reasons.h"
 
 #include "controller/sanitize/sanitize.h"
+#include "controller/status/conditions.h"
 
 #include <algorithm>
 #include <cmath>
@@ -15,9 +16,8 @@ namespace {
 
 namespace v1 = feedguard::v1;
 
-// Bounds well inside the CRD's (failures[].message ≤ 1024, conditions[].message ≤ 32768).
+// Bound well inside the CRD's (failures[].message ≤ 1024).
 constexpr size_t kMaxFailureMessage = 512;
-constexpr size_t kMaxConditionMessage = 4096;
 
 struct Failure {
   std::string node;
@@ -38,25 +38,6 @@ const nlohmann::json& ArrayMember(const nlohmann::json& j, const char* key) {
   if (!j.is_object()) return kEmpty;
   auto it = j.find(key);
   return it != j.end() && it->is_array() ? *it : kEmpty;
-}
-
-// Builds a metav1.Condition, keeping lastTransitionTime when the status did not change.
-nlohmann::json Condition(const nlohmann::json& previous, const std::string& type, bool value,
-                         const std::string& reason, const std::string& message, int64_t generation,
-                         const std::string& now) {
-  std::string status = value ? "True" : "False";
-  std::string since = now;
-  for (const auto& c : ArrayMember(previous, "conditions")) {
-    if (StringMember(c, "type", "") == type && StringMember(c, "status", "") == status) {
-      since = StringMember(c, "lastTransitionTime", now);
-    }
-  }
-  return {{"type", type},
-          {"status", status},
-          {"reason", reason},
-          {"message", SafeText(message, kMaxConditionMessage)},
-          {"lastTransitionTime", since},
-          {"observedGeneration", generation}};
 }
 
 std::string PreviousSince(const nlohmann::json& previous, const Failure& f,
@@ -301,28 +282,31 @@ nlohmann::json Conditions(const PolicyStatusInput& in, const NodeCounts& c,
   const auto& prev = in.previous_status;
   if (!in.invalid.empty()) {
     std::string msg = JoinFieldErrors(in.invalid);
-    conds.push_back(Condition(prev, "Invalid", true, "InvalidSpec", msg, gen, now));
-    conds.push_back(Condition(prev, "Ready", false, "InvalidSpec", msg, gen, now));
-    conds.push_back(Condition(prev, "Degraded", false, "InvalidSpec", "", gen, now));
+    conds.push_back(
+        MakeCondition(prev, ConditionType::kInvalid, true, "InvalidSpec", msg, gen, now));
+    conds.push_back(
+        MakeCondition(prev, ConditionType::kReady, false, "InvalidSpec", msg, gen, now));
+    conds.push_back(
+        MakeCondition(prev, ConditionType::kDegraded, false, "InvalidSpec", "", gen, now));
   } else {
-    conds.push_back(Condition(prev, "Invalid", false, "Valid", "", gen, now));
+    conds.push_back(MakeCondition(prev, ConditionType::kInvalid, false, "Valid", "", gen, now));
     bool ready = c.failed == 0 && c.stale == 0 && c.enforced == c.matched;
     std::string summary = std::to_string(c.enforced) + "/" + std::to_string(c.matched) + " nodes " +
                           (dry_run ? "planned (DryRun)" : "enforced");
-    conds.push_back(Condition(prev, "Ready", ready,
-                              ready ? (dry_run ? "DryRun" : "Enforced") : "Progressing", summary,
-                              gen, now));
+    conds.push_back(MakeCondition(prev, ConditionType::kReady, ready,
+                                  ready ? (dry_run ? "DryRun" : "Enforced") : "Progressing",
+                                  summary, gen, now));
     bool degraded = c.failed > 0 || c.stale > 0 || c.starved > 0;
     std::string why = std::to_string(c.failed) + " failed, " + std::to_string(c.stale) +
                       " stale, " + std::to_string(c.starved) + " starved trainers";
-    conds.push_back(Condition(prev, "Degraded", degraded,
-                              degraded ? "NodesUnhealthy" : "AsExpected", degraded ? why : "", gen,
-                              now));
+    conds.push_back(MakeCondition(prev, ConditionType::kDegraded, degraded,
+                                  degraded ? "NodesUnhealthy" : "AsExpected", degraded ? why : "",
+                                  gen, now));
   }
   // Issue 28, item 6: a default that leaves a door open is said, not silent.
   const bool open = p.trainers.namespace_selector.empty() && !p.trainers.require_gpu;
-  conds.push_back(Condition(
-      prev, "TrainersUnrestricted", open,
+  conds.push_back(MakeCondition(
+      prev, ConditionType::kTrainersUnrestricted, open,
       open ? reason::kAnyPodAuthorCanClaimTrainer : reason::kTrainersRestricted,
       open ? "neither spec.trainers.namespaceSelector nor spec.trainers.requireGPU is set: "
              "whoever can create a pod matching spec.trainers.podSelector (in any namespace, "
@@ -330,13 +314,13 @@ nlohmann::json Conditions(const PolicyStatusInput& in, const NodeCounts& c,
              "for it; set one of them (docs/DESIGN.md §3, \"Who can become a trainer\")"
            : "",
       gen, now));
-  conds.push_back(Condition(
-      prev, "Conflicting", c.conflicts > 0,
+  conds.push_back(MakeCondition(
+      prev, ConditionType::kConflicting, c.conflicts > 0,
       c.conflicts > 0 ? "PodsClaimedElsewhere" : "NoConflicts",
       c.conflicts > 0 ? std::to_string(c.conflicts) + " pods: " + c.first_conflict : "", gen, now));
   // Where a fence cannot reach: said, not failed (the fence still does what it can in-tier).
-  conds.push_back(Condition(
-      prev, "CrossTier", c.cross_tier > 0,
+  conds.push_back(MakeCondition(
+      prev, ConditionType::kCrossTier, c.cross_tier > 0,
       c.cross_tier > 0 ? reason::kNeighboursInOtherQoSTier : reason::kSameQoSTier,
       c.cross_tier > 0
           ? std::to_string(c.cross_tier) +
