@@ -14,20 +14,11 @@
 #include <sstream>
 
 #include "agent/cgroup/cpuset_order.h"
+#include "common/file_kind.h"
 #include "common/strings.h"
 
 namespace feedguard::agent::cgroup {
 namespace {
-
-bool IsDir(const std::string& path) {
-  struct stat st;
-  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-bool IsRegularFile(const std::string& path) {
-  struct stat st;
-  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
-}
 
 template <typename T>
 Result<T> ParseNumber(std::string_view text, const std::string& what) {
