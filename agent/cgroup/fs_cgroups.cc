@@ -343,8 +343,8 @@ class FsCgroups final : public Cgroups {
       FG_ASSIGN_OR_RETURN(std::string usage, ReadRaw(uf));
       FG_ASSIGN_OR_RETURN(u.usage_ns, ParseNumber<uint64_t>(usage, uf));
       FG_ASSIGN_OR_RETURN(std::string stat, ReadRaw(JoinPath(d.cpu, v1::kCpuStat)));
-      u.nr_periods = StatField(stat, v1::kStatNrPeriods).value_or(0);
-      u.nr_throttled = StatField(stat, v1::kStatNrThrottled).value_or(0);
+      u.nr_periods = StatField(stat, kStatNrPeriods).value_or(0);
+      u.nr_throttled = StatField(stat, kStatNrThrottled).value_or(0);
       u.throttled_ns = StatField(stat, v1::kStatThrottledTime).value_or(0);
       return u;
     }
@@ -353,8 +353,8 @@ class FsCgroups final : public Cgroups {
     auto usage = StatField(stat, v2::kStatUsageUsec);
     if (!usage) return InvalidArgument(sf + " has no usage_usec");
     u.usage_ns = *usage * 1000;
-    u.nr_periods = StatField(stat, v2::kStatNrPeriods).value_or(0);
-    u.nr_throttled = StatField(stat, v2::kStatNrThrottled).value_or(0);
+    u.nr_periods = StatField(stat, kStatNrPeriods).value_or(0);
+    u.nr_throttled = StatField(stat, kStatNrThrottled).value_or(0);
     u.throttled_ns = StatField(stat, v2::kStatThrottledUsec).value_or(0) * 1000;
     return u;
   }

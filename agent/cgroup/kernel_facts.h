@@ -27,6 +27,10 @@ inline constexpr std::string_view kControllerCpu = "cpu";
 inline constexpr std::string_view kControllerCpuacct = "cpuacct";
 inline constexpr std::string_view kControllerCpuset = "cpuset";
 
+// cpu.stat keys both versions write (cpu.stat is the cpu controller's file in each).
+inline constexpr std::string_view kStatNrPeriods = "nr_periods";
+inline constexpr std::string_view kStatNrThrottled = "nr_throttled";
+
 namespace v2 {
 inline constexpr std::string_view kWeight = "cpu.weight";
 inline constexpr std::string_view kIdle = "cpu.idle";
@@ -42,10 +46,8 @@ inline constexpr std::string_view kProcs = "cgroup.procs";
 inline constexpr std::string_view kControllers = "cgroup.controllers";
 inline constexpr std::string_view kSubtreeControl = "cgroup.subtree_control";
 inline constexpr std::string_view kMaxKeyword = "max";  // unlimited quota in cpu.max
-// cpu.stat keys.
+// cpu.stat keys of v2 alone (kStatNrPeriods, kStatNrThrottled: both versions).
 inline constexpr std::string_view kStatUsageUsec = "usage_usec";
-inline constexpr std::string_view kStatNrPeriods = "nr_periods";
-inline constexpr std::string_view kStatNrThrottled = "nr_throttled";
 inline constexpr std::string_view kStatThrottledUsec = "throttled_usec";
 
 inline constexpr uint64_t kWeightMin = 1;
@@ -67,9 +69,7 @@ inline constexpr std::string_view kCpuStat = "cpu.stat";
 inline constexpr std::string_view kTasks = "tasks";
 inline constexpr std::string_view kProcs = "cgroup.procs";
 inline constexpr std::string_view kCpuPressure = "cpu.pressure";  // only with psi v1 support
-// cpu.stat keys (v1 reports throttled_time in ns).
-inline constexpr std::string_view kStatNrPeriods = "nr_periods";
-inline constexpr std::string_view kStatNrThrottled = "nr_throttled";
+// cpu.stat key of v1 alone, in ns (kStatNrPeriods, kStatNrThrottled: both versions).
 inline constexpr std::string_view kStatThrottledTime = "throttled_time";
 
 inline constexpr uint64_t kSharesMin = 2;

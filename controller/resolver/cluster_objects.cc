@@ -164,7 +164,7 @@ constexpr std::string_view kSchemeEnd = "://";
 
 }  // namespace
 
-PodUid::PodUid(std::string_view uid) {
+void PodUid::Assign(std::string_view uid) {
   bool canonical = uid.size() == kUuidLength;
   char digits[kUuidLength];  // the hex digits without the hyphens (no allocation per pod)
   size_t n = 0;
@@ -193,7 +193,7 @@ std::string PodUid::str() const {
 
 bool PodUid::empty() const { return !Packed(bytes_) && other_.empty(); }
 
-ContainerId::ContainerId(std::string_view id) {
+void ContainerId::Assign(std::string_view id) {
   const size_t scheme = id.find(kSchemeEnd);
   const size_t digits = scheme == std::string_view::npos ? id.size() : scheme + kSchemeEnd.size();
   if (PackHex(id.substr(digits), hex_)) {
