@@ -1,22 +1,11 @@
 #include "controller/app/kube_adapters.h"
 
+#include "common/json_member.h"
 #include "controller/sanitize/sanitize.h"
 
 #include <algorithm>
 
 namespace feedguard::controller {
-
-namespace {
-
-// The member `key` of `j` when `j` is an object that has it; null otherwise (never throws).
-const nlohmann::json& Member(const nlohmann::json& j, const char* key) {
-  static const nlohmann::json kNull;
-  if (!j.is_object()) return kNull;
-  auto it = j.find(key);
-  return it == j.end() ? kNull : *it;
-}
-
-}  // namespace
 
 kube::Gvr FencePolicyGvr() {
   return {kFencePolicyGroup, kFencePolicyVersion, kFencePolicyResource};
@@ -39,7 +28,7 @@ Status KubePolicyWriter::EditFinalizers(const std::string& name, bool add) {
     }
     nlohmann::json& meta = (*obj)["metadata"];
     std::vector<std::string> f;
-    if (const auto& cur = Member(meta, "finalizers"); cur.is_array()) {
+    if (const auto& cur = JsonMember(meta, "finalizers"); cur.is_array()) {
       for (const auto& x : cur) {
         if (x.is_string()) f.push_back(x.get<std::string>());  // others dropped on write
       }
