@@ -588,23 +588,7 @@ Result<CpuPressure> ParsePressure(std::string_view text) {
   return p;
 }
 
-std::string_view KnobName(Knob k) {
-  switch (k) {
-    case Knob::kWeight:
-      return "weight";
-    case Knob::kIdle:
-      return "idle";
-    case Knob::kQuota:
-      return "quota";
-    case Knob::kBurst:
-      return "burst";
-    case Knob::kCpusetCpus:
-      return "cpus";
-    case Knob::kCpusetMems:
-      return "mems";
-  }
-  return "unknown";
-}
+std::string_view KnobName(Knob k) { return NameOf(kKnobNames, k, "unknown"); }
 
 CgroupsPtr NewFsCgroups(CgroupLayout layout) {
   return std::make_shared<FsCgroups>(std::move(layout));

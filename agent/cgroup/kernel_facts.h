@@ -7,11 +7,16 @@
 #include <cstdint>
 #include <string_view>
 
+#include "feedguard/common/enum_names.h"
+
 namespace feedguard::agent::cgroup {
 
 enum class CgroupVersion { kV1, kV2 };
+inline constexpr EnumNames<CgroupVersion, 2> kCgroupVersionNames{
+    {{CgroupVersion::kV1, "v1"}, {CgroupVersion::kV2, "v2"}}};
+static_assert(EnumTableComplete(kCgroupVersionNames));
 inline constexpr std::string_view CgroupVersionName(CgroupVersion v) {
-  return v == CgroupVersion::kV1 ? "v1" : "v2";
+  return NameOf(kCgroupVersionNames, v, "v2");
 }
 
 // statfs(2) f_type of a cgroup mount (linux/magic.h).
