@@ -22,34 +22,12 @@
 #include <thread>
 #include <utility>
 
+#include "common/fd.h"
+
 namespace feedguard {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// A file descriptor, closed with the object.
-class Fd {
- public:
-  Fd() = default;
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() { Reset(); }
-  Fd(Fd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
-  Fd& operator=(Fd&& o) noexcept {
-    if (this != &o) {
-      Reset();
-      fd_ = std::exchange(o.fd_, -1);
-    }
-    return *this;
-  }
-  int get() const { return fd_; }
-  void Reset() {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-  }
-
- private:
-  int fd_ = -1;
-};
 
 std::string ErrnoText(const std::string& what) { return what + ": " + std::strerror(errno); }
 

@@ -21,6 +21,7 @@
 #include "agent/cgroup/kubelet_facts.h"
 #include "agent/pod/pod.h"
 #include "common/cpuset.h"
+#include "feedguard/common/enum_names.h"
 #include "feedguard/common/status.h"
 
 namespace feedguard::agent::cgroup {
@@ -71,6 +72,13 @@ struct CgroupLayout {
 
 // The version-neutral CPU knobs.
 enum class Knob { kWeight, kIdle, kQuota, kBurst, kCpusetCpus, kCpusetMems };
+inline constexpr EnumNames<Knob, 6> kKnobNames{{{Knob::kWeight, "weight"},
+                                                {Knob::kIdle, "idle"},
+                                                {Knob::kQuota, "quota"},
+                                                {Knob::kBurst, "burst"},
+                                                {Knob::kCpusetCpus, "cpus"},
+                                                {Knob::kCpusetMems, "mems"}}};
+static_assert(EnumTableComplete(kKnobNames));
 std::string_view KnobName(Knob k);  // "weight", "idle", "quota", "burst", "cpus", "mems"
 
 // One raw file write (used for ordered multi-file operations, e.g. cpuset trees).

@@ -10,19 +10,12 @@
 #include <sstream>
 
 #include "agent/cgroup/fs_cgroups.h"
+#include "common/file_kind.h"
 #include "common/yaml_bounds.h"
 
 namespace feedguard::agent::cgroup {
 namespace {
 
-bool IsDir(const std::string& path) {
-  struct stat st;
-  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-}
-bool Exists(const std::string& path) {
-  struct stat st;
-  return ::stat(path.c_str(), &st) == 0;
-}
 std::string Join(const std::string& dir, std::string_view rel) {
   if (rel.empty()) return dir;
   return dir + "/" + std::string(rel);
@@ -106,7 +99,7 @@ Result<CgroupVersion> VersionByMagic(const std::string& path) {
 }
 
 Result<KubeletDriver> DriverFromKubeletConfig(const std::string& path) {
-  if (!Exists(path)) return NotFound("no kubelet config at " + path);
+  if (!PathExists(path)) return NotFound("no kubelet config at " + path);
   // A KubeletConfiguration is a few KB: bounded like any YAML we did not write.
   static constexpr YamlLimits kKubeletConfigLimits{.max_input_bytes = 1u << 20,
                                                    .max_nodes = 100'000,
@@ -147,9 +140,9 @@ Capabilities ProbeCapabilities(const CgroupLayout& layout) {
   }
   Capabilities c;
   const bool v1 = layout.version == CgroupVersion::kV1;
-  c.cpu_idle = Exists(Join(dir, v1 ? v1::kIdle : v2::kIdle));
-  c.burst = Exists(Join(dir, v1 ? v1::kCfsBurstUs : v2::kMaxBurst));
-  if (Exists(Join(dir, v1 ? v1::kCpuPressure : v2::kCpuPressure))) {
+  c.cpu_idle = PathExists(Join(dir, v1 ? v1::kIdle : v2::kIdle));
+  c.burst = PathExists(Join(dir, v1 ? v1::kCfsBurstUs : v2::kMaxBurst));
+  if (PathExists(Join(dir, v1 ? v1::kCpuPressure : v2::kCpuPressure))) {
     // With psi=0 on the command line the file exists but cannot be read.
     c.psi = ReadCgroupFile(Join(dir, v1 ? v1::kCpuPressure : v2::kCpuPressure)).ok();
   }

@@ -14,20 +14,11 @@
 #include <sstream>
 
 #include "agent/cgroup/cpuset_order.h"
+#include "common/file_kind.h"
 #include "common/strings.h"
 
 namespace feedguard::agent::cgroup {
 namespace {
-
-bool IsDir(const std::string& path) {
-  struct stat st;
-  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-bool IsRegularFile(const std::string& path) {
-  struct stat st;
-  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
-}
 
 template <typename T>
 Result<T> ParseNumber(std::string_view text, const std::string& what) {
@@ -352,8 +343,8 @@ class FsCgroups final : public Cgroups {
       FG_ASSIGN_OR_RETURN(std::string usage, ReadRaw(uf));
       FG_ASSIGN_OR_RETURN(u.usage_ns, ParseNumber<uint64_t>(usage, uf));
       FG_ASSIGN_OR_RETURN(std::string stat, ReadRaw(JoinPath(d.cpu, v1::kCpuStat)));
-      u.nr_periods = StatField(stat, v1::kStatNrPeriods).value_or(0);
-      u.nr_throttled = StatField(stat, v1::kStatNrThrottled).value_or(0);
+      u.nr_periods = StatField(stat, kStatNrPeriods).value_or(0);
+      u.nr_throttled = StatField(stat, kStatNrThrottled).value_or(0);
       u.throttled_ns = StatField(stat, v1::kStatThrottledTime).value_or(0);
       return u;
     }
@@ -362,8 +353,8 @@ class FsCgroups final : public Cgroups {
     auto usage = StatField(stat, v2::kStatUsageUsec);
     if (!usage) return InvalidArgument(sf + " has no usage_usec");
     u.usage_ns = *usage * 1000;
-    u.nr_periods = StatField(stat, v2::kStatNrPeriods).value_or(0);
-    u.nr_throttled = StatField(stat, v2::kStatNrThrottled).value_or(0);
+    u.nr_periods = StatField(stat, kStatNrPeriods).value_or(0);
+    u.nr_throttled = StatField(stat, kStatNrThrottled).value_or(0);
     u.throttled_ns = StatField(stat, v2::kStatThrottledUsec).value_or(0) * 1000;
     return u;
   }
@@ -597,23 +588,7 @@ Result<CpuPressure> ParsePressure(std::string_view text) {
   return p;
 }
 
-std::string_view KnobName(Knob k) {
-  switch (k) {
-    case Knob::kWeight:
-      return "weight";
-    case Knob::kIdle:
-      return "idle";
-    case Knob::kQuota:
-      return "quota";
-    case Knob::kBurst:
-      return "burst";
-    case Knob::kCpusetCpus:
-      return "cpus";
-    case Knob::kCpusetMems:
-      return "mems";
-  }
-  return "unknown";
-}
+std::string_view KnobName(Knob k) { return NameOf(kKnobNames, k, "unknown"); }
 
 CgroupsPtr NewFsCgroups(CgroupLayout layout) {
   return std::make_shared<FsCgroups>(std::move(layout));

@@ -7,11 +7,16 @@
 #include <cstdint>
 #include <string_view>
 
+#include "feedguard/common/enum_names.h"
+
 namespace feedguard::agent::cgroup {
 
 enum class CgroupVersion { kV1, kV2 };
+inline constexpr EnumNames<CgroupVersion, 2> kCgroupVersionNames{
+    {{CgroupVersion::kV1, "v1"}, {CgroupVersion::kV2, "v2"}}};
+static_assert(EnumTableComplete(kCgroupVersionNames));
 inline constexpr std::string_view CgroupVersionName(CgroupVersion v) {
-  return v == CgroupVersion::kV1 ? "v1" : "v2";
+  return NameOf(kCgroupVersionNames, v, "v2");
 }
 
 // statfs(2) f_type of a cgroup mount (linux/magic.h).
@@ -26,6 +31,10 @@ inline constexpr std::string_view kFsTypeV2 = "cgroup2";
 inline constexpr std::string_view kControllerCpu = "cpu";
 inline constexpr std::string_view kControllerCpuacct = "cpuacct";
 inline constexpr std::string_view kControllerCpuset = "cpuset";
+
+// cpu.stat keys both versions write (cpu.stat is the cpu controller's file in each).
+inline constexpr std::string_view kStatNrPeriods = "nr_periods";
+inline constexpr std::string_view kStatNrThrottled = "nr_throttled";
 
 namespace v2 {
 inline constexpr std::string_view kWeight = "cpu.weight";
@@ -42,10 +51,8 @@ inline constexpr std::string_view kProcs = "cgroup.procs";
 inline constexpr std::string_view kControllers = "cgroup.controllers";
 inline constexpr std::string_view kSubtreeControl = "cgroup.subtree_control";
 inline constexpr std::string_view kMaxKeyword = "max";  // unlimited quota in cpu.max
-// cpu.stat keys.
+// cpu.stat keys of v2 alone (kStatNrPeriods, kStatNrThrottled: both versions).
 inline constexpr std::string_view kStatUsageUsec = "usage_usec";
-inline constexpr std::string_view kStatNrPeriods = "nr_periods";
-inline constexpr std::string_view kStatNrThrottled = "nr_throttled";
 inline constexpr std::string_view kStatThrottledUsec = "throttled_usec";
 
 inline constexpr uint64_t kWeightMin = 1;
@@ -67,9 +74,7 @@ inline constexpr std::string_view kCpuStat = "cpu.stat";
 inline constexpr std::string_view kTasks = "tasks";
 inline constexpr std::string_view kProcs = "cgroup.procs";
 inline constexpr std::string_view kCpuPressure = "cpu.pressure";  // only with psi v1 support
-// cpu.stat keys (v1 reports throttled_time in ns).
-inline constexpr std::string_view kStatNrPeriods = "nr_periods";
-inline constexpr std::string_view kStatNrThrottled = "nr_throttled";
+// cpu.stat key of v1 alone, in ns (kStatNrPeriods, kStatNrThrottled: both versions).
 inline constexpr std::string_view kStatThrottledTime = "throttled_time";
 
 inline constexpr uint64_t kSharesMin = 2;

@@ -6,33 +6,19 @@
 
 namespace feedguard::agent::cgroup {
 
-std::string_view DriverName(KubeletDriver d) {
-  return d == KubeletDriver::kSystemd ? "systemd" : "cgroupfs";
-}
+std::string_view DriverName(KubeletDriver d) { return NameOf(kKubeletDriverNames, d, "cgroupfs"); }
 
 Result<KubeletDriver> ParseDriver(std::string_view s) {
-  if (s == "systemd") return KubeletDriver::kSystemd;
-  if (s == "cgroupfs") return KubeletDriver::kCgroupfs;
+  if (auto d = FromName(kKubeletDriverNames, s)) return *d;
   return InvalidArgument("unknown cgroup driver \"" + std::string(s) +
                          "\" (want systemd or cgroupfs)");
 }
 
-std::string_view RuntimeName(Runtime r) {
-  switch (r) {
-    case Runtime::kContainerd:
-      return "containerd";
-    case Runtime::kCrio:
-      return "crio";
-    case Runtime::kDocker:
-      return "docker";
-  }
-  return "unknown";
-}
+std::string_view RuntimeName(Runtime r) { return NameOf(kRuntimeNames, r, "unknown"); }
 
 Result<Runtime> ParseRuntime(std::string_view s) {
-  if (s == "containerd") return Runtime::kContainerd;
-  if (s == "crio" || s == "cri-o") return Runtime::kCrio;
-  if (s == "docker") return Runtime::kDocker;
+  if (s == "cri-o") return Runtime::kCrio;  // the scheme CRI-O writes in container ids
+  if (auto r = FromName(kRuntimeNames, s)) return *r;
   return InvalidArgument("unknown container runtime \"" + std::string(s) +
                          "\" (want containerd, crio or docker)");
 }

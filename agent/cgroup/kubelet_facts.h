@@ -14,12 +14,20 @@
 
 #include "agent/cgroup/kernel_facts.h"
 #include "agent/pod/pod.h"
+#include "feedguard/common/enum_names.h"
 #include "feedguard/common/status.h"
 
 namespace feedguard::agent::cgroup {
 
 enum class KubeletDriver { kSystemd, kCgroupfs };
+inline constexpr EnumNames<KubeletDriver, 2> kKubeletDriverNames{
+    {{KubeletDriver::kSystemd, "systemd"}, {KubeletDriver::kCgroupfs, "cgroupfs"}}};
+static_assert(EnumTableComplete(kKubeletDriverNames));
+
 enum class Runtime { kContainerd, kCrio, kDocker };
+inline constexpr EnumNames<Runtime, 3> kRuntimeNames{
+    {{Runtime::kContainerd, "containerd"}, {Runtime::kCrio, "crio"}, {Runtime::kDocker, "docker"}}};
+static_assert(EnumTableComplete(kRuntimeNames));
 
 std::string_view DriverName(KubeletDriver d);  // "systemd" | "cgroupfs"
 Result<KubeletDriver> ParseDriver(std::string_view s);

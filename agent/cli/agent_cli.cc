@@ -77,9 +77,7 @@ Result<std::chrono::milliseconds> ParseMillis(const std::string& v) {
 }
 
 Result<cgroup::CgroupVersion> ParseCgroupVersion(std::string_view v) {
-  for (auto c : {cgroup::CgroupVersion::kV1, cgroup::CgroupVersion::kV2}) {
-    if (v == cgroup::CgroupVersionName(c)) return c;
-  }
+  if (auto c = FromName(cgroup::kCgroupVersionNames, v)) return *c;
   return InvalidArgument("unknown cgroup version \"" + std::string(v) + "\" (want v1 or v2)");
 }
 

@@ -10,6 +10,9 @@
 #include <nlohmann/json.hpp>
 #include <utility>
 
+#include "common/fd.h"
+#include "common/locked.h"
+
 namespace feedguard::agent {
 namespace {
 
@@ -21,22 +24,6 @@ constexpr int kFormatVersion = 1;
 std::string Errno(const std::string& what, const std::string& path) {
   return what + " " + path + ": " + std::strerror(errno);
 }
-
-// Owns one file descriptor.
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-  int release() { return std::exchange(fd_, -1); }
-
- private:
-  int fd_;
-};
 
 bool IsPlainAscii(const std::string& s) {
   for (unsigned char c : s) {
@@ -201,15 +188,9 @@ size_t CheckpointStore::size() const {
   return entries_.size();
 }
 
-uint64_t CheckpointStore::applied_version() const {
-  std::lock_guard<std::mutex> l(mu_);
-  return applied_version_;
-}
+uint64_t CheckpointStore::applied_version() const { return LockedCopy(mu_, applied_version_); }
 
-uint64_t CheckpointStore::saves() const {
-  std::lock_guard<std::mutex> l(mu_);
-  return saves_;
-}
+uint64_t CheckpointStore::saves() const { return LockedCopy(mu_, saves_); }
 
 Status CheckpointStore::Commit(const std::vector<CheckpointEntry>& upserts,
                                const std::vector<std::string>& removals) {

@@ -8,6 +8,7 @@
 #include "agent/cgroup/kernel_facts.h"
 #include "agent/cgroup/knobs.h"
 #include "agent/cgroup/kubelet_facts.h"
+#include "common/locked.h"
 #include "common/strings.h"
 
 namespace feedguard::agent {
@@ -116,15 +117,9 @@ std::string Enforcer::KubeletsWeightValue(cgroup::CgroupVersion v, int64_t reque
                             : cgroup::PodWeightForRequest(request_milli));
 }
 
-bool Enforcer::idle_reads_zero() const {
-  std::lock_guard<std::mutex> l(mu_);
-  return idle_reads_zero_;
-}
+bool Enforcer::idle_reads_zero() const { return LockedCopy(mu_, idle_reads_zero_); }
 
-bool Enforcer::ready() const {
-  std::lock_guard<std::mutex> l(mu_);
-  return ready_;
-}
+bool Enforcer::ready() const { return LockedCopy(mu_, ready_); }
 
 std::vector<std::string> Enforcer::OwnedFiles() const {
   std::vector<std::string> out;
@@ -133,19 +128,14 @@ std::vector<std::string> Enforcer::OwnedFiles() const {
 }
 
 std::map<std::string, uint64_t> Enforcer::OverwriteCounts() const {
-  std::lock_guard<std::mutex> l(mu_);
-  return pod_overwrites_;
+  return LockedCopy(mu_, pod_overwrites_);
 }
 
 std::map<std::string, uint64_t> Enforcer::RestatementCounts() const {
-  std::lock_guard<std::mutex> l(mu_);
-  return pod_restatements_;
+  return LockedCopy(mu_, pod_restatements_);
 }
 
-uint64_t Enforcer::writes_made() const {
-  std::lock_guard<std::mutex> l(mu_);
-  return writes_made_;
-}
+uint64_t Enforcer::writes_made() const { return LockedCopy(mu_, writes_made_); }
 
 std::set<std::string> Enforcer::ContestedPods() const {
   std::lock_guard<std::mutex> l(mu_);

@@ -9,6 +9,8 @@
 #include <set>
 #include <vector>
 
+#include "common/locked.h"
+
 namespace feedguard::agent {
 
 Watcher::Watcher(EnforcerPtr enforcer, WatcherOptions options)
@@ -42,10 +44,7 @@ void Watcher::Stop() {
   if (thread_.joinable()) thread_.join();
 }
 
-WatcherStats Watcher::stats() const {
-  std::lock_guard<std::mutex> l(mu_);
-  return stats_;
-}
+WatcherStats Watcher::stats() const { return LockedCopy(mu_, stats_); }
 
 size_t Watcher::watched_files() const {
   std::lock_guard<std::mutex> l(mu_);

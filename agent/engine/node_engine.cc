@@ -15,6 +15,7 @@
 #include <yaml-cpp/yaml.h>
 #include <nlohmann/json.hpp>
 
+#include "common/locked.h"
 #include "common/yaml_bounds.h"
 
 namespace feedguard::agent {
@@ -371,10 +372,7 @@ std::optional<v1::NodeReport> NodeEngine::CurrentReport() {
   return report;
 }
 
-std::optional<ApplyReport> NodeEngine::last_apply() const {
-  std::lock_guard<std::mutex> l(mu_);
-  return last_apply_;
-}
+std::optional<ApplyReport> NodeEngine::last_apply() const { return LockedCopy(mu_, last_apply_); }
 
 ApplyReport NodeEngine::RevertAll() {
   std::lock_guard<std::mutex> serial(apply_mu_);

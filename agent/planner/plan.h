@@ -12,10 +12,11 @@
 
 #include "agent/pod/pod.h"
 #include "common/cpuset.h"
+#include "feedguard/common/neighbour_fence.h"
 
 namespace feedguard::agent {
 
-enum class NeighbourFence { kIdle, kWeight, kCpuset, kQuota };
+using feedguard::NeighbourFence;  // feedguard/common/neighbour_fence.h
 
 // Something the planner could not do as asked, and why. `reason` is a stable CamelCase code
 // that ends up in FencePolicy.status.failures (e.g. "NotEnoughCores", "GPUNotFound").

@@ -2,6 +2,7 @@
 // fences.
 #include "agent/planner/planner.h"
 
+#include "feedguard/common/qos_wire.h"
 #include "feedguard/common/reasons.h"
 
 #include <algorithm>
@@ -19,17 +20,6 @@ namespace pb = feedguard::v1;
 constexpr int64_t kPeriodUs = 100000;
 constexpr int64_t kMinQuotaUs = 1000;
 constexpr int kDefaultMaxCpuPercent = 75;
-
-QosClass FromProto(pb::QosClass q) {
-  switch (q) {
-    case pb::GUARANTEED:
-      return QosClass::kGuaranteed;
-    case pb::BEST_EFFORT:
-      return QosClass::kBestEffort;
-    default:
-      return QosClass::kBurstable;
-  }
-}
 
 bool WholeCores(const pb::PolicyOptions& p) { return p.trainer_cpu().placement() != pb::THREADS; }
 
@@ -894,7 +884,7 @@ PodIdentity ToPodIdentity(const feedguard::v1::PodRef& pod) {
   id.uid = pod.uid();
   id.ns = pod.namespace_();
   id.name = pod.name();
-  id.qos = FromProto(pod.qos_class());
+  id.qos = QosClassFromWire(pod.qos_class());
   for (const auto& c : pod.containers()) id.container_ids.push_back(c.container_id());
   id.cpu_request_milli = pod.cpu_request_milli();
   id.cpu_limit_milli = pod.cpu_limit_milli();
@@ -919,20 +909,6 @@ Plan PreviousPlanFromCpusets(const std::map<std::string, CpuSet>& cpus_by_pod_ui
 }
 
 namespace {
-
-const char* FenceName(NeighbourFence f) {
-  switch (f) {
-    case NeighbourFence::kIdle:
-      return "Idle";
-    case NeighbourFence::kWeight:
-      return "Weight";
-    case NeighbourFence::kCpuset:
-      return "Cpuset";
-    case NeighbourFence::kQuota:
-      return "Quota";
-  }
-  return "Idle";
-}
 
 nlohmann::json PodJson(const PodIdentity& p) {
   return {{"uid", p.uid},
@@ -965,7 +941,7 @@ nlohmann::json PlanToJson(const Plan& plan) {
   for (const auto& n : plan.neighbours) {
     nlohmann::json a = {{"pod", PodJson(n.pod)},
                         {"policy", n.policy},
-                        {"fence", FenceName(n.fence)},
+                        {"fence", std::string(NameOf(kNeighbourFenceNames, n.fence, "Idle"))},
                         {"dryRun", n.dry_run}};
     if (n.idle) a["idle"] = *n.idle;
     if (n.weight) a["weight"] = *n.weight;

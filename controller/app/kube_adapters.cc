@@ -1,22 +1,11 @@
 #include "controller/app/kube_adapters.h"
 
+#include "common/json_member.h"
 #include "controller/sanitize/sanitize.h"
 
 #include <algorithm>
 
 namespace feedguard::controller {
-
-namespace {
-
-// The member `key` of `j` when `j` is an object that has it; null otherwise (never throws).
-const nlohmann::json& Member(const nlohmann::json& j, const char* key) {
-  static const nlohmann::json kNull;
-  if (!j.is_object()) return kNull;
-  auto it = j.find(key);
-  return it == j.end() ? kNull : *it;
-}
-
-}  // namespace
 
 kube::Gvr FencePolicyGvr() {
   return {kFencePolicyGroup, kFencePolicyVersion, kFencePolicyResource};
@@ -31,33 +20,30 @@ Status KubePolicyWriter::WriteStatus(const std::string& name, const nlohmann::js
 }
 
 Status KubePolicyWriter::EditFinalizers(const std::string& name, bool add) {
-  for (int attempt = 0; attempt < 5; ++attempt) {
-    auto obj = client_->Get(FencePolicyGvr(), "", name);
-    if (!obj.ok()) return obj.status();
-    if (!obj->is_object() || !(*obj)["metadata"].is_object()) {
-      return Internal("FencePolicy " + name + " has no metadata object");
-    }
-    nlohmann::json& meta = (*obj)["metadata"];
-    std::vector<std::string> f;
-    if (const auto& cur = Member(meta, "finalizers"); cur.is_array()) {
-      for (const auto& x : cur) {
-        if (x.is_string()) f.push_back(x.get<std::string>());  // others dropped on write
-      }
-    }
-    bool has = std::find(f.begin(), f.end(), kFencePolicyFinalizer) != f.end();
-    if (add == has) return OkStatus();
-    if (add) {
-      if (meta.contains("deletionTimestamp")) return OkStatus();  // too late to add one
-      f.push_back(kFencePolicyFinalizer);
-    } else {
-      f.erase(std::remove(f.begin(), f.end(), kFencePolicyFinalizer), f.end());
-    }
-    meta["finalizers"] = f;
-    auto up = client_->Update(FencePolicyGvr(), "", *obj);
-    if (up.ok()) return OkStatus();
-    if (up.status().code() != StatusCode::kAborted) return up.status();
-  }
-  return Aborted("finalizer update of " + name + " kept conflicting");
+  auto r = client_->UpdateWithRetry(
+      FencePolicyGvr(), "", name, [&](nlohmann::json& obj) -> Result<bool> {
+        if (!obj.is_object() || !JsonMember(obj, "metadata").is_object()) {
+          return Internal("FencePolicy " + name + " has no metadata object");
+        }
+        nlohmann::json& meta = obj["metadata"];
+        std::vector<std::string> f;
+        if (const auto& cur = JsonMember(meta, "finalizers"); cur.is_array()) {
+          for (const auto& x : cur) {
+            if (x.is_string()) f.push_back(x.get<std::string>());  // others dropped on write
+          }
+        }
+        const bool has = std::find(f.begin(), f.end(), kFencePolicyFinalizer) != f.end();
+        if (add == has) return false;
+        if (add) {
+          if (meta.contains("deletionTimestamp")) return false;  // too late to add one
+          f.push_back(kFencePolicyFinalizer);
+        } else {
+          f.erase(std::remove(f.begin(), f.end(), kFencePolicyFinalizer), f.end());
+        }
+        meta["finalizers"] = f;
+        return true;
+      });
+  return r.ok() ? OkStatus() : r.status();
 }
 
 Status KubePolicyWriter::AddFinalizer(const std::string& name) {

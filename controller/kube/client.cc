@@ -244,23 +244,36 @@ Status Client::Delete(const Gvr& gvr, const std::string& ns, const std::string& 
   return r.status();
 }
 
-Result<Json> Client::UpdateStatusWithRetry(const Gvr& gvr, const std::string& ns,
-                                           const std::string& name,
-                                           const std::function<Status(Json& obj)>& recompute,
-                                           int max_attempts) {
+Result<Json> Client::UpdateWithRetry(const Gvr& gvr, const std::string& ns, const std::string& name,
+                                     const std::function<Result<bool>(Json& obj)>& edit,
+                                     const std::string& subresource, int max_attempts) {
   Status last = Aborted("no attempt made");
   for (int attempt = 0; attempt < max_attempts; ++attempt) {
     FG_ASSIGN_OR_RETURN(Json obj, Get(gvr, ns, name));
     const std::string rv = ResourceVersionOf(obj);
-    FG_RETURN_IF_ERROR(recompute(obj));
-    obj["metadata"]["resourceVersion"] = rv;  // the version we read, whatever recompute did
-    auto updated = UpdateStatus(gvr, ns, obj);
+    FG_ASSIGN_OR_RETURN(bool write, edit(obj));
+    if (!write) return obj;
+    obj["metadata"]["resourceVersion"] = rv;  // the version we read, whatever edit did
+    auto updated = Update(gvr, ns, obj, subresource);
     if (updated.ok()) return updated;
     last = updated.status();
     if (last.code() != StatusCode::kAborted) return last;
   }
-  return last.Annotate("status update still conflicting after " + std::to_string(max_attempts) +
-                       " attempts");
+  return last.Annotate((subresource.empty() ? "update" : subresource + " update") +
+                       " still conflicting after " + std::to_string(max_attempts) + " attempts");
+}
+
+Result<Json> Client::UpdateStatusWithRetry(const Gvr& gvr, const std::string& ns,
+                                           const std::string& name,
+                                           const std::function<Status(Json& obj)>& recompute,
+                                           int max_attempts) {
+  return UpdateWithRetry(
+      gvr, ns, name,
+      [&](Json& obj) -> Result<bool> {
+        FG_RETURN_IF_ERROR(recompute(obj));
+        return true;
+      },
+      "status", max_attempts);
 }
 
 Result<Json> Client::ReviewToken(const std::string& token,

@@ -103,9 +103,15 @@ class Client {
   Status Delete(const Gvr& gvr, const std::string& ns, const std::string& name,
                 const DeleteOptions& opts = {});
 
-  // Read-modify-write of /status: GETs the object, lets `recompute` edit it (return a non-OK
-  // Status to give up), PUTs /status with the read resourceVersion; on 409 repeats, at most
-  // `max_attempts` times. Returns the object the server stored.
+  // Read-modify-write with optimistic concurrency, the one conflict-retry loop: GETs the
+  // object, lets `edit` change it, PUTs it (to `subresource` when one is named) with the
+  // resourceVersion read; on 409 repeats, at most `max_attempts` times. `edit` returns false
+  // when there is nothing to write (the object read is returned), an error to give up. Returns
+  // the object the server stored.
+  Result<Json> UpdateWithRetry(const Gvr& gvr, const std::string& ns, const std::string& name,
+                               const std::function<Result<bool>(Json& obj)>& edit,
+                               const std::string& subresource = "", int max_attempts = 5);
+  // UpdateWithRetry of /status; `recompute` always writes (or gives up with an error).
   Result<Json> UpdateStatusWithRetry(const Gvr& gvr, const std::string& ns, const std::string& name,
                                      const std::function<Status(Json& obj)>& recompute,
                                      int max_attempts = 5);

@@ -167,6 +167,35 @@ TEST(ClientTest, UpdateStatusGivesUpAfterBoundedAttempts) {
   EXPECT_EQ(puts, 3);
 }
 
+TEST(ClientTest, UpdateWithRetryWritesTheObjectOnlyWhenTheEditChangedIt) {
+  std::vector<std::string> requests;
+  auto t = std::make_shared<FakeTransport>([&](const HttpRequest& r) {
+    requests.push_back(r.method + " " + r.path);
+    if (r.method == "GET") {
+      return FakeReply{HttpResponse{200, R"({"metadata":{"name":"p","resourceVersion":"4"}})"}};
+    }
+    return FakeReply{HttpResponse{200, r.body}};
+  });
+  Client c(t);
+  const Gvr gvr{"feedguard.io", "v1alpha1", "fencepolicies"};
+  auto unchanged = c.UpdateWithRetry(gvr, "", "p", [](Json&) -> Result<bool> { return false; });
+  ASSERT_TRUE(unchanged.ok()) << unchanged.status().ToString();
+  EXPECT_EQ(requests,
+            (std::vector<std::string>{"GET /apis/feedguard.io/v1alpha1/fencepolicies/p"}));
+  requests.clear();
+  auto changed = c.UpdateWithRetry(gvr, "", "p", [](Json& obj) -> Result<bool> {
+    obj["metadata"]["finalizers"] = {"feedguard.io/revert"};
+    return true;
+  });
+  ASSERT_TRUE(changed.ok()) << changed.status().ToString();
+  ASSERT_EQ(requests.size(), 2u);
+  EXPECT_EQ(requests[1], "PUT /apis/feedguard.io/v1alpha1/fencepolicies/p");  // no subresource
+  EXPECT_EQ((*changed)["metadata"]["resourceVersion"], "4");
+  auto refused =
+      c.UpdateWithRetry(gvr, "", "p", [](Json&) -> Result<bool> { return InvalidArgument("no"); });
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+}
+
 TEST(ClientTest, ListsAndWatchesLeaveOutManagedFieldsButGetsKeepThem) {
   const Json obj = {{"metadata",
                      {{"name", "a"},

@@ -4,6 +4,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/locked.h"
+
 namespace feedguard::kube {
 namespace {
 
@@ -36,15 +38,9 @@ LeaderElector::LeaderElector(ClientPtr client, LeaderElectionConfig config, Time
       clock_(std::move(clock)),
       sleeper_(std::move(sleeper)) {}
 
-bool LeaderElector::IsLeader() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return leader_;
-}
+bool LeaderElector::IsLeader() const { return LockedCopy(mu_, leader_); }
 
-std::string LeaderElector::ObservedLeader() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return observed_holder_;
-}
+std::string LeaderElector::ObservedLeader() const { return LockedCopy(mu_, observed_holder_); }
 
 Json LeaderElector::NewSpec(const Json& old_spec, bool keep_acquire) const {
   const std::string now = FormatMicroTime(clock_->WallNow());

@@ -7,6 +7,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/locked.h"
+
 namespace feedguard::kube {
 namespace {
 
@@ -30,20 +32,11 @@ Reflector::Reflector(ClientPtr client, StorePtr store, ReflectorOptions options,
       sleeper_(std::move(sleeper)),
       seed_(options_.seed != 0 ? options_.seed : std::random_device{}()) {}
 
-bool Reflector::HasSynced() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return synced_;
-}
+bool Reflector::HasSynced() const { return LockedCopy(mu_, synced_); }
 
-std::string Reflector::LastResourceVersion() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return last_rv_;
-}
+std::string Reflector::LastResourceVersion() const { return LockedCopy(mu_, last_rv_); }
 
-ReflectorStats Reflector::stats() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return stats_;
-}
+ReflectorStats Reflector::stats() const { return LockedCopy(mu_, stats_); }
 
 void Reflector::SetLastResourceVersion(std::string rv) {
   std::lock_guard<std::mutex> lock(mu_);

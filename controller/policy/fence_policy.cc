@@ -6,52 +6,36 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/json_member.h"
 #include "controller/sanitize/sanitize.h"
 
 namespace feedguard::controller {
 namespace {
-
-const nlohmann::json& Child(const nlohmann::json& j, const char* key) {
-  static const nlohmann::json kNull;
-  if (!j.is_object()) return kNull;
-  auto it = j.find(key);
-  return it == j.end() ? kNull : *it;
-}
 
 // An optional object member: null when absent, the object when it is one; an error (and null)
 // when it is something else.
 const nlohmann::json& ReadObject(const nlohmann::json& j, const char* key, const std::string& field,
                                  std::vector<FieldError>* errors) {
   static const nlohmann::json kNull;
-  const auto& v = Child(j, key);
+  const auto& v = JsonMember(j, key);
   if (v.is_null() || v.is_object()) return v;
   errors->push_back({field, "expected object"});
   return kNull;
 }
 
-template <typename Enum>
-std::optional<Enum> EnumFrom(const std::string& s,
-                             std::initializer_list<std::pair<const char*, Enum>> table) {
-  for (const auto& [name, value] : table)
-    if (s == name) return value;
-  return std::nullopt;
-}
-
 // Reads an optional string enum; absent → keeps the default.
-template <typename Enum>
+template <typename Enum, size_t N>
 void ReadEnum(const nlohmann::json& j, const char* key, const std::string& field, Enum* out,
-              std::initializer_list<std::pair<const char*, Enum>> table,
-              std::vector<FieldError>* errors) {
-  const auto& v = Child(j, key);
+              const EnumNames<Enum, N>& table, std::vector<FieldError>* errors) {
+  const auto& v = JsonMember(j, key);
   if (v.is_null()) return;
   std::string allowed;
-  for (const auto& [name, value] : table)
-    allowed += (allowed.empty() ? "" : ", ") + std::string(name);
+  for (const auto& row : table) allowed += (allowed.empty() ? "" : ", ") + std::string(row.second);
   if (!v.is_string()) {
     errors->push_back({field, "expected string, one of " + allowed});
     return;
   }
-  if (auto e = EnumFrom(v.get<std::string>(), table)) {
+  if (auto e = FromName(table, v.get<std::string>())) {
     *out = *e;
   } else {
     errors->push_back(
@@ -64,7 +48,7 @@ void ReadEnum(const nlohmann::json& j, const char* key, const std::string& field
 // not fit (2^40 for an int32 field) or a fraction.
 void ReadInt(const nlohmann::json& j, const char* key, const std::string& field, int32_t* out,
              int64_t min, int64_t max, std::vector<FieldError>* errors) {
-  const auto& v = Child(j, key);
+  const auto& v = JsonMember(j, key);
   if (v.is_null()) return;
   if (!v.is_number_integer()) {
     errors->push_back({field, "expected integer"});
@@ -87,7 +71,7 @@ void ReadInt(const nlohmann::json& j, const char* key, const std::string& field,
 // Reads an optional boolean; absent → keeps the default.
 void ReadBool(const nlohmann::json& j, const char* key, const std::string& field, bool* out,
               std::vector<FieldError>* errors) {
-  const auto& v = Child(j, key);
+  const auto& v = JsonMember(j, key);
   if (v.is_null()) return;
   if (!v.is_boolean()) {
     errors->push_back({field, "expected boolean"});
@@ -98,7 +82,7 @@ void ReadBool(const nlohmann::json& j, const char* key, const std::string& field
 
 void ReadSelector(const nlohmann::json& j, const char* key, const std::string& field,
                   LabelSelector* out, std::vector<FieldError>* errors) {
-  auto s = LabelSelector::FromJson(Child(j, key), field);
+  auto s = LabelSelector::FromJson(JsonMember(j, key), field);
   if (s.ok()) {
     *out = std::move(s).value();
   } else {
@@ -120,7 +104,7 @@ bool IsDnsLabel(const std::string& s) {
 void ReadStrings(const nlohmann::json& j, const char* key, const std::string& field,
                  std::vector<std::string>* out, size_t max_items, bool (*valid)(const std::string&),
                  const char* what, std::vector<FieldError>* errors) {
-  const auto& v = Child(j, key);
+  const auto& v = JsonMember(j, key);
   if (v.is_null()) return;
   if (!v.is_array()) {
     errors->push_back({field, "expected list of strings"});
@@ -202,21 +186,22 @@ ParsedPolicy ParseFencePolicy(const nlohmann::json& object) {
   }
   const auto& meta = ReadObject(object, "metadata", "metadata", &errors);
   auto meta_string = [&](const char* key) {
-    const auto& v = Child(meta, key);
+    const auto& v = JsonMember(meta, key);
     return v.is_string() ? v.get<std::string>() : std::string();
   };
   p.name = meta_string("name");
   p.uid = meta_string("uid");
   p.resource_version = meta_string("resourceVersion");
-  if (const auto& g = Child(meta, "generation"); g.is_number_integer() && !g.is_number_unsigned()) {
+  if (const auto& g = JsonMember(meta, "generation");
+      g.is_number_integer() && !g.is_number_unsigned()) {
     p.generation = g.get<int64_t>();
   } else if (g.is_number_unsigned()) {
     p.generation = static_cast<int64_t>(std::min<uint64_t>(g.get<uint64_t>(), INT64_MAX));
   }
-  p.deleting = !Child(meta, "deletionTimestamp").is_null();
+  p.deleting = !JsonMember(meta, "deletionTimestamp").is_null();
   ReadStrings(meta, "finalizers", "metadata.finalizers", &p.finalizers, 1024, nullptr, "", &errors);
 
-  const auto& spec = Child(object, "spec");
+  const auto& spec = JsonMember(object, "spec");
   if (spec.is_null()) {
     errors.push_back({"spec", "required"});
     return out;
@@ -226,11 +211,10 @@ ParsedPolicy ParseFencePolicy(const nlohmann::json& object) {
     return out;
   }
   ReadInt(spec, "priority", "spec.priority", &p.priority, 0, 1'000'000, &errors);
-  ReadEnum(spec, "mode", "spec.mode", &p.mode,
-           {{"Enforce", PolicyMode::kEnforce}, {"DryRun", PolicyMode::kDryRun}}, &errors);
+  ReadEnum(spec, "mode", "spec.mode", &p.mode, kPolicyModeNames, &errors);
   ReadSelector(spec, "nodeSelector", "spec.nodeSelector", &p.node_selector, &errors);
 
-  const auto& tr = Child(spec, "trainers");
+  const auto& tr = JsonMember(spec, "trainers");
   if (tr.is_null()) {
     errors.push_back({"spec.trainers", "required"});
   } else if (!tr.is_object()) {
@@ -239,7 +223,7 @@ ParsedPolicy ParseFencePolicy(const nlohmann::json& object) {
     ReadSelector(tr, "namespaceSelector", "spec.trainers.namespaceSelector",
                  &p.trainers.namespace_selector, &errors);
     ReadBool(tr, "requireGPU", "spec.trainers.requireGPU", &p.trainers.require_gpu, &errors);
-    if (Child(tr, "podSelector").is_null()) {
+    if (JsonMember(tr, "podSelector").is_null()) {
       errors.push_back({"spec.trainers.podSelector", "required"});
     } else {
       ReadSelector(tr, "podSelector", "spec.trainers.podSelector", &p.trainers.pod_selector,
@@ -250,13 +234,8 @@ ParsedPolicy ParseFencePolicy(const nlohmann::json& object) {
             &errors);
     ReadInt(cpu, "cores", "spec.trainers.cpu.cores", &p.trainers.cores, 1, 1024, &errors);
     ReadEnum(cpu, "placement", "spec.trainers.cpu.placement", &p.trainers.placement,
-             {{"WholeCores", CpuPlacement::kWholeCores}, {"Threads", CpuPlacement::kThreads}},
-             &errors);
-    ReadEnum(cpu, "numa", "spec.trainers.cpu.numa", &p.trainers.numa,
-             {{"PreferGPULocal", NumaMode::kPreferGpuLocal},
-              {"RequireGPULocal", NumaMode::kRequireGpuLocal},
-              {"Ignore", NumaMode::kIgnore}},
-             &errors);
+             kCpuPlacementNames, &errors);
+    ReadEnum(cpu, "numa", "spec.trainers.cpu.numa", &p.trainers.numa, kNumaModeNames, &errors);
     ReadInt(cpu, "weight", "spec.trainers.cpu.weight", &p.trainers.weight, 1, 10000, &errors);
   }
 
@@ -270,13 +249,9 @@ ParsedPolicy ParseFencePolicy(const nlohmann::json& object) {
   ReadStrings(ex, "priorityClasses", "spec.neighbours.exclude.priorityClasses",
               &p.neighbours.exclude_priority_classes, 64, IsPriorityClassName,
               "a PriorityClass name (DNS-1123 subdomain)", &errors);
-  ReadEnum(nb, "fence", "spec.neighbours.fence", &p.neighbours.fence,
-           {{"Idle", NeighbourFenceMode::kIdle},
-            {"Weight", NeighbourFenceMode::kWeight},
-            {"Cpuset", NeighbourFenceMode::kCpuset},
-            {"Quota", NeighbourFenceMode::kQuota}},
+  ReadEnum(nb, "fence", "spec.neighbours.fence", &p.neighbours.fence, kNeighbourFenceNames,
            &errors);
-  if (const auto& mc = Child(nb, "maxCPU"); !mc.is_null()) {
+  if (const auto& mc = JsonMember(nb, "maxCPU"); !mc.is_null()) {
     auto v = ParsePercent(mc, "spec.neighbours.maxCPU");
     if (v.ok()) {
       p.neighbours.max_cpu_percent = *v;

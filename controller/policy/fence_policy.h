@@ -10,6 +10,8 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "controller/policy/label_selector.h"
+#include "feedguard/common/enum_names.h"
+#include "feedguard/common/neighbour_fence.h"
 #include "feedguard/common/status.h"
 
 namespace feedguard::controller {
@@ -25,10 +27,25 @@ inline constexpr int32_t kDefaultQuotaMaxCpuPercent = 75;
 // spec.trainers.requireGPU when the policy does not set it.
 inline constexpr bool kDefaultTrainersRequireGpu = false;
 
+// The spec's enums. The wire (proto/feedguard/v1) has a twin of each, with an UNSPECIFIED zero
+// these never take; the resolver maps one to the other (resolver.h).
 enum class PolicyMode { kEnforce, kDryRun };
 enum class CpuPlacement { kWholeCores, kThreads };
 enum class NumaMode { kPreferGpuLocal, kRequireGpuLocal, kIgnore };
-enum class NeighbourFenceMode { kIdle, kWeight, kCpuset, kQuota };
+// spec.neighbours.fence: the agent plans by the same enum (feedguard/common/neighbour_fence.h).
+using NeighbourFenceMode = NeighbourFence;
+
+// Their spellings in the CRD (and kNeighbourFenceNames).
+inline constexpr EnumNames<PolicyMode, 2> kPolicyModeNames{
+    {{PolicyMode::kEnforce, "Enforce"}, {PolicyMode::kDryRun, "DryRun"}}};
+inline constexpr EnumNames<CpuPlacement, 2> kCpuPlacementNames{
+    {{CpuPlacement::kWholeCores, "WholeCores"}, {CpuPlacement::kThreads, "Threads"}}};
+inline constexpr EnumNames<NumaMode, 3> kNumaModeNames{
+    {{NumaMode::kPreferGpuLocal, "PreferGPULocal"},
+     {NumaMode::kRequireGpuLocal, "RequireGPULocal"},
+     {NumaMode::kIgnore, "Ignore"}}};
+static_assert(EnumTableComplete(kPolicyModeNames) && EnumTableComplete(kCpuPlacementNames) &&
+              EnumTableComplete(kNumaModeNames));
 
 struct TrainerSpec {
   LabelSelector namespace_selector;

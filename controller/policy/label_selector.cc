@@ -21,18 +21,19 @@ bool IsLabelName(const std::string& s) {
                      [](char c) { return IsAlnum(c) || c == '-' || c == '_' || c == '.'; });
 }
 
-const char* OpName(LabelSelector::Op op) {
+// Whether a label set satisfies the requirement `op`: `has` the key, its value `in` the values.
+bool Holds(LabelSelector::Op op, bool has, bool in) {
   switch (op) {
     case LabelSelector::Op::kIn:
-      return "In";
+      return in;
     case LabelSelector::Op::kNotIn:
-      return "NotIn";
+      return !in;
     case LabelSelector::Op::kExists:
-      return "Exists";
+      return has;
     case LabelSelector::Op::kDoesNotExist:
-      return "DoesNotExist";
+      return !has;
   }
-  return "";
+  return false;
 }
 
 // What one selector allows for one label key, all its requirements on that key combined.
@@ -184,17 +185,12 @@ Result<LabelSelector> LabelSelector::FromJson(const nlohmann::json& j, const std
       if (opj == e.end() || opj->is_null()) return InvalidArgument(f + ".operator: required");
       if (!opj->is_string()) return InvalidArgument(f + ".operator: expected string");
       const std::string op = opj->get<std::string>();
-      if (op == "In")
-        r.op = Op::kIn;
-      else if (op == "NotIn")
-        r.op = Op::kNotIn;
-      else if (op == "Exists")
-        r.op = Op::kExists;
-      else if (op == "DoesNotExist")
-        r.op = Op::kDoesNotExist;
-      else
+      if (auto parsed = FromName(kLabelOpNames, op)) {
+        r.op = *parsed;
+      } else {
         return InvalidArgument(f + ".operator: \"" + SafeText(op, 64) +
                                "\" is not In, NotIn, Exists or DoesNotExist");
+      }
       if (auto v = e.find("values"); v != e.end() && !v->is_null()) {
         if (!v->is_array()) return InvalidArgument(f + ".values: expected list of strings");
         if (v->size() > kMaxExpressionValues) {
@@ -231,20 +227,7 @@ bool LabelSelector::Matches(const Labels& labels) const {
     auto it = labels.find(r.key);
     bool has = it != labels.end();
     bool in = has && std::find(r.values.begin(), r.values.end(), it->second) != r.values.end();
-    switch (r.op) {
-      case Op::kIn:
-        if (!in) return false;
-        break;
-      case Op::kNotIn:
-        if (in) return false;
-        break;
-      case Op::kExists:
-        if (!has) return false;
-        break;
-      case Op::kDoesNotExist:
-        if (has) return false;
-        break;
-    }
+    if (!Holds(r.op, has, in)) return false;
   }
   return true;
 }
@@ -263,7 +246,7 @@ bool LabelSelector::Equivalent(const LabelSelector& other) const {
       std::vector<std::string> values = r.values;
       std::sort(values.begin(), values.end());
       values.erase(std::unique(values.begin(), values.end()), values.end());
-      std::string one = r.key + "\n" + OpName(r.op);
+      std::string one = r.key + "\n" + std::string(NameOf(kLabelOpNames, r.op, ""));
       for (const auto& v : values) one += "\n" + v;
       out.push_back(std::move(one));
     }

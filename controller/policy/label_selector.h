@@ -7,6 +7,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "feedguard/common/enum_names.h"
 #include "feedguard/common/status.h"
 
 namespace feedguard::controller {
@@ -53,6 +54,14 @@ class LabelSelector {
   Labels match_labels_;
   std::vector<Requirement> expressions_;
 };
+
+// matchExpressions[].operator as Kubernetes spells it.
+inline constexpr EnumNames<LabelSelector::Op, 4> kLabelOpNames{
+    {{LabelSelector::Op::kIn, "In"},
+     {LabelSelector::Op::kNotIn, "NotIn"},
+     {LabelSelector::Op::kExists, "Exists"},
+     {LabelSelector::Op::kDoesNotExist, "DoesNotExist"}}};
+static_assert(EnumTableComplete(kLabelOpNames));
 
 Labels LabelsFromJson(const nlohmann::json& j);  // metadata.labels; missing → empty
 

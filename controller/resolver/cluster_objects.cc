@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/json_member.h"
 #include "controller/sanitize/sanitize.h"
 
 namespace feedguard::controller {
@@ -16,13 +17,6 @@ std::string Str(const nlohmann::json& j, const char* key) {
   if (!j.is_object()) return "";
   auto it = j.find(key);
   return it != j.end() && it->is_string() ? it->get<std::string>() : "";
-}
-
-const nlohmann::json& Obj(const nlohmann::json& j, const char* key) {
-  static const nlohmann::json kNull;
-  if (!j.is_object()) return kNull;
-  auto it = j.find(key);
-  return it == j.end() ? kNull : *it;
 }
 
 // Bounds that keep every sum below int64/int32 overflow whatever a pod spec says.
@@ -164,7 +158,7 @@ constexpr std::string_view kSchemeEnd = "://";
 
 }  // namespace
 
-PodUid::PodUid(std::string_view uid) {
+void PodUid::Assign(std::string_view uid) {
   bool canonical = uid.size() == kUuidLength;
   char digits[kUuidLength];  // the hex digits without the hyphens (no allocation per pod)
   size_t n = 0;
@@ -193,7 +187,7 @@ std::string PodUid::str() const {
 
 bool PodUid::empty() const { return !Packed(bytes_) && other_.empty(); }
 
-ContainerId::ContainerId(std::string_view id) {
+void ContainerId::Assign(std::string_view id) {
   const size_t scheme = id.find(kSchemeEnd);
   const size_t digits = scheme == std::string_view::npos ? id.size() : scheme + kSchemeEnd.size();
   if (PackHex(id.substr(digits), hex_)) {
@@ -235,9 +229,9 @@ struct ContainerResources {
 
 ContainerResources ReadResources(const nlohmann::json& c, const GpuResourceNames& gpu_names) {
   ContainerResources out;
-  const auto& res = Obj(c, "resources");
-  const auto& req = Obj(res, "requests");
-  const auto& lim = Obj(res, "limits");
+  const auto& res = JsonMember(c, "resources");
+  const auto& req = JsonMember(res, "requests");
+  const auto& lim = JsonMember(res, "limits");
   std::string rq = Str(req, "cpu"), lm = Str(lim, "cpu");
   if (rq.empty()) rq = lm;
   if (auto v = ParseCpuMilli(rq); !rq.empty() && v.ok()) out.cpu_request = *v;
@@ -277,14 +271,14 @@ bool IsSidecar(const nlohmann::json& init_container) {
 
 PodInfo PodFromJson(const nlohmann::json& pod, const GpuResourceNames& gpu_names) {
   PodInfo p;
-  const auto& meta = Obj(pod, "metadata");
-  const auto& spec = Obj(pod, "spec");
-  const auto& status = Obj(pod, "status");
+  const auto& meta = JsonMember(pod, "metadata");
+  const auto& spec = JsonMember(pod, "spec");
+  const auto& status = JsonMember(pod, "status");
   p.uid = Str(meta, "uid");
   p.ns = Str(meta, "namespace");
   p.name = Str(meta, "name");
-  p.labels = LabelsFromJson(Obj(meta, "labels"));
-  p.terminating = !Obj(meta, "deletionTimestamp").is_null();
+  p.labels = LabelsFromJson(JsonMember(meta, "labels"));
+  p.terminating = !JsonMember(meta, "deletionTimestamp").is_null();
   p.node_name = Str(spec, "nodeName");
   p.priority_class = Str(spec, "priorityClassName");
   p.phase = Str(status, "phase");
@@ -297,7 +291,7 @@ PodInfo PodFromJson(const nlohmann::json& pod, const GpuResourceNames& gpu_names
   bool every_limited = true, any_resources = false, guaranteed = true;
   int64_t gpus = 0;
   int64_t request = 0, limit = 0;
-  const auto& containers = Obj(spec, "containers");
+  const auto& containers = JsonMember(spec, "containers");
   if (containers.is_array()) {
     for (const auto& c : containers) {
       p.containers.push_back({Str(c, "name"), ""});
@@ -310,7 +304,7 @@ PodInfo PodFromJson(const nlohmann::json& pod, const GpuResourceNames& gpu_names
       gpus = SaturatingAdd(gpus, r.gpus);
     }
   }
-  const auto& init_containers = Obj(spec, "initContainers");
+  const auto& init_containers = JsonMember(spec, "initContainers");
   if (init_containers.is_array()) {
     int64_t sidecars_request = 0, sidecars_limit = 0;  // of the sidecars declared so far
     int64_t init_request = 0, init_limit = 0;          // the most any init step needs
@@ -353,7 +347,7 @@ PodInfo PodFromJson(const nlohmann::json& pod, const GpuResourceNames& gpu_names
 
   // Container ids: the containers' and the sidecars' (names are unique across both lists).
   for (const char* list : {"containerStatuses", "initContainerStatuses"}) {
-    const auto& statuses = Obj(status, list);
+    const auto& statuses = JsonMember(status, list);
     if (!statuses.is_array()) continue;
     for (const auto& s : statuses) {
       std::string name = Str(s, "name"), id = Str(s, "containerID");
@@ -383,13 +377,13 @@ std::shared_ptr<const kube::FieldSet> NodeFields() {
 }
 
 NodeInfo NodeFromJson(const nlohmann::json& node) {
-  const auto& meta = Obj(node, "metadata");
-  return {Str(meta, "name"), LabelsFromJson(Obj(meta, "labels"))};
+  const auto& meta = JsonMember(node, "metadata");
+  return {Str(meta, "name"), LabelsFromJson(JsonMember(meta, "labels"))};
 }
 
 NamespaceInfo NamespaceFromJson(const nlohmann::json& ns) {
-  const auto& meta = Obj(ns, "metadata");
-  return {Str(meta, "name"), LabelsFromJson(Obj(meta, "labels"))};
+  const auto& meta = JsonMember(ns, "metadata");
+  return {Str(meta, "name"), LabelsFromJson(JsonMember(meta, "labels"))};
 }
 
 }  // namespace feedguard::controller

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <concepts>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -32,16 +33,17 @@ namespace feedguard::controller {
 class PodUid {
  public:
   PodUid() = default;
-  PodUid(std::string_view uid);   // NOLINT(google-explicit-constructor): a uid's text
-  PodUid(const std::string& uid)  // NOLINT(google-explicit-constructor)
-      : PodUid(std::string_view(uid)) {}
-  PodUid(const char* uid)  // NOLINT(google-explicit-constructor)
-      : PodUid(std::string_view(uid)) {}
+  // From a uid's text (a std::string_view, std::string or literal); implicit on purpose.
+  template <std::convertible_to<std::string_view> Text>
+  PodUid(const Text& uid) {
+    Assign(uid);
+  }
   std::string str() const;
   bool empty() const;
   bool operator==(const PodUid&) const = default;
 
  private:
+  void Assign(std::string_view uid);
   // Canonical: `bytes_`, not all zero (the all-zero UUID is kept as text). Else `other_`.
   std::array<uint8_t, 16> bytes_{};
   SharedString other_;
@@ -53,11 +55,11 @@ class PodUid {
 class ContainerId {
  public:
   ContainerId() = default;
-  ContainerId(std::string_view id);   // NOLINT(google-explicit-constructor): an id's text
-  ContainerId(const std::string& id)  // NOLINT(google-explicit-constructor)
-      : ContainerId(std::string_view(id)) {}
-  ContainerId(const char* id)  // NOLINT(google-explicit-constructor)
-      : ContainerId(std::string_view(id)) {}
+  // From an id's text (a std::string_view, std::string or literal); implicit on purpose.
+  template <std::convertible_to<std::string_view> Text>
+  ContainerId(const Text& id) {
+    Assign(id);
+  }
   std::string str() const;
   bool empty() const { return text_.empty(); }
   bool operator==(const ContainerId& o) const = default;
@@ -66,6 +68,7 @@ class ContainerId {
   void InternPrefix(InternPool<std::string>& pool);
 
  private:
+  void Assign(std::string_view id);
   // Packed (`hex_` not all zero): the prefix up to and including "://". Else the whole id (an
   // id whose 64 digits are all zero is kept as text).
   SharedString text_;

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <tuple>
 
+#include "feedguard/common/qos_wire.h"
+
 namespace feedguard::controller {
 namespace {
 
@@ -18,24 +20,12 @@ bool Outranks(const FencePolicy* a, const FencePolicy* b) {
   return a->name < b->name;
 }
 
-v1::QosClass ToProto(QosClass q) {
-  switch (q) {
-    case QosClass::kGuaranteed:
-      return v1::GUARANTEED;
-    case QosClass::kBurstable:
-      return v1::BURSTABLE;
-    case QosClass::kBestEffort:
-      return v1::BEST_EFFORT;
-  }
-  return v1::QOS_CLASS_UNSPECIFIED;
-}
-
 // Returns false when the pod's containers were left out (more than max_containers).
 bool FillPodRef(const PodInfo& p, v1::PodRef* ref, size_t max_containers) {
   ref->set_uid(p.uid.str());
   ref->set_namespace_(p.ns);
   ref->set_name(p.name);
-  ref->set_qos_class(ToProto(p.qos));
+  ref->set_qos_class(QosClassToWire(p.qos));
   ref->set_cpu_request_milli(p.cpu_request_milli);
   ref->set_cpu_limit_milli(p.cpu_limit_milli);
   ref->set_priority_class_name(p.priority_class);
@@ -59,38 +49,15 @@ void FillOptions(const FencePolicy& p, v1::PolicyOptions* o) {
   o->set_name(p.name);
   o->set_generation(p.generation);
   o->set_priority(p.priority);
-  o->set_mode(p.mode == PolicyMode::kDryRun ? v1::DRY_RUN : v1::ENFORCE);
+  o->set_mode(ValueOf(kModeWire, p.mode, v1::ENFORCE));
   auto* cpu = o->mutable_trainer_cpu();
   cpu->set_cores(p.trainers.cores);
   cpu->set_cores_per_gpu(p.trainers.cores_per_gpu);
   cpu->set_weight(p.trainers.weight);
-  cpu->set_placement(p.trainers.placement == CpuPlacement::kThreads ? v1::THREADS
-                                                                    : v1::WHOLE_CORES);
-  switch (p.trainers.numa) {
-    case NumaMode::kPreferGpuLocal:
-      cpu->set_numa(v1::PREFER_GPU_LOCAL);
-      break;
-    case NumaMode::kRequireGpuLocal:
-      cpu->set_numa(v1::REQUIRE_GPU_LOCAL);
-      break;
-    case NumaMode::kIgnore:
-      cpu->set_numa(v1::IGNORE);
-      break;
-  }
-  switch (p.neighbours.fence) {
-    case NeighbourFenceMode::kIdle:
-      o->set_neighbour_fence(v1::IDLE);
-      break;
-    case NeighbourFenceMode::kWeight:
-      o->set_neighbour_fence(v1::WEIGHT);
-      break;
-    case NeighbourFenceMode::kCpuset:
-      o->set_neighbour_fence(v1::CPUSET);
-      break;
-    case NeighbourFenceMode::kQuota:
-      o->set_neighbour_fence(v1::QUOTA);
-      break;
-  }
+  cpu->set_placement(ValueOf(kPlacementWire, p.trainers.placement, v1::WHOLE_CORES));
+  cpu->set_numa(ValueOf(kNumaWire, p.trainers.numa, v1::NUMA_POLICY_UNSPECIFIED));
+  o->set_neighbour_fence(
+      ValueOf(kNeighbourFenceWire, p.neighbours.fence, v1::NEIGHBOUR_FENCE_UNSPECIFIED));
   o->set_neighbour_max_cpu_percent(p.neighbours.max_cpu_percent);
 }
 

@@ -10,10 +10,31 @@
 
 #include "controller/policy/fence_policy.h"
 #include "controller/resolver/cluster_objects.h"
+#include "feedguard/common/enum_names.h"
 #include "feedguard/common/wire_limits.h"
 #include "feedguard/v1/nodefence.pb.h"
 
 namespace feedguard::controller {
+
+// The spec's enums (fence_policy.h) and their twins on the wire, in the NodeFence's
+// PolicyOptions.
+inline constexpr EnumTable<PolicyMode, v1::Mode, 2> kModeWire{
+    {{PolicyMode::kEnforce, v1::ENFORCE}, {PolicyMode::kDryRun, v1::DRY_RUN}}};
+static_assert(EnumTableComplete(kModeWire));
+inline constexpr EnumTable<CpuPlacement, v1::Placement, 2> kPlacementWire{
+    {{CpuPlacement::kWholeCores, v1::WHOLE_CORES}, {CpuPlacement::kThreads, v1::THREADS}}};
+static_assert(EnumTableComplete(kPlacementWire));
+inline constexpr EnumTable<NumaMode, v1::NumaPolicy, 3> kNumaWire{
+    {{NumaMode::kPreferGpuLocal, v1::PREFER_GPU_LOCAL},
+     {NumaMode::kRequireGpuLocal, v1::REQUIRE_GPU_LOCAL},
+     {NumaMode::kIgnore, v1::IGNORE}}};
+static_assert(EnumTableComplete(kNumaWire));
+inline constexpr EnumTable<NeighbourFenceMode, v1::NeighbourFenceKind, 4> kNeighbourFenceWire{
+    {{NeighbourFenceMode::kIdle, v1::IDLE},
+     {NeighbourFenceMode::kWeight, v1::WEIGHT},
+     {NeighbourFenceMode::kCpuset, v1::CPUSET},
+     {NeighbourFenceMode::kQuota, v1::QUOTA}}};
+static_assert(EnumTableComplete(kNeighbourFenceWire));
 
 // Safety rails no FencePolicy can override.
 struct Rails {

@@ -1,37 +1,30 @@
 // qos.h — Kubernetes' pod QoS classes, one spelling for the controller and the agent.
 //
 // The controller reads a pod's class from status.qosClass; the agent finds kubelet's cgroup tier
-// by it. Both spell it here; the parse is derived from the names (no second table to keep in
-// step).
+// by it. Both spell it here, in one table that the name and the parse both read.
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <string_view>
 
+#include "feedguard/common/enum_names.h"
+
 namespace feedguard {
 
 enum class QosClass : uint8_t { kGuaranteed, kBurstable, kBestEffort };
 
 // Kubernetes' spelling: "Guaranteed" | "Burstable" | "BestEffort".
-constexpr std::string_view QosClassName(QosClass q) {
-  switch (q) {
-    case QosClass::kGuaranteed:
-      return "Guaranteed";
-    case QosClass::kBurstable:
-      return "Burstable";
-    case QosClass::kBestEffort:
-      return "BestEffort";
-  }
-  return "Unknown";
-}
+inline constexpr EnumNames<QosClass, 3> kQosClassNames{{{QosClass::kGuaranteed, "Guaranteed"},
+                                                        {QosClass::kBurstable, "Burstable"},
+                                                        {QosClass::kBestEffort, "BestEffort"}}};
+static_assert(EnumTableComplete(kQosClassNames));
+
+constexpr std::string_view QosClassName(QosClass q) { return NameOf(kQosClassNames, q, "Unknown"); }
 
 // The class Kubernetes spells `name`; nullopt for any other string.
 constexpr std::optional<QosClass> QosClassFromName(std::string_view name) {
-  for (QosClass q : {QosClass::kGuaranteed, QosClass::kBurstable, QosClass::kBestEffort}) {
-    if (QosClassName(q) == name) return q;
-  }
-  return std::nullopt;
+  return FromName(kQosClassNames, name);
 }
 
 }  // namespace feedguard

@@ -10,6 +10,8 @@
 #include <utility>
 #include <variant>
 
+#include "feedguard/common/enum_names.h"
+
 namespace feedguard {
 
 enum class StatusCode {
@@ -27,7 +29,24 @@ enum class StatusCode {
   kInternal,
 };
 
-std::string_view StatusCodeName(StatusCode code);
+inline constexpr EnumNames<StatusCode, 12> kStatusCodeNames{
+    {{StatusCode::kOk, "OK"},
+     {StatusCode::kInvalidArgument, "InvalidArgument"},
+     {StatusCode::kNotFound, "NotFound"},
+     {StatusCode::kAlreadyExists, "AlreadyExists"},
+     {StatusCode::kPermissionDenied, "PermissionDenied"},
+     {StatusCode::kFailedPrecondition, "FailedPrecondition"},
+     {StatusCode::kUnavailable, "Unavailable"},
+     {StatusCode::kUnimplemented, "Unimplemented"},
+     {StatusCode::kAborted, "Aborted"},
+     {StatusCode::kDeadlineExceeded, "DeadlineExceeded"},
+     {StatusCode::kResourceExhausted, "ResourceExhausted"},
+     {StatusCode::kInternal, "Internal"}}};
+static_assert(EnumTableComplete(kStatusCodeNames));
+
+constexpr std::string_view StatusCodeName(StatusCode code) {
+  return NameOf(kStatusCodeNames, code, "Unknown");
+}
 
 class [[nodiscard]] Status {
  public:
@@ -71,36 +90,6 @@ inline Status Unavailable(std::string m) { return {StatusCode::kUnavailable, std
 inline Status Unimplemented(std::string m) { return {StatusCode::kUnimplemented, std::move(m)}; }
 inline Status Aborted(std::string m) { return {StatusCode::kAborted, std::move(m)}; }
 inline Status Internal(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
-
-inline std::string_view StatusCodeName(StatusCode code) {
-  switch (code) {
-    case StatusCode::kOk:
-      return "OK";
-    case StatusCode::kInvalidArgument:
-      return "InvalidArgument";
-    case StatusCode::kNotFound:
-      return "NotFound";
-    case StatusCode::kAlreadyExists:
-      return "AlreadyExists";
-    case StatusCode::kPermissionDenied:
-      return "PermissionDenied";
-    case StatusCode::kFailedPrecondition:
-      return "FailedPrecondition";
-    case StatusCode::kUnavailable:
-      return "Unavailable";
-    case StatusCode::kUnimplemented:
-      return "Unimplemented";
-    case StatusCode::kAborted:
-      return "Aborted";
-    case StatusCode::kDeadlineExceeded:
-      return "DeadlineExceeded";
-    case StatusCode::kResourceExhausted:
-      return "ResourceExhausted";
-    case StatusCode::kInternal:
-      return "Internal";
-  }
-  return "Unknown";
-}
 
 // Result<T>: a value or an error. Construct from a T or from a non-OK Status.
 template <typename T>
