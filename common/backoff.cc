@@ -81,6 +81,19 @@ bool Wakeup::WaitFor(std::chrono::nanoseconds d, const std::stop_token& stop) {
   return !stop.stop_requested();
 }
 
+void Wakeup::Loop(const std::stop_token& stop, const std::function<void()>& pass,
+                  const std::function<std::chrono::nanoseconds()>& next_wait,
+                  const std::function<void(const std::exception&)>& on_error) {
+  while (!stop.stop_requested()) {
+    try {
+      pass();
+    } catch (const std::exception& e) {
+      on_error(e);
+    }
+    if (!WaitFor(next_wait(), stop)) return;
+  }
+}
+
 bool SleepFor(std::chrono::nanoseconds d, const std::stop_token& stop) {
   if (stop.stop_requested()) return false;
   std::mutex mu;

@@ -25,6 +25,8 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <exception>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -106,6 +108,12 @@ class Wakeup {
   // Waits up to `d`, until a Notify() (since the last wait) or until `stop` is requested.
   // Returns false when stop was requested.
   bool WaitFor(std::chrono::nanoseconds d, const std::stop_token& stop);
+  // The loop of a thread that acts on changes, until `stop`: `pass`, then WaitFor(next_wait()).
+  // An exception that escapes a pass is handed to `on_error` and the loop goes on (it must not
+  // end the thread: std::terminate).
+  void Loop(const std::stop_token& stop, const std::function<void()>& pass,
+            const std::function<std::chrono::nanoseconds()>& next_wait,
+            const std::function<void(const std::exception&)>& on_error);
 
  private:
   std::mutex mu_;

@@ -1,6 +1,8 @@
 #include "common/backoff.h"
 
 #include <set>
+#include <stdexcept>
+#include <stop_token>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -136,6 +138,59 @@ TEST(FakeSleeperTest, AdvancesClock) {
   EXPECT_TRUE(s.Sleep(milliseconds(1500), stop.get_token()));
   EXPECT_EQ(clock->MonotonicNow() - t0, milliseconds(1500));
   ASSERT_EQ(s.sleeps().size(), 1u);
+}
+
+}  // namespace
+}  // namespace feedguard
+
+namespace feedguard {
+namespace {
+
+TEST(KeyedBackoffTest, DueAtIsWhenAFailedKeyMayBeTriedAgain) {
+  KeyedBackoff k(
+      BackoffPolicy{std::chrono::milliseconds(10), 2.0, std::chrono::seconds(1), 0.0, 0.0}, 1);
+  const KeyedBackoff::TimePoint t0{};
+  EXPECT_FALSE(k.DueAt("a").has_value());
+  k.Failed("a", t0);
+  EXPECT_EQ(k.DueAt("a"), t0 + std::chrono::milliseconds(10));
+  k.Forget("a");
+  EXPECT_FALSE(k.DueAt("a").has_value());
+}
+
+TEST(WakeupTest, ANotifyWhileBusyIsKeptAndEndsTheNextWait) {
+  Wakeup w;
+  std::stop_source stop;
+  w.Notify();  // the loop was busy: the next wait returns at once
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_TRUE(w.WaitFor(std::chrono::seconds(30), stop.get_token()));
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
+  // Consumed: a wait with no notify times out.
+  EXPECT_TRUE(w.WaitFor(std::chrono::milliseconds(20), stop.get_token()));
+  std::thread notifier([&] { w.Notify(); });
+  EXPECT_TRUE(w.WaitFor(std::chrono::seconds(30), stop.get_token()));
+  notifier.join();
+  std::thread stopper([&] { stop.request_stop(); });
+  EXPECT_FALSE(w.WaitFor(std::chrono::seconds(30), stop.get_token()));
+  stopper.join();
+}
+
+TEST(WakeupTest, LoopRunsPassesUntilStopAndSurvivesAThrowingPass) {
+  Wakeup w;
+  std::stop_source stop;
+  int passes = 0, errors = 0;
+  w.Loop(
+      stop.get_token(),
+      [&] {
+        if (++passes == 2) throw std::runtime_error("bad input");
+        if (passes == 4) stop.request_stop();
+      },
+      [] { return std::chrono::nanoseconds::zero(); },
+      [&](const std::exception& e) {
+        ++errors;
+        EXPECT_STREQ(e.what(), "bad input");
+      });
+  EXPECT_EQ(passes, 4);
+  EXPECT_EQ(errors, 1);
 }
 
 }  // namespace

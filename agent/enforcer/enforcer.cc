@@ -149,27 +149,27 @@ std::set<std::string> Enforcer::ContestedPods() const {
 
 std::vector<Enforcer::Target> Enforcer::TargetsOf(const Plan& plan) {
   std::vector<Target> out;
-  for (const auto& t : plan.trainers) {
+  // What every entry carries, trainer or neighbour.
+  auto target = [&](const auto& entry, feedguard::v1::PodReport::Role role) {
     Target x;
-    x.pod = t.pod;
-    x.policy = t.policy;
-    x.role = feedguard::v1::PodReport::TRAINER;
-    x.weight = t.weight;
-    x.dry_run = plan.dry_run || t.dry_run;
+    x.pod = entry.pod;
+    x.policy = entry.policy;
+    x.role = role;
+    x.weight = entry.weight;
+    x.dry_run = plan.dry_run || entry.dry_run;
+    return x;
+  };
+  for (const auto& t : plan.trainers) {
+    Target x = target(t, feedguard::v1::PodReport::TRAINER);
     if (!t.cpus.empty()) x.cpus = t.cpus;
     if (!t.mems.empty()) x.mems = t.mems;
     out.push_back(std::move(x));
   }
   for (const auto& n : plan.neighbours) {
-    Target x;
-    x.pod = n.pod;
-    x.policy = n.policy;
-    x.role = feedguard::v1::PodReport::NEIGHBOUR;
+    Target x = target(n, feedguard::v1::PodReport::NEIGHBOUR);
     x.idle = n.idle;
-    x.weight = n.weight;
     x.quota = n.quota;
     x.cpus = n.cpus;
-    x.dry_run = plan.dry_run || n.dry_run;
     out.push_back(std::move(x));
   }
   return out;

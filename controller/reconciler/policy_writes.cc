@@ -280,16 +280,9 @@ std::chrono::nanoseconds PolicyWrites::NextWait() {
 }
 
 void PolicyWrites::Run(std::stop_token stop) {
-  while (!stop.stop_requested()) {
-    // Last line of defence: every input is type-checked where it is read, but an exception
-    // that still escaped a pass must not end the thread (std::terminate).
-    try {
-      Step();
-    } catch (const std::exception& e) {
-      spdlog::error("policy writes: pass failed: {}", e.what());
-    }
-    if (!wakeup_.WaitFor(NextWait(), stop)) return;
-  }
+  wakeup_.Loop(
+      stop, [this] { Step(); }, [this] { return NextWait(); },
+      [](const std::exception& e) { spdlog::error("policy writes: pass failed: {}", e.what()); });
 }
 
 PolicyWritesStats PolicyWrites::stats() const {

@@ -535,16 +535,13 @@ void Reconciler::Run(std::stop_token stop) {
   // API writes (status, finalizers, Events) take round trips to the API server; they run on
   // their own thread so a slow write never delays the next NodeFence.
   std::jthread writes([this, stop](std::stop_token) { writes_.Run(stop); });
-  while (!stop.stop_requested()) {
-    // Last line of defence: every input is type-checked where it is read, but an exception that
-    // still escaped a pass must not end the thread (std::terminate): log it and go on.
-    try {
-      StepFences();
-    } catch (const std::exception& e) {
-      spdlog::error("reconciler: fence pass failed: {}", e.what());
-    }
-    if (!fence_wakeup_.WaitFor(NextFenceWait(), stop)) break;
-  }
+  // Every input is type-checked where it is read; an exception that still escapes a pass is
+  // logged and the loop goes on.
+  fence_wakeup_.Loop(
+      stop, [this] { StepFences(); }, [this] { return NextFenceWait(); },
+      [](const std::exception& e) {
+        spdlog::error("reconciler: fence pass failed: {}", e.what());
+      });
 }
 
 ReconcilerStats Reconciler::stats() const {
