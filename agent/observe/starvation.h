@@ -1,0 +1,107 @@
+// starvation.h — one GPU pod observed with no policy: how long its CPU feeders waited for a CPU,
+// how much GPU time that cost, and who ran on the CPUs it may use while it waited.
+//
+// The agent samples each GPU pod every `period` (a PodSample per interval) and keeps an hour of
+// them (PodWindows); a Summary is any window up to that hour (the surfaces use 1 min, 10 min and
+// 1 h). Pure: the readers (cgroup usage and PSI, /proc schedstat, NVML) fill the samples.
+//
+// GPU time lost (docs/DESIGN.md "Observe first"): in one interval of length dt the feeders
+// waited w seconds (at least one of them runnable and not running) and the GPU was idle
+// i = (1 - busy)·dt. Where within the interval the two fell is not known, so the lost time L,
+// the overlap of the two, is bounded by max(0, w + i - dt) ≤ L ≤ min(w, i); the estimate takes
+// them as independent within the interval, L ≈ w·i/dt. Without a GPU reading there is no GPU
+// figure: only the wait.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/cpuset.h"
+#include "feedguard/common/enum_names.h"
+
+namespace feedguard::agent::observe {
+
+// Where a wait figure came from: the pod cgroup's cpu.pressure ("some" total: wall time in
+// which at least one of its tasks waited), or the tasks' own run delay (/proc/<pid>/task/<tid>/
+// schedstat, summed over the pod's tasks and capped at the interval: an upper bound of "some").
+enum class WaitSource : uint8_t { kPsi, kSchedstat };
+inline constexpr EnumNames<WaitSource, 2> kWaitSourceNames{
+    {{WaitSource::kPsi, "psi"}, {WaitSource::kSchedstat, "schedstat"}}};
+static_assert(EnumTableComplete(kWaitSourceNames));
+
+// Who took CPU time on a pod's CPUs: another pod (its uid) or the node itself (system daemons,
+// kubelet, anything outside the pods' cgroups).
+inline constexpr char kNodeContender[] = "node";
+struct Contention {
+  std::string contender;  // a pod uid, or kNodeContender
+  double cpu_s = 0;
+  friend bool operator==(const Contention&, const Contention&) = default;
+};
+
+struct PodSample {
+  double dt_s = 0;
+  double wait_s = 0;  // ≤ dt_s
+  WaitSource source = WaitSource::kPsi;
+  double cpu_s = 0;                // CPU the pod used
+  double throttled_s = 0;          // its cpu.stat throttled time
+  std::optional<double> gpu_busy;  // fraction of the interval its GPUs were busy (NVML), [0, 1]
+  // Only for an interval in which the pod waited (WaitedIn): who ran on its CPUs, most first.
+  std::vector<Contention> contenders;
+};
+
+struct GpuLost {
+  double estimate_s = 0, low_s = 0, high_s = 0;
+};
+// The GPU time one interval lost to its feeders' wait; nullopt without a GPU reading.
+std::optional<GpuLost> GpuLostIn(const PodSample& s);
+
+// Whether the pod waited in an interval enough to name who ran meanwhile: at least 1 % of it.
+bool WaitedIn(const PodSample& s);
+
+// Another cgroup's CPU time over one interval and the CPUs it may use.
+struct CgroupUsage {
+  std::string contender;  // pod uid
+  double cpu_s = 0;
+  CpuSet cpus;
+};
+// Who ran on `cpus` (the observed pod's allowed CPUs) during the interval, most first, at most
+// `top_k`: each other pod's usage × |its CPUs ∩ cpus| / |its CPUs| (its usage taken as spread
+// evenly over the CPUs it may use), and the node's busy time on `cpus` (/proc/stat) less the
+// observed pod's own use and all those shares as kNodeContender. Entries below 1 ms are dropped.
+std::vector<Contention> ContendersOn(const CpuSet& cpus, double own_cpu_s,
+                                     const std::vector<CgroupUsage>& others,
+                                     double node_busy_on_cpus_s, size_t top_k);
+
+struct Summary {
+  double window_s = 0;  // covered by samples (≤ the window asked for)
+  double wait_s = 0;
+  double wait_fraction = 0;          // wait_s / window_s
+  std::optional<WaitSource> source;  // of the newest sample
+  double cpu_s = 0, throttled_s = 0;
+  std::optional<double> gpu_busy;  // time-weighted over the intervals that had a reading
+  std::optional<GpuLost> gpu_lost;
+  std::vector<Contention> contenders;  // summed over the intervals it waited, most first, top k
+};
+
+class PodWindows {
+ public:
+  // `period`: the sampling interval; `horizon`: the longest window kept; `top_k`: contenders kept
+  // per sample and per summary.
+  PodWindows(std::chrono::seconds period, std::chrono::seconds horizon, size_t top_k);
+  void Add(PodSample s);
+  // The newest samples covering up to `window`.
+  Summary Over(std::chrono::seconds window) const;
+  size_t samples() const { return samples_.size(); }
+
+ private:
+  size_t capacity_;
+  size_t top_k_;
+  std::deque<PodSample> samples_;
+};
+
+}  // namespace feedguard::agent::observe

@@ -1,0 +1,99 @@
+#include "agent/observe/starvation.h"
+
+#include <gtest/gtest.h>
+
+namespace feedguard::agent::observe {
+namespace {
+
+using std::chrono::seconds;
+
+PodSample Sample(double wait_s, std::optional<double> busy, double dt = 10) {
+  PodSample s;
+  s.dt_s = dt;
+  s.wait_s = wait_s;
+  s.gpu_busy = busy;
+  return s;
+}
+
+TEST(GpuLostTest, BoundsAndEstimateOfTheOverlapOfWaitAndIdle) {
+  // Waited 4 s of 10, GPU idle 5 s of 10: the overlap is 0..4 s, 2 s if independent.
+  auto l = GpuLostIn(Sample(4, 0.5));
+  ASSERT_TRUE(l);
+  EXPECT_DOUBLE_EQ(l->low_s, 0);
+  EXPECT_DOUBLE_EQ(l->high_s, 4);
+  EXPECT_DOUBLE_EQ(l->estimate_s, 2);
+  // Waited 8 s and idle 6 s of 10: at least 4 s of them coincide.
+  l = GpuLostIn(Sample(8, 0.4));
+  EXPECT_DOUBLE_EQ(l->low_s, 4);
+  EXPECT_DOUBLE_EQ(l->high_s, 6);
+  EXPECT_NEAR(l->estimate_s, 4.8, 1e-9);
+  // A busy GPU loses nothing whatever the wait; no wait loses nothing whatever the idle.
+  EXPECT_DOUBLE_EQ(GpuLostIn(Sample(9, 1.0))->high_s, 0);
+  EXPECT_DOUBLE_EQ(GpuLostIn(Sample(0, 0.0))->high_s, 0);
+  // Readings out of range are clamped, not trusted.
+  l = GpuLostIn(Sample(25, -3));
+  EXPECT_DOUBLE_EQ(l->high_s, 10);
+  EXPECT_DOUBLE_EQ(l->low_s, 10);
+  // Without a GPU reading there is no GPU figure.
+  EXPECT_FALSE(GpuLostIn(Sample(4, std::nullopt)));
+}
+
+TEST(ContendersTest, SharesByCpuOverlapAndTheNodeAsTheRest) {
+  const CpuSet mine = CpuSet::Range(0, 3);  // 4 CPUs
+  std::vector<CgroupUsage> others = {
+      {"pod-a", 8.0, CpuSet::Range(0, 7)},     // half its CPUs are mine: 4 s
+      {"pod-b", 2.0, CpuSet::Range(2, 3)},     // all mine: 2 s
+      {"pod-c", 5.0, CpuSet::Range(4, 7)},     // none mine
+      {"pod-d", 0.0005, CpuSet::Range(0, 3)},  // under 1 ms: dropped
+  };
+  // My CPUs were busy 15 s in the interval; I used 6 s; pods 6 s: the node took 3 s.
+  auto c = ContendersOn(mine, 6.0, others, 15.0, 8);
+  ASSERT_EQ(c.size(), 3u);
+  EXPECT_EQ(c[0], (Contention{"pod-a", 4.0}));
+  EXPECT_EQ(c[1].contender, kNodeContender);
+  EXPECT_NEAR(c[1].cpu_s, 3.0 - 0.0005, 1e-9);  // pod-d ran, though too little to be named
+  EXPECT_EQ(c[2], (Contention{"pod-b", 2.0}));
+  EXPECT_EQ(ContendersOn(mine, 6.0, others, 15.0, 1).size(), 1u) << "top k";
+  // Nothing else ran: no contenders (the node's rest is not negative).
+  EXPECT_TRUE(ContendersOn(mine, 6.0, {}, 5.0, 8).empty());
+}
+
+TEST(PodWindowsTest, WindowsSumTheNewestSamplesOnly) {
+  PodWindows w(seconds(10), seconds(3600), 3);
+  for (int i = 0; i < 400; ++i) w.Add(Sample(i < 394 ? 0 : 5, 0.5));  // the last minute waited
+  EXPECT_EQ(w.samples(), 360u) << "an hour of 10 s samples, no more";
+  auto minute = w.Over(seconds(60));
+  EXPECT_DOUBLE_EQ(minute.window_s, 60);
+  EXPECT_DOUBLE_EQ(minute.wait_s, 30);
+  EXPECT_DOUBLE_EQ(minute.wait_fraction, 0.5);
+  ASSERT_TRUE(minute.gpu_lost);
+  EXPECT_DOUBLE_EQ(minute.gpu_lost->estimate_s, 6 * 2.5);
+  EXPECT_DOUBLE_EQ(*minute.gpu_busy, 0.5);
+  auto hour = w.Over(seconds(3600));
+  EXPECT_DOUBLE_EQ(hour.window_s, 3600);
+  EXPECT_DOUBLE_EQ(hour.wait_s, 30);
+  EXPECT_NEAR(hour.wait_fraction, 30.0 / 3600, 1e-12);
+  // Asking for more than is kept covers what is kept, and says so.
+  EXPECT_DOUBLE_EQ(w.Over(seconds(7200)).window_s, 3600);
+}
+
+TEST(PodWindowsTest, ContendersOnlyFromIntervalsItWaitedSummedAndRanked) {
+  PodWindows w(seconds(10), seconds(600), 2);
+  PodSample calm = Sample(0.05, std::nullopt);  // 0.5 % of the interval: not waiting
+  calm.contenders = {{"pod-x", 9.0}};
+  w.Add(calm);
+  PodSample a = Sample(3, std::nullopt);
+  a.contenders = {{"pod-y", 2.0}, {"pod-z", 1.0}, {"node", 0.5}};
+  w.Add(a);
+  PodSample b = Sample(4, std::nullopt);
+  b.contenders = {{"pod-z", 2.5}};
+  w.Add(b);
+  auto s = w.Over(seconds(600));
+  EXPECT_EQ(s.contenders, (std::vector<Contention>{{"pod-z", 3.5}, {"pod-y", 2.0}}));
+  EXPECT_FALSE(s.gpu_lost) << "no GPU reading, no GPU figure";
+  EXPECT_EQ(s.source, WaitSource::kPsi);
+  EXPECT_TRUE(PodWindows(seconds(10), seconds(60), 3).Over(seconds(60)).contenders.empty());
+}
+
+}  // namespace
+}  // namespace feedguard::agent::observe
