@@ -41,6 +41,15 @@ class DetectTest : public ::testing::Test {
     std::ofstream(p) << text;
     return p;
   }
+  // The layout detected from the mount table `mountinfo`, version and driver given.
+  Result<CgroupLayout> DetectFromMountInfo(const std::string& mountinfo, CgroupVersion version,
+                                           KubeletDriver driver) {
+    CgroupOptions o;
+    o.mountinfo_path = Write("mountinfo", mountinfo);
+    o.version = version;
+    o.driver = driver;
+    return DetectLayout(o);
+  }
   std::string dir_;
 };
 
@@ -57,12 +66,8 @@ TEST_F(DetectTest, ParsesMountInfoWithOptionalFieldsAndEscapes) {
 }
 
 TEST_F(DetectTest, HybridHostIsV1ForCpuAndCpuset) {
-  CgroupOptions o;
-  o.mountinfo_path = Write("mountinfo", kHybrid);
-  o.version =
-      CgroupVersion::kV1;  // plain dirs have no cgroup magic; mounts still come from mountinfo
-  o.driver = KubeletDriver::kCgroupfs;
-  auto l = DetectLayout(o);
+  // v1 given: plain dirs have no cgroup magic; mounts still come from mountinfo.
+  auto l = DetectFromMountInfo(kHybrid, CgroupVersion::kV1, KubeletDriver::kCgroupfs);
   ASSERT_TRUE(l.ok()) << l.status().ToString();
   EXPECT_EQ(l->cpu_mount, "/sys/fs/cgroup/cpu");
   EXPECT_EQ(l->cpuacct_mount, "/sys/fs/cgroup/cpuacct");
@@ -70,11 +75,7 @@ TEST_F(DetectTest, HybridHostIsV1ForCpuAndCpuset) {
 }
 
 TEST_F(DetectTest, ComountedCpuCpuacct) {
-  CgroupOptions o;
-  o.mountinfo_path = Write("mountinfo", kComounted);
-  o.version = CgroupVersion::kV1;
-  o.driver = KubeletDriver::kSystemd;
-  auto l = DetectLayout(o);
+  auto l = DetectFromMountInfo(kComounted, CgroupVersion::kV1, KubeletDriver::kSystemd);
   ASSERT_TRUE(l.ok()) << l.status().ToString();
   EXPECT_EQ(l->cpu_mount, "/sys/fs/cgroup/cpu,cpuacct");
   EXPECT_EQ(l->cpuacct_mount, "/sys/fs/cgroup/cpu,cpuacct");
@@ -82,11 +83,7 @@ TEST_F(DetectTest, ComountedCpuCpuacct) {
 }
 
 TEST_F(DetectTest, PureV2UsesTheUnifiedMountForEverything) {
-  CgroupOptions o;
-  o.mountinfo_path = Write("mountinfo", kPureV2);
-  o.version = CgroupVersion::kV2;
-  o.driver = KubeletDriver::kSystemd;
-  auto l = DetectLayout(o);
+  auto l = DetectFromMountInfo(kPureV2, CgroupVersion::kV2, KubeletDriver::kSystemd);
   ASSERT_TRUE(l.ok()) << l.status().ToString();
   EXPECT_EQ(l->version, CgroupVersion::kV2);
   EXPECT_EQ(l->cpu_mount, "/sys/fs/cgroup");
