@@ -50,6 +50,17 @@ class DetectTest : public ::testing::Test {
     o.driver = driver;
     return DetectLayout(o);
   }
+  struct V1Mounts {
+    std::string cpu, cpuacct, cpuset;
+  };
+  // Detected from `mountinfo` as v1 with `driver`: the controllers' mounts are `want`.
+  void ExpectV1Mounts(const std::string& mountinfo, KubeletDriver driver, const V1Mounts& want) {
+    auto l = DetectFromMountInfo(mountinfo, CgroupVersion::kV1, driver);
+    ASSERT_TRUE(l.ok()) << l.status().ToString();
+    EXPECT_EQ(l->cpu_mount, want.cpu);
+    EXPECT_EQ(l->cpuacct_mount, want.cpuacct);
+    EXPECT_EQ(l->cpuset_mount, want.cpuset);
+  }
   std::string dir_;
 };
 
@@ -67,19 +78,14 @@ TEST_F(DetectTest, ParsesMountInfoWithOptionalFieldsAndEscapes) {
 
 TEST_F(DetectTest, HybridHostIsV1ForCpuAndCpuset) {
   // v1 given: plain dirs have no cgroup magic; mounts still come from mountinfo.
-  auto l = DetectFromMountInfo(kHybrid, CgroupVersion::kV1, KubeletDriver::kCgroupfs);
-  ASSERT_TRUE(l.ok()) << l.status().ToString();
-  EXPECT_EQ(l->cpu_mount, "/sys/fs/cgroup/cpu");
-  EXPECT_EQ(l->cpuacct_mount, "/sys/fs/cgroup/cpuacct");
-  EXPECT_EQ(l->cpuset_mount, "/sys/fs/cgroup/cpuset");
+  ExpectV1Mounts(kHybrid, KubeletDriver::kCgroupfs,
+                 {"/sys/fs/cgroup/cpu", "/sys/fs/cgroup/cpuacct", "/sys/fs/cgroup/cpuset"});
 }
 
 TEST_F(DetectTest, ComountedCpuCpuacct) {
-  auto l = DetectFromMountInfo(kComounted, CgroupVersion::kV1, KubeletDriver::kSystemd);
-  ASSERT_TRUE(l.ok()) << l.status().ToString();
-  EXPECT_EQ(l->cpu_mount, "/sys/fs/cgroup/cpu,cpuacct");
-  EXPECT_EQ(l->cpuacct_mount, "/sys/fs/cgroup/cpu,cpuacct");
-  EXPECT_EQ(l->cpuset_mount, "/sys/fs/cgroup/cpuset");
+  ExpectV1Mounts(
+      kComounted, KubeletDriver::kSystemd,
+      {"/sys/fs/cgroup/cpu,cpuacct", "/sys/fs/cgroup/cpu,cpuacct", "/sys/fs/cgroup/cpuset"});
 }
 
 TEST_F(DetectTest, PureV2UsesTheUnifiedMountForEverything) {
