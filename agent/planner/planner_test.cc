@@ -125,6 +125,30 @@ bool HasDiag(const Plan& plan, const std::string& uid, const std::string& reason
                      [&](const Diagnostic& d) { return d.pod_uid == uid && d.reason == reason; });
 }
 
+// Each trainer pinned in `previous` with its placement in `plan` (none without a previous plan).
+std::vector<std::pair<const TrainerPlacement&, const TrainerPlacement&>> Incumbents(
+    const std::optional<Plan>& previous, const Plan& plan) {
+  std::vector<std::pair<const TrainerPlacement&, const TrainerPlacement&>> out;
+  if (!previous) return out;
+  for (const auto& before : previous->trainers) {
+    if (before.cpus.empty()) continue;
+    for (const auto& now : plan.trainers) {
+      if (now.pod.uid == before.pod.uid) out.emplace_back(before, now);
+    }
+  }
+  return out;
+}
+
+// An incumbent off its GPUs' node(s) that went back to them, saying so.
+bool ReturnedToGpuNode(const TrainerPlacement& before, const TrainerPlacement& now) {
+  return !before.gpu_local && now.gpu_local && now.why.rfind("ReturnedToGPUNode:", 0) == 0;
+}
+
+// An incumbent that kept every CPU and grew in place, saying so (not a move).
+bool GrewInPlace(const TrainerPlacement& before, const TrainerPlacement& now) {
+  return before.cpus.IsSubsetOf(now.cpus) && now.why.find("GrewInPlace:") != std::string::npos;
+}
+
 std::string Diags(const Plan& plan) { return PlanToJson(plan)["diagnostics"].dump(); }
 
 // Invariants every plan must hold, whatever the input.
@@ -660,25 +684,13 @@ TEST(PlannerTest, StabilityUnderChurnProperty) {
     in.get().previous = previous;
     const Plan plan = MakePlan(topo, in.get());
     CheckRails(topo, in.get(), plan);
-    if (previous) {
-      for (const auto& before : previous->trainers) {
-        if (before.cpus.empty()) continue;
-        for (const auto& now : plan.trainers) {
-          if (now.pod.uid != before.pod.uid) continue;
-          ++moves_checked;
-          // The one allowed move: a PreferGPULocal trainer off its GPUs' node(s) going back.
-          if (!before.gpu_local && now.gpu_local && now.policy != "ignore" &&
-              now.why.rfind("ReturnedToGPUNode:", 0) == 0) {
-            continue;
-          }
-          // Not a move: one holding less than it asks keeps every CPU and grows in place.
-          if (before.cpus.IsSubsetOf(now.cpus) &&
-              now.why.find("GrewInPlace:") != std::string::npos) {
-            continue;
-          }
-          ASSERT_EQ(now.cpus, before.cpus) << "step " << step << " moved " << now.pod.uid;
-        }
-      }
+    for (const auto& [before, now] : Incumbents(previous, plan)) {
+      ++moves_checked;
+      // The one allowed move: a PreferGPULocal trainer off its GPUs' node(s) going back.
+      if (now.policy != "ignore" && ReturnedToGpuNode(before, now)) continue;
+      // Not a move: one holding less than it asks keeps every CPU and grows in place.
+      if (GrewInPlace(before, now)) continue;
+      ASSERT_EQ(now.cpus, before.cpus) << "step " << step << " moved " << now.pod.uid;
     }
     for (const auto& t : plan.trainers) placed_total += t.cpus.empty() ? 0 : 1;
     // Same input → same plan.
@@ -1345,32 +1357,23 @@ TEST(PlannerTest, RandomTopologiesChurnAndRestartsProperty) {
           EXPECT_TRUE(HasDiag(plan, t.pod.uid, "NUMAFallback")) << where << Diags(plan);
         }
       }
-      if (previous) {
-        for (const auto& before : previous->trainers) {
-          if (before.cpus.empty()) continue;
-          for (const auto& now : plan.trainers) {
-            if (now.pod.uid != before.pod.uid) continue;
-            ++checked_incumbents;
-            // The one allowed move: a PreferGPULocal trainer (every policy here but "require"
-            // and "ignore") going back to its GPUs' node(s).
-            const std::string& pol = policy_of[now.pod.uid];
-            if (now.cpus != before.cpus && !before.gpu_local && now.gpu_local && pol != "require" &&
-                pol != "ignore" && now.why.rfind("ReturnedToGPUNode:", 0) == 0) {
-              ++returns;  // the one allowed move
-              continue;
-            }
-            // Not a move: an incumbent holding less than it asks (its share of a shared GPU)
-            // keeps every CPU and grows in place.
-            if (before.cpus.IsSubsetOf(now.cpus) &&
-                now.why.find("GrewInPlace:") != std::string::npos) {
-              continue;
-            }
-            ASSERT_EQ(now.cpus.ToString(), before.cpus.ToString())
-                << where << ": incumbent " << now.pod.uid
-                << " moved\nbefore: " << PlanToJson(*previous).dump()
-                << "\nnow: " << PlanToJson(plan).dump();
-          }
+      for (const auto& [before, now] : Incumbents(previous, plan)) {
+        ++checked_incumbents;
+        // The one allowed move: a PreferGPULocal trainer (every policy here but "require" and
+        // "ignore") going back to its GPUs' node(s).
+        const std::string& pol = policy_of[now.pod.uid];
+        if (now.cpus != before.cpus && pol != "require" && pol != "ignore" &&
+            ReturnedToGpuNode(before, now)) {
+          ++returns;  // the one allowed move
+          continue;
         }
+        // Not a move: an incumbent holding less than it asks (its share of a shared GPU) keeps
+        // every CPU and grows in place.
+        if (GrewInPlace(before, now)) continue;
+        ASSERT_EQ(now.cpus.ToString(), before.cpus.ToString())
+            << where << ": incumbent " << now.pod.uid
+            << " moved\nbefore: " << PlanToJson(*previous).dump()
+            << "\nnow: " << PlanToJson(plan).dump();
       }
       ASSERT_EQ(PlanToJson(plan).dump(), PlanToJson(MakePlan(topo, in.get())).dump()) << where;
       previous = plan;
