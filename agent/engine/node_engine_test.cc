@@ -9,6 +9,7 @@
 #include <spdlog/sinks/ostream_sink.h>
 
 #include "agent/enforcer/fake_node.h"
+#include "agent/engine/engine_testing.h"
 #include "agent/topology/topology.h"
 
 namespace feedguard::agent {
@@ -48,16 +49,9 @@ class NodeEngineTest : public ::testing::Test {
   // As the agent starts: checkpoint store opened (locked) in the state dir, then the engine
   // over the same dir. Call again after engine_.reset() to simulate an agent restart.
   void StartEngine(std::shared_ptr<spdlog::logger> decision_log = nullptr) {
-    auto topo =
-        LoadTopologyFromXmlFile(std::string(FEEDGUARD_TOPOLOGY_FIXTURES) + "/ws-1s-1gpu.xml");
-    ASSERT_TRUE(topo.ok()) << topo.status().ToString();
-    auto store = CheckpointStore::Open(node_.state_dir());
-    ASSERT_TRUE(store.ok()) << store.status().ToString();
-    NodeEngineOptions o;
-    o.topology = std::move(*topo);
-    o.cgroups = node_.cgroups();
-    o.enforcer = std::make_shared<Enforcer>(node_.cgroups(), CheckpointStorePtr(std::move(*store)),
-                                            EnforcerOptions{});
+    auto o = testutil::FakeNodeEngineOptions(
+        node_, std::string(FEEDGUARD_TOPOLOGY_FIXTURES) + "/ws-1s-1gpu.xml");
+    ASSERT_TRUE(o.enforcer);
     o.state_dir = node_.state_dir();
     o.decision_log = std::move(decision_log);
     engine_ = std::make_shared<NodeEngine>(std::move(o));

@@ -7,11 +7,11 @@
 #include <unistd.h>
 
 #include <filesystem>
-#include <random>
 
 #include "agent/planner/planner.h"
 #include "agent/topology/gpu_ids.h"
 #include "kubelet/podresources/v1/api.grpc.pb.h"
+#include "tests/fixtures/temp_dir.h"
 
 namespace feedguard::agent {
 namespace {
@@ -123,17 +123,9 @@ void AddClaim(::v1::ContainerResources* c, const std::string& claim, const std::
 
 class PodResourcesClientTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    std::random_device rd;
-    dir_ = fs::temp_directory_path() /
-           ("fg-podres-" + std::to_string(getpid()) + "-" + std::to_string(rd()));
-    fs::create_directories(dir_);
-    endpoint_ = "unix:" + (dir_ / "kubelet.sock").string();
-  }
+  void SetUp() override { endpoint_ = "unix:" + dir_.path() + "/kubelet.sock"; }
   void TearDown() override {
     if (server_) server_->Shutdown();
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
   }
   void StartServer(::v1::ListPodResourcesResponse response) {
     service_ = std::make_unique<FakeKubelet>(std::move(response));
@@ -157,7 +149,7 @@ class PodResourcesClientTest : public ::testing::Test {
     return client.ListPodGpus();
   }
 
-  fs::path dir_;
+  feedguard::testing::TempDir dir_;
   std::string endpoint_;
   std::unique_ptr<FakeKubelet> service_;
   std::unique_ptr<grpc::Server> server_;
