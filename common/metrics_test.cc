@@ -100,10 +100,15 @@ class RawConnection {
   bool connected_ = false;
 };
 
-TEST(MetricsServerTest, ProbesAnswerWhileManyClientsAreSlowOrIdle) {
-  auto s = MetricsServer::Start(
+// A server on a free loopback port, always ready, whose /metrics says feedguard_up 1.
+auto StartReadyServer() {
+  return MetricsServer::Start(
       "127.0.0.1:0", [] { return RenderGauge("feedguard_up", "1 when serving", 1); },
       [] { return true; });
+}
+
+TEST(MetricsServerTest, ProbesAnswerWhileManyClientsAreSlowOrIdle) {
+  auto s = StartReadyServer();
   ASSERT_TRUE(s.ok()) << s.status().ToString();
   const int port = (*s)->port();
   // 16 connections that never say anything and 16 that trickle a /metrics request header one
@@ -178,9 +183,7 @@ TEST(MetricsServerTest, HealthzAnswersDuring200SlowConnections) {
   // every /healthz timed out (a thread per connection, a listen backlog of 5). 200 slowloris
   // connections, re-opened as the server drops them, and 50 that never send anything: every
   // probe is answered within its one second.
-  auto s = MetricsServer::Start(
-      "127.0.0.1:0", [] { return RenderGauge("feedguard_up", "1 when serving", 1); },
-      [] { return true; });
+  auto s = StartReadyServer();
   ASSERT_TRUE(s.ok()) << s.status().ToString();
   const int port = (*s)->port();
   constexpr int kSlow = 200;

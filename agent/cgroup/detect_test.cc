@@ -41,6 +41,26 @@ class DetectTest : public ::testing::Test {
     std::ofstream(p) << text;
     return p;
   }
+  // The layout detected from the mount table `mountinfo`, version and driver given.
+  Result<CgroupLayout> DetectFromMountInfo(const std::string& mountinfo, CgroupVersion version,
+                                           KubeletDriver driver) {
+    CgroupOptions o;
+    o.mountinfo_path = Write("mountinfo", mountinfo);
+    o.version = version;
+    o.driver = driver;
+    return DetectLayout(o);
+  }
+  struct V1Mounts {
+    std::string cpu, cpuacct, cpuset;
+  };
+  // Detected from `mountinfo` as v1 with `driver`: the controllers' mounts are `want`.
+  void ExpectV1Mounts(const std::string& mountinfo, KubeletDriver driver, const V1Mounts& want) {
+    auto l = DetectFromMountInfo(mountinfo, CgroupVersion::kV1, driver);
+    ASSERT_TRUE(l.ok()) << l.status().ToString();
+    EXPECT_EQ(l->cpu_mount, want.cpu);
+    EXPECT_EQ(l->cpuacct_mount, want.cpuacct);
+    EXPECT_EQ(l->cpuset_mount, want.cpuset);
+  }
   std::string dir_;
 };
 
@@ -57,36 +77,19 @@ TEST_F(DetectTest, ParsesMountInfoWithOptionalFieldsAndEscapes) {
 }
 
 TEST_F(DetectTest, HybridHostIsV1ForCpuAndCpuset) {
-  CgroupOptions o;
-  o.mountinfo_path = Write("mountinfo", kHybrid);
-  o.version =
-      CgroupVersion::kV1;  // plain dirs have no cgroup magic; mounts still come from mountinfo
-  o.driver = KubeletDriver::kCgroupfs;
-  auto l = DetectLayout(o);
-  ASSERT_TRUE(l.ok()) << l.status().ToString();
-  EXPECT_EQ(l->cpu_mount, "/sys/fs/cgroup/cpu");
-  EXPECT_EQ(l->cpuacct_mount, "/sys/fs/cgroup/cpuacct");
-  EXPECT_EQ(l->cpuset_mount, "/sys/fs/cgroup/cpuset");
+  // v1 given: plain dirs have no cgroup magic; mounts still come from mountinfo.
+  ExpectV1Mounts(kHybrid, KubeletDriver::kCgroupfs,
+                 {"/sys/fs/cgroup/cpu", "/sys/fs/cgroup/cpuacct", "/sys/fs/cgroup/cpuset"});
 }
 
 TEST_F(DetectTest, ComountedCpuCpuacct) {
-  CgroupOptions o;
-  o.mountinfo_path = Write("mountinfo", kComounted);
-  o.version = CgroupVersion::kV1;
-  o.driver = KubeletDriver::kSystemd;
-  auto l = DetectLayout(o);
-  ASSERT_TRUE(l.ok()) << l.status().ToString();
-  EXPECT_EQ(l->cpu_mount, "/sys/fs/cgroup/cpu,cpuacct");
-  EXPECT_EQ(l->cpuacct_mount, "/sys/fs/cgroup/cpu,cpuacct");
-  EXPECT_EQ(l->cpuset_mount, "/sys/fs/cgroup/cpuset");
+  ExpectV1Mounts(
+      kComounted, KubeletDriver::kSystemd,
+      {"/sys/fs/cgroup/cpu,cpuacct", "/sys/fs/cgroup/cpu,cpuacct", "/sys/fs/cgroup/cpuset"});
 }
 
 TEST_F(DetectTest, PureV2UsesTheUnifiedMountForEverything) {
-  CgroupOptions o;
-  o.mountinfo_path = Write("mountinfo", kPureV2);
-  o.version = CgroupVersion::kV2;
-  o.driver = KubeletDriver::kSystemd;
-  auto l = DetectLayout(o);
+  auto l = DetectFromMountInfo(kPureV2, CgroupVersion::kV2, KubeletDriver::kSystemd);
   ASSERT_TRUE(l.ok()) << l.status().ToString();
   EXPECT_EQ(l->version, CgroupVersion::kV2);
   EXPECT_EQ(l->cpu_mount, "/sys/fs/cgroup");

@@ -31,25 +31,54 @@ CheckpointStorePtr OpenStore(const std::string& dir) {
   return CheckpointStorePtr(std::move(*s));
 }
 
-NeighbourAction Neighbour(const PodIdentity& p) {
+// The knobs of a neighbour's fence; unset ones are left alone.
+struct Knobs {
+  std::optional<bool> idle;
+  std::optional<uint64_t> weight;
+  std::optional<CpuQuota> quota;
+  std::optional<CpuSet> cpus;
+};
+
+NeighbourAction Neighbour(const PodIdentity& p, const Knobs& k = {}) {
   NeighbourAction n;
   n.pod = p;
   n.policy = "p1";
+  n.idle = k.idle;
+  n.weight = k.weight;
+  n.quota = k.quota;
+  n.cpus = k.cpus;
   return n;
+}
+
+// A plan fencing each of `pods` with the same knobs.
+Plan FencePlan(const std::vector<PodIdentity>& pods, const Knobs& k) {
+  Plan plan;
+  for (const auto& p : pods) plan.neighbours.push_back(Neighbour(p, k));
+  return plan;
 }
 
 // Idle fences on `pods`, each planned with the CPU request `req_milli` (what kubelet's in-place
 // resize changes).
-Plan IdlePlan(const std::vector<PodIdentity>& pods, int64_t req_milli) {
-  Plan plan;
-  for (const auto& p : pods) {
-    auto n = Neighbour(p);
-    n.pod.cpu_request_milli = req_milli;
-    n.idle = true;
-    plan.neighbours.push_back(n);
-  }
-  return plan;
+Plan IdlePlan(std::vector<PodIdentity> pods, int64_t req_milli) {
+  for (auto& p : pods) p.cpu_request_milli = req_milli;
+  return FencePlan(pods, {.idle = true});
 }
+
+// Options whose time is `clock`'s.
+EnforcerOptions Clocked(std::shared_ptr<ManualTimeSource> clock) {
+  EnforcerOptions o;
+  o.time_source = std::move(clock);
+  return o;
+}
+
+// A checkpoint store in the node's state dir and an enforcer over it: `auto [store, enf] =
+// Rig(node);` (a prvalue, so the pair is built in place).
+struct Rig {
+  explicit Rig(const FakeNode& node, EnforcerOptions o = {})
+      : store(OpenStore(node.state_dir())), enf(node.cgroups(), store, std::move(o)) {}
+  CheckpointStorePtr store;
+  Enforcer enf;
+};
 
 TrainerPlacement Trainer(const PodIdentity& p, const std::string& policy = "vision") {
   TrainerPlacement t;
@@ -60,19 +89,34 @@ TrainerPlacement Trainer(const PodIdentity& p, const std::string& policy = "visi
 
 class EnforcerV1Test : public ::testing::Test {
  protected:
+  // Two burstable pods for kubelet's in-place resize of Idle fences, and a clock: `pod`, whose
+  // weight file holds kubelet's 256 (a 250m request), and `slow`.
+  struct ResizeScene {
+    std::shared_ptr<ManualTimeSource> clock;
+    PodIdentity pod, slow;
+    std::string shares, idle;  // `pod`'s
+    // Both Idle-fenced, planned with the request `req_milli`.
+    Plan At(int64_t req_milli) const { return IdlePlan({pod, slow}, req_milli); }
+  };
+  ResizeScene AddResizeScene(const std::string& tag) {
+    ResizeScene s{std::make_shared<ManualTimeSource>(),
+                  node_.AddPod("88888888-" + tag, QosClass::kBurstable, {"c1"}),
+                  node_.AddPod("99999999-" + tag, QosClass::kBurstable, {"c1"})};
+    s.shares = node_.CpuFile(s.pod, "cpu.shares");
+    s.idle = node_.CpuFile(s.pod, "cpu.idle");
+    Put(s.shares, "256\n");
+    return s;
+  }
+
   FakeNode node_{CgroupVersion::kV1, KubeletDriver::kCgroupfs};
 };
 
 TEST_F(EnforcerV1Test, IdleNeighbourIsWrittenVerifiedCheckpointedAndIdempotent) {
   auto pod = node_.AddPod("11111111-aaaa", QosClass::kBestEffort, {"c1"});
-  auto store = OpenStore(node_.state_dir());
-  Enforcer enf(node_.cgroups(), store, {});
+  auto [store, enf] = Rig(node_);
   EXPECT_FALSE(enf.ready());
-  Plan plan;
+  Plan plan = FencePlan({pod}, {.idle = true});
   plan.fence_version = 4;
-  auto n = Neighbour(pod);
-  n.idle = true;
-  plan.neighbours.push_back(n);
 
   const std::string idle = node_.CpuFile(pod, "cpu.idle");
   auto r = enf.Apply(plan);
@@ -110,8 +154,7 @@ TEST_F(EnforcerV1Test, IdleNeighbourIsWrittenVerifiedCheckpointedAndIdempotent) 
 TEST_F(EnforcerV1Test, ManyPodsAreCheckpointedInOneCommitBeforeAnyWrite) {
   // Each commit is a temp file, an fsync, a rename and a directory fsync: on a busy disk that is
   // the cost of an Apply, so it must not grow with the number of pods.
-  auto store = OpenStore(node_.state_dir());
-  Enforcer enf(node_.cgroups(), store, {});
+  auto [store, enf] = Rig(node_);
   Plan plan;
   plan.fence_version = 9;
   std::vector<std::string> idle_files;
@@ -119,9 +162,7 @@ TEST_F(EnforcerV1Test, ManyPodsAreCheckpointedInOneCommitBeforeAnyWrite) {
     char uid[32];
     std::snprintf(uid, sizeof uid, "%08d-cccc", i);
     auto pod = node_.AddPod(uid, QosClass::kBurstable, {"c1"});
-    auto n = Neighbour(pod);
-    n.idle = true;
-    plan.neighbours.push_back(n);
+    plan.neighbours.push_back(Neighbour(pod, {.idle = true}));
     idle_files.push_back(node_.CpuFile(pod, "cpu.idle"));
   }
   const uint64_t saves = store->saves();
@@ -143,13 +184,8 @@ TEST_F(EnforcerV1Test, ManyPodsAreCheckpointedInOneCommitBeforeAnyWrite) {
 TEST_F(EnforcerV1Test, WeightAndQuotaUseV1FilesAndRevertToExactBytes) {
   auto pod = node_.AddPod("22222222-bbbb", QosClass::kBurstable, {"c1"});
   const auto before = node_.Snapshot();
-  auto store = OpenStore(node_.state_dir());
-  Enforcer enf(node_.cgroups(), store, {});
-  Plan plan;
-  auto n = Neighbour(pod);
-  n.weight = 1;
-  n.quota = CpuQuota{50000, 100000};
-  plan.neighbours.push_back(n);
+  auto [store, enf] = Rig(node_);
+  Plan plan = FencePlan({pod}, {.weight = 1, .quota = CpuQuota{50000, 100000}});
   auto r = enf.Apply(plan);
   ASSERT_TRUE(r.pods[0].enforced()) << r.pods[0].message();
   EXPECT_EQ(Slurp(node_.CpuFile(pod, "cpu.shares")), std::to_string(cgroup::WeightToShares(1)));
@@ -175,12 +211,8 @@ TEST_F(EnforcerV1Test, QuotaFenceLowersTheBurstAndRestoresItExactly) {
   const std::string quota = node_.CpuFile(pod, "cpu.cfs_quota_us");
   Put(burst, "50000\n");
   const auto before = node_.Snapshot();
-  auto store = OpenStore(node_.state_dir());
-  Enforcer enf(node_.cgroups(), store, {});
-  Plan plan;
-  auto n = Neighbour(pod);
-  n.quota = CpuQuota{20000, 100000};
-  plan.neighbours.push_back(n);
+  auto [store, enf] = Rig(node_);
+  Plan plan = FencePlan({pod}, {.quota = CpuQuota{20000, 100000}});
   auto r = enf.Apply(plan);
   ASSERT_TRUE(r.pods[0].enforced()) << r.pods[0].message();
   ASSERT_EQ(r.writes.size(), 2u);
@@ -218,12 +250,8 @@ TEST_F(EnforcerV1Test, LeavingTheQuotaFenceGivesTheBurstBack) {
   auto pod = node_.AddPod("22222222-eeee", QosClass::kBurstable, {"c1"});
   const std::string burst = node_.CpuFile(pod, "cpu.cfs_burst_us");
   Put(burst, "50000\n");
-  auto store = OpenStore(node_.state_dir());
-  Enforcer enf(node_.cgroups(), store, {});
-  Plan plan;
-  auto n = Neighbour(pod);
-  n.quota = CpuQuota{20000, 100000};
-  plan.neighbours.push_back(n);
+  auto [store, enf] = Rig(node_);
+  Plan plan = FencePlan({pod}, {.quota = CpuQuota{20000, 100000}});
   ASSERT_TRUE(enf.Apply(plan).pods[0].enforced());
   EXPECT_EQ(Slurp(burst), "0");
   plan.neighbours[0].quota.reset();
@@ -238,12 +266,8 @@ TEST_F(EnforcerV1Test, LeavingTheQuotaFenceGivesTheBurstBack) {
 TEST_F(EnforcerV1Test, PeriodChangeUnderASetQuotaGoesThroughUnlimited) {
   auto pod = node_.AddPod("22222222-cccc", QosClass::kBurstable, {});
   Put(node_.CpuFile(pod, "cpu.cfs_quota_us"), "200000\n");
-  auto store = OpenStore(node_.state_dir());
-  Enforcer enf(node_.cgroups(), store, {});
-  Plan plan;
-  auto n = Neighbour(pod);
-  n.quota = CpuQuota{25000, 50000};
-  plan.neighbours.push_back(n);
+  auto [store, enf] = Rig(node_);
+  Plan plan = FencePlan({pod}, {.quota = CpuQuota{25000, 50000}});
   auto r = enf.Apply(plan);
   ASSERT_TRUE(r.pods[0].enforced()) << r.pods[0].message();
   ASSERT_EQ(r.writes.size(), 3u);
@@ -261,8 +285,7 @@ TEST_F(EnforcerV1Test, PeriodChangeUnderASetQuotaGoesThroughUnlimited) {
 TEST_F(EnforcerV1Test, TrainerCpusetOnPodAndContainersThenRevert) {
   auto pod = node_.AddPod("33333333-cccc", QosClass::kGuaranteed, {"a", "b"});
   const auto before = node_.Snapshot();
-  auto store = OpenStore(node_.state_dir());
-  Enforcer enf(node_.cgroups(), store, {});
+  auto [store, enf] = Rig(node_);
   Plan plan;
   auto t = Trainer(pod);
   t.cpus = CpuSet::Range(2, 5);
@@ -302,8 +325,7 @@ TEST_F(EnforcerV1Test, TrainerCpusetOnPodAndContainersThenRevert) {
 TEST_F(EnforcerV1Test, TrainerWeightIsWrittenOnThePodDirAndRestored) {
   auto pod = node_.AddPod("33333333-dddd", QosClass::kBurstable, {"main"});
   const auto before = node_.Snapshot();
-  auto store = OpenStore(node_.state_dir());
-  Enforcer enf(node_.cgroups(), store, {});
+  auto [store, enf] = Rig(node_);
   Plan plan;
   auto t = Trainer(pod);
   t.weight = 10000;  // not pinned: weight only
@@ -332,15 +354,10 @@ TEST_F(EnforcerV1Test, DryRunEntriesOfAnEnforcedPlanAreNotWritten) {
   const std::string trainer_cpus =
       node_.CpusetFile(trainer, "cpuset.cpus", node_.ContainerSub("t"));
   const std::string trainer_cpus_before = Slurp(trainer_cpus);
-  auto store = OpenStore(node_.state_dir());
-  Enforcer enf(node_.cgroups(), store, {});
-  Plan plan;  // plan.dry_run stays false: one policy is enforced
-  auto n = Neighbour(fenced);
-  n.idle = true;
-  plan.neighbours.push_back(n);
-  auto d = Neighbour(watched);
+  auto [store, enf] = Rig(node_);
+  Plan plan = FencePlan({fenced}, {.idle = true});  // plan.dry_run stays false: one is enforced
+  auto d = Neighbour(watched, {.idle = true});
   d.policy = "try-it";
-  d.idle = true;
   d.dry_run = true;
   plan.neighbours.push_back(d);
   auto t = Trainer(trainer, "try-it");
@@ -377,12 +394,8 @@ TEST_F(EnforcerV1Test, DryRunEntriesOfAnEnforcedPlanAreNotWritten) {
 
 TEST_F(EnforcerV1Test, SwitchingIdleToWeightRevertsIdleBeforeWritingShares) {
   auto pod = node_.AddPod("44444444-dddd", QosClass::kBurstable, {});
-  auto store = OpenStore(node_.state_dir());
-  Enforcer enf(node_.cgroups(), store, {});
-  Plan plan;
-  auto n = Neighbour(pod);
-  n.idle = true;
-  plan.neighbours.push_back(n);
+  auto [store, enf] = Rig(node_);
+  Plan plan = FencePlan({pod}, {.idle = true});
   ASSERT_TRUE(enf.Apply(plan).pods[0].enforced());
   plan.neighbours[0].idle.reset();
   plan.neighbours[0].weight = 1;
@@ -410,8 +423,7 @@ TEST_F(EnforcerV1Test, TamperedCheckpointPathsAreRefusedNotFollowed) {
     ASSERT_TRUE(store->Put({dotdot, "cpu.shares", other.uid, "999", "2", {}}).ok());
     ASSERT_TRUE(store->Put({victim_shares, "cpu.shares", other.uid, "998", "2", {}}).ok());
   }
-  auto store = OpenStore(node_.state_dir());
-  Enforcer enf(node_.cgroups(), store, {});
+  auto [store, enf] = Rig(node_);
   auto r = enf.RevertAll();
   ASSERT_EQ(r.reverts.size(), 2u);
   for (const auto& x : r.reverts) {
@@ -437,8 +449,7 @@ TEST_F(EnforcerV1Test, TamperedCheckpointEntryForAFileThatIsNoKnobIsRefused) {
     ASSERT_TRUE(store->Put({procs, "cgroup.procs", pod.uid, "4242", "", {}}).ok());
     ASSERT_TRUE(store->Put({tasks, "tasks", pod.uid, "4243", "", {}}).ok());
   }
-  auto store = OpenStore(node_.state_dir());
-  Enforcer enf(node_.cgroups(), store, {});
+  auto [store, enf] = Rig(node_);
   for (const ApplyReport& r : {enf.Apply(Plan{}), enf.RevertAll()}) {
     ASSERT_EQ(r.reverts.size(), 2u);
     for (const auto& x : r.reverts) {
@@ -455,21 +466,13 @@ TEST_F(EnforcerV1Test, TamperedCheckpointEntryForAFileThatIsNoKnobIsRefused) {
 // is idle, so the fence steps aside when the pod's request changes, kubelet's value is adopted
 // as the original once it lands, and the fence comes back.
 TEST_F(EnforcerV1Test, IdleFenceStepsAsideForKubeletsResizeThenReturns) {
-  auto clock = std::make_shared<ManualTimeSource>();
-  auto pod = node_.AddPod("88888888-aaaa", QosClass::kBurstable, {"c1"});
-  auto slow = node_.AddPod("99999999-aaaa", QosClass::kBurstable, {"c1"});
-  const std::string shares = node_.CpuFile(pod, "cpu.shares");
-  const std::string idle = node_.CpuFile(pod, "cpu.idle");
-  Put(shares, "256\n");
-  auto store = OpenStore(node_.state_dir());
-  EnforcerOptions o;
-  o.time_source = clock;
-  Enforcer enf(node_.cgroups(), store, o);
-  auto plan_with = [&](int64_t req) { return IdlePlan({pod, slow}, req); };
-  ASSERT_EQ(enf.Apply(plan_with(250)).enforced, 2u);
+  const auto scene = AddResizeScene("aaaa");
+  const auto& [clock, pod, slow, shares, idle] = scene;
+  auto [store, enf] = Rig(node_, Clocked(clock));
+  ASSERT_EQ(enf.Apply(scene.At(250)).enforced, 2u);
   ASSERT_EQ(Slurp(idle), "1");
   // kubelet accepted a resize to 400m: the fence steps aside.
-  auto r = enf.Apply(plan_with(400));
+  auto r = enf.Apply(scene.At(400));
   EXPECT_EQ(r.failed, 0u);
   for (const auto& p : r.pods) {
     EXPECT_FALSE(p.enforced());
@@ -478,14 +481,14 @@ TEST_F(EnforcerV1Test, IdleFenceStepsAsideForKubeletsResizeThenReturns) {
   EXPECT_EQ(Slurp(idle), "0");
   // kubelet's retry lands for `pod`; `slow` never sees it.
   Put(shares, "409\n");
-  r = enf.Apply(plan_with(400));
+  r = enf.Apply(scene.At(400));
   EXPECT_TRUE(r.pods[0].enforced()) << r.pods[0].reason();
   EXPECT_EQ(r.pods[1].reason(), reason::kResizePending);
   EXPECT_EQ(Slurp(idle), "1");
   EXPECT_EQ(store->Get(shares)->original, "409\n");
   // Past the timeout the fence comes back without kubelet's write.
   clock->Advance(std::chrono::seconds(61));
-  r = enf.Apply(plan_with(400));
+  r = enf.Apply(scene.At(400));
   EXPECT_EQ(r.enforced, 2u);
   EXPECT_EQ(Slurp(node_.CpuFile(slow, "cpu.idle")), "1");
   // Withdrawn: kubelet's resized value stays.
@@ -499,23 +502,15 @@ TEST_F(EnforcerV1Test, IdleFenceStepsAsideForKubeletsResizeThenReturns) {
 // never comes is fenced again by the sweep once resize_yield_timeout has passed (before, only a
 // new fence version or an overwrite would look at it again).
 TEST_F(EnforcerV1Test, IdleResizeLandsOnKubeletsWriteAndTheSweepTimesOut) {
-  auto clock = std::make_shared<ManualTimeSource>();
-  auto pod = node_.AddPod("88888888-bbbb", QosClass::kBurstable, {"c1"});
-  auto slow = node_.AddPod("99999999-bbbb", QosClass::kBurstable, {"c1"});
-  const std::string shares = node_.CpuFile(pod, "cpu.shares");
-  const std::string idle = node_.CpuFile(pod, "cpu.idle");
+  const auto scene = AddResizeScene("bbbb");
+  const auto& [clock, pod, slow, shares, idle] = scene;
   const std::string slow_idle = node_.CpuFile(slow, "cpu.idle");
-  Put(shares, "256\n");
   Put(node_.CpuFile(slow, "cpu.shares"), "256\n");
-  auto store = OpenStore(node_.state_dir());
-  EnforcerOptions o;
-  o.time_source = clock;
-  Enforcer enf(node_.cgroups(), store, o);
-  auto plan_with = [&](int64_t req) { return IdlePlan({pod, slow}, req); };
-  ASSERT_EQ(enf.Apply(plan_with(250)).enforced, 2u);
+  auto [store, enf] = Rig(node_, Clocked(clock));
+  ASSERT_EQ(enf.Apply(scene.At(250)).enforced, 2u);
   // Resized to 1000m: the fences step aside. (On a real kernel leaving idle resets shares to
   // 1024; tests/integration/enforcer checks that case. These plain files keep 256.)
-  auto r = enf.Apply(plan_with(1000));
+  auto r = enf.Apply(scene.At(1000));
   EXPECT_EQ(r.pods[0].reason(), reason::kResizePending);
   EXPECT_EQ(Slurp(idle), "0");
   // A sweep before anything was written and before the timeout: still waiting.
@@ -532,7 +527,7 @@ TEST_F(EnforcerV1Test, IdleResizeLandsOnKubeletsWriteAndTheSweepTimesOut) {
   clock->Advance(std::chrono::seconds(61));
   enf.Verify();
   EXPECT_EQ(Slurp(slow_idle), "1");
-  EXPECT_EQ(enf.Apply(plan_with(1000)).enforced, 2u);
+  EXPECT_EQ(enf.Apply(scene.At(1000)).enforced, 2u);
   enf.RevertAll();
   EXPECT_EQ(Slurp(shares), "1024\n");
   EXPECT_EQ(Slurp(idle), "0\n");
@@ -549,15 +544,10 @@ TEST_F(EnforcerV1Test, QuotaFenceWaitsForKubeletsResizeThenReturns) {
   const std::string ctr_quota = node_.CpuFile(pod, "cpu.cfs_quota_us", node_.ContainerSub("c1"));
   Put(pod_quota, "100000\n");  // limit 1 CPU
   Put(ctr_quota, "100000\n");
-  auto store = OpenStore(node_.state_dir());
-  EnforcerOptions o;
-  o.time_source = clock;
+  auto o = Clocked(clock);
   o.contest_threshold = 3;
-  Enforcer enf(node_.cgroups(), store, o);
-  Plan plan;
-  auto n = Neighbour(pod);
-  n.quota = CpuQuota{50000, 100000};
-  plan.neighbours.push_back(n);
+  auto [store, enf] = Rig(node_, o);
+  Plan plan = FencePlan({pod}, {.quota = CpuQuota{50000, 100000}});
   ASSERT_TRUE(enf.Apply(plan).pods[0].enforced());
   ASSERT_EQ(Slurp(pod_quota), "50000");
   ASSERT_EQ(Slurp(ctr_quota), "-1");  // lifted: inherits the pod's fence
@@ -588,10 +578,10 @@ TEST_F(EnforcerV1Test, AResizeIsSeenAcrossAnAgentRestart) {
   auto pod = node_.AddPod("88888888-bbbb", QosClass::kBurstable, {"c1"});
   auto plan_with = [&](int64_t req) { return IdlePlan({pod}, req); };
   {
-    Enforcer enf(node_.cgroups(), OpenStore(node_.state_dir()), {});
+    auto [store, enf] = Rig(node_);
     ASSERT_EQ(enf.Apply(plan_with(250)).enforced, 1u);
   }
-  Enforcer enf(node_.cgroups(), OpenStore(node_.state_dir()), {});
+  auto [store, enf] = Rig(node_);
   auto r = enf.Apply(plan_with(400));  // resized while the agent was down (the CLI: every call)
   ASSERT_EQ(r.pods.size(), 1u);
   EXPECT_EQ(r.pods[0].reason(), reason::kResizePending);
@@ -600,13 +590,8 @@ TEST_F(EnforcerV1Test, AResizeIsSeenAcrossAnAgentRestart) {
 
 TEST_F(EnforcerV1Test, OverwrittenFileIsLeftAloneOnRevert) {
   auto pod = node_.AddPod("55555555-eeee", QosClass::kBurstable, {});
-  auto store = OpenStore(node_.state_dir());
-  Enforcer enf(node_.cgroups(), store, {});
-  Plan plan;
-  auto n = Neighbour(pod);
-  n.weight = 1;
-  n.idle = true;
-  plan.neighbours.push_back(n);
+  auto [store, enf] = Rig(node_);
+  Plan plan = FencePlan({pod}, {.idle = true, .weight = 1});
   ASSERT_TRUE(enf.Apply(plan).pods[0].enforced());
   Put(node_.CpuFile(pod, "cpu.shares"), "777\n");  // kubelet resized the pod
   auto r = enf.Apply(Plan{});
@@ -628,14 +613,9 @@ TEST_F(EnforcerV1Test, OverwrittenFileIsLeftAloneOnRevert) {
 TEST_F(EnforcerV1Test, DryRunWritesNothingAndReportsWhatItWould) {
   auto pod = node_.AddPod("66666666-ffff", QosClass::kBurstable, {"x"});
   const auto before = node_.Snapshot();
-  auto store = OpenStore(node_.state_dir());
-  Enforcer enf(node_.cgroups(), store, {});
-  Plan plan;
+  auto [store, enf] = Rig(node_);
+  Plan plan = FencePlan({pod}, {.idle = true, .cpus = CpuSet::Range(4, 7)});
   plan.dry_run = true;
-  auto n = Neighbour(pod);
-  n.idle = true;
-  n.cpus = CpuSet::Range(4, 7);
-  plan.neighbours.push_back(n);
   auto r = enf.Apply(plan);
   EXPECT_TRUE(r.dry_run);
   ASSERT_EQ(r.pods.size(), 1u);
@@ -663,16 +643,9 @@ TEST_F(EnforcerV1Test, SwitchingAPolicyToDryRunWithdrawsItsFences) {
   const std::string trainer_shares = node_.CpuFile(trainer, "cpu.shares");
   const std::string nb_idle_before = Slurp(nb_idle);
   const std::string trainer_shares_before = Slurp(trainer_shares);
-  auto store = OpenStore(node_.state_dir());
-  Enforcer enf(node_.cgroups(), store, {});
-  Plan plan;
-  auto k = Neighbour(kept);
-  k.idle = true;
-  plan.neighbours.push_back(k);
-  auto n = Neighbour(nb);
-  n.policy = "vision";
-  n.idle = true;
-  plan.neighbours.push_back(n);
+  auto [store, enf] = Rig(node_);
+  Plan plan = FencePlan({kept, nb}, {.idle = true});
+  plan.neighbours[1].policy = "vision";
   auto t = Trainer(trainer, "vision");
   t.weight = 10000;
   plan.trainers.push_back(t);
@@ -725,16 +698,9 @@ TEST_F(EnforcerV1Test, DryRunPlanAfterEnforceRestoresEveryFile) {
   auto a = node_.AddPod("99999999-0001", QosClass::kBurstable, {"x"});
   auto b = node_.AddPod("99999999-0002", QosClass::kBurstable, {});
   const auto before = node_.Snapshot();
-  auto store = OpenStore(node_.state_dir());
-  Enforcer enf(node_.cgroups(), store, {});
-  Plan plan;
-  auto na = Neighbour(a);
-  na.idle = true;
-  na.cpus = CpuSet::Range(4, 7);
-  plan.neighbours.push_back(na);
-  auto nb = Neighbour(b);
-  nb.weight = 1;
-  plan.neighbours.push_back(nb);
+  auto [store, enf] = Rig(node_);
+  Plan plan = FencePlan({a}, {.idle = true, .cpus = CpuSet::Range(4, 7)});
+  plan.neighbours.push_back(Neighbour(b, {.weight = 1}));
   ASSERT_EQ(enf.Apply(plan).enforced, 2u);
   ASSERT_NE(node_.Snapshot(), before);
 
@@ -766,14 +732,8 @@ TEST_F(EnforcerV1Test, ReportsReasonsPerPod) {
   missing.name = "gone";
   auto missing_container = node_.AddPod("77777777-0003", QosClass::kBurstable, {});
   missing_container.container_ids.push_back("containerd://nope");
-  auto store = OpenStore(node_.state_dir());
-  Enforcer enf(node_.cgroups(), store, {});
-  Plan plan;
-  for (const auto& p : {ok, missing, missing_container}) {
-    auto n = Neighbour(p);
-    n.idle = true;
-    plan.neighbours.push_back(n);
-  }
+  auto [store, enf] = Rig(node_);
+  Plan plan = FencePlan({ok, missing, missing_container}, {.idle = true});
   auto r = enf.Apply(plan);
   ASSERT_EQ(r.pods.size(), 3u);
   EXPECT_TRUE(r.pods[0].enforced());
@@ -787,12 +747,8 @@ TEST_F(EnforcerV1Test, ReportsReasonsPerPod) {
 TEST(EnforcerNoIdleTest, KernelWithoutCpuIdleIsReported) {
   FakeNode node(CgroupVersion::kV1, KubeletDriver::kCgroupfs, /*cpu_idle=*/false);
   auto pod = node.AddPod("88888888-0001", QosClass::kBurstable, {});
-  auto store = OpenStore(node.state_dir());
-  Enforcer enf(node.cgroups(), store, {});
-  Plan plan;
-  auto n = Neighbour(pod);
-  n.idle = true;
-  plan.neighbours.push_back(n);
+  auto [store, enf] = Rig(node);
+  Plan plan = FencePlan({pod}, {.idle = true});
   auto r = enf.Apply(plan);
   ASSERT_EQ(r.pods.size(), 1u);
   EXPECT_FALSE(r.pods[0].enforced());
@@ -809,24 +765,14 @@ TEST_F(EnforcerV1Test, ProtectedPodsAreNeverWrittenAndLoseEarlierFences) {
   const auto before = node_.Snapshot();
   {
     // An earlier agent (without the self uid configured) fenced `self`.
-    auto store = OpenStore(node_.state_dir());
-    Enforcer enf(node_.cgroups(), store, {});
-    Plan plan;
-    auto n = Neighbour(self);
-    n.idle = true;
-    plan.neighbours.push_back(n);
+    auto [store, enf] = Rig(node_);
+    Plan plan = FencePlan({self}, {.idle = true});
     ASSERT_TRUE(enf.Apply(plan).pods[0].enforced());
   }
-  auto store = OpenStore(node_.state_dir());
   EnforcerOptions o;
   o.self_pod_uid = self.uid;
-  Enforcer enf(node_.cgroups(), store, o);
-  Plan plan;
-  for (const auto& p : {sys, self, other, critical}) {
-    auto n = Neighbour(p);
-    n.idle = true;
-    plan.neighbours.push_back(n);
-  }
+  auto [store, enf] = Rig(node_, o);
+  Plan plan = FencePlan({sys, self, other, critical}, {.idle = true});
   auto r = enf.Apply(plan);
   EXPECT_EQ(r.pods[0].reason(), reason::kProtectedPod);
   EXPECT_EQ(r.pods[1].reason(), reason::kProtectedPod);
@@ -865,16 +811,10 @@ TEST_F(EnforcerV1Test, RestartReconcilesBeforeReady) {
   auto a = node_.AddPod("bbbbbbbb-0001", QosClass::kBurstable, {});
   auto b = node_.AddPod("bbbbbbbb-0002", QosClass::kBurstable, {});
   const auto before = node_.Snapshot();
-  Plan plan;
+  Plan plan = FencePlan({a, b}, {.idle = true});
   plan.fence_version = 9;
-  for (const auto& p : {a, b}) {
-    auto n = Neighbour(p);
-    n.idle = true;
-    plan.neighbours.push_back(n);
-  }
   {
-    auto store = OpenStore(node_.state_dir());
-    Enforcer enf(node_.cgroups(), store, {});
+    auto [store, enf] = Rig(node_);
     ASSERT_EQ(enf.Apply(plan).enforced, 2u);
   }
   auto store = OpenStore(node_.state_dir());
@@ -896,12 +836,8 @@ TEST_F(EnforcerV1Test, RestartReconcilesBeforeReady) {
 
 TEST_F(EnforcerV1Test, VanishedPodIsForgottenOnRevert) {
   auto pod = node_.AddPod("cccccccc-0001", QosClass::kBurstable, {});
-  auto store = OpenStore(node_.state_dir());
-  Enforcer enf(node_.cgroups(), store, {});
-  Plan plan;
-  auto n = Neighbour(pod);
-  n.idle = true;
-  plan.neighbours.push_back(n);
+  auto [store, enf] = Rig(node_);
+  Plan plan = FencePlan({pod}, {.idle = true});
   ASSERT_TRUE(enf.Apply(plan).pods[0].enforced());
   // The pod is deleted: kubelet removes its cgroup, then the plan drops it.
   fs::remove_all(fs::path(node_.CpuFile(pod, "cpu.idle")).parent_path());
@@ -914,17 +850,11 @@ TEST_F(EnforcerV1Test, VanishedPodIsForgottenOnRevert) {
 TEST_F(EnforcerV1Test, VerifyReappliesOverwritesAndStopsWhenContested) {
   auto pod = node_.AddPod("dddddddd-0001", QosClass::kBurstable, {"c"});
   auto clock = std::make_shared<ManualTimeSource>();
-  auto store = OpenStore(node_.state_dir());
-  EnforcerOptions o;
-  o.time_source = clock;
+  auto o = Clocked(clock);
   o.contest_threshold = 3;
   o.contest_window = std::chrono::seconds(60);
-  Enforcer enf(node_.cgroups(), store, o);
-  Plan plan;
-  auto n = Neighbour(pod);
-  n.idle = true;
-  n.cpus = CpuSet::Range(4, 7);
-  plan.neighbours.push_back(n);
+  auto [store, enf] = Rig(node_, o);
+  Plan plan = FencePlan({pod}, {.idle = true, .cpus = CpuSet::Range(4, 7)});
   ASSERT_TRUE(enf.Apply(plan).pods[0].enforced());
   const std::string ccpus = node_.CpusetFile(pod, "cpuset.cpus", node_.ContainerSub("c"));
   EXPECT_EQ(enf.Verify().overwrites, 0u);
@@ -984,17 +914,12 @@ TEST(EnforcerV2Test, SystemdRestatingTheOriginalIsReappliedAndNeverContested) {
   const std::string weight = node.CpuFile(pod, "cpu.weight");
   Put(weight, "10\n");  // kubelet's value for a 250m request
   auto clock = std::make_shared<ManualTimeSource>();
-  EnforcerOptions o;
-  o.time_source = clock;
+  auto o = Clocked(clock);
   o.contest_threshold = 3;
   o.contest_window = std::chrono::seconds(600);
   o.restate_limit = 50;
-  auto store = OpenStore(node.state_dir());
-  Enforcer enf(node.cgroups(), store, o);
-  Plan plan;
-  auto n = Neighbour(pod);
-  n.idle = true;
-  plan.neighbours.push_back(n);
+  auto [store, enf] = Rig(node, o);
+  Plan plan = FencePlan({pod}, {.idle = true});
   ASSERT_TRUE(enf.Apply(plan).pods[0].enforced());
   ASSERT_EQ(Slurp(idle), "1");
   // (These plain files do not play the kernel: cpu.weight keeps kubelet's 10 under cpu.idle=1.)
@@ -1062,11 +987,8 @@ TEST(EnforcerV2Test, IdleOnAKernelWhoseIdleWeightReadsZeroIsHeldAsTheLowestWeigh
     o.after_write = [&](uint64_t, const std::string& path) {
       if (path == idle) Put(weight, Slurp(idle) == "1" ? "0\n" : "100\n");
     };
-    Enforcer enf(node.cgroups(), OpenStore(node.state_dir()), o);
-    Plan plan;
-    auto n = Neighbour(pod);
-    n.idle = true;
-    plan.neighbours.push_back(n);
+    auto [store, enf] = Rig(node, o);
+    Plan plan = FencePlan({pod}, {.idle = true});
     auto r = enf.Apply(plan);
     ASSERT_TRUE(r.pods[0].enforced()) << r.pods[0].reason() << " " << r.pods[0].message();
     EXPECT_TRUE(enf.idle_reads_zero());
@@ -1092,14 +1014,10 @@ TEST(EnforcerV2Test, ALoopingRestaterIsContestedAfterTheLimit) {
   auto pod = node.AddPod("eeeeeeee-0003", QosClass::kBurstable, {"c"});
   const std::string idle = node.CpuFile(pod, "cpu.idle");
   auto clock = std::make_shared<ManualTimeSource>();
-  EnforcerOptions o;
-  o.time_source = clock;
+  auto o = Clocked(clock);
   o.restate_limit = 5;
-  Enforcer enf(node.cgroups(), OpenStore(node.state_dir()), o);
-  Plan plan;
-  auto n = Neighbour(pod);
-  n.idle = true;
-  plan.neighbours.push_back(n);
+  auto [store, enf] = Rig(node, o);
+  Plan plan = FencePlan({pod}, {.idle = true});
   ASSERT_TRUE(enf.Apply(plan).pods[0].enforced());
   size_t contested = 0;
   for (int i = 0; i < 5; ++i) {
@@ -1115,14 +1033,8 @@ TEST(EnforcerV2Test, UsesV2FilesWithSystemdLayout) {
   FakeNode node(CgroupVersion::kV2, KubeletDriver::kSystemd);
   auto pod = node.AddPod("eeeeeeee-0001", QosClass::kBurstable, {"c"});
   const auto before = node.Snapshot();
-  auto store = OpenStore(node.state_dir());
-  Enforcer enf(node.cgroups(), store, {});
-  Plan plan;
-  auto n = Neighbour(pod);
-  n.weight = 5;
-  n.quota = CpuQuota{-1, 100000};
-  n.cpus = CpuSet{6, 7};
-  plan.neighbours.push_back(n);
+  auto [store, enf] = Rig(node);
+  Plan plan = FencePlan({pod}, {.weight = 5, .quota = CpuQuota{-1, 100000}, .cpus = CpuSet{6, 7}});
   auto r = enf.Apply(plan);
   ASSERT_TRUE(r.pods[0].enforced()) << r.pods[0].reason() << " " << r.pods[0].message();
   EXPECT_EQ(Slurp(node.CpuFile(pod, "cpu.weight")), "5");
@@ -1146,18 +1058,11 @@ TEST(EnforcerCrashTest, KillAfterEveryWriteThenRestartConvergesAndReverts) {
     }
     auto trainer = node.AddPod("ffffffff-0100", QosClass::kGuaranteed, {"t1", "t2"});
     const auto before = node.Snapshot();
-    Plan plan;
+    Plan plan = FencePlan(pods, {.idle = true, .weight = 1, .cpus = CpuSet::Range(4, 7)});
     TrainerPlacement t;
     t.pod = trainer;
     t.cpus = CpuSet::Range(0, 3);
     plan.trainers.push_back(t);
-    for (const auto& p : pods) {
-      auto n = Neighbour(p);
-      n.idle = true;
-      n.weight = 1;
-      n.cpus = CpuSet::Range(4, 7);
-      plan.neighbours.push_back(n);
-    }
     pid_t pid = ::fork();
     ASSERT_GE(pid, 0);
     if (pid == 0) {

@@ -9,6 +9,7 @@
 #include <spdlog/sinks/ostream_sink.h>
 
 #include "agent/enforcer/fake_node.h"
+#include "agent/engine/engine_testing.h"
 #include "agent/topology/topology.h"
 
 namespace feedguard::agent {
@@ -48,16 +49,9 @@ class NodeEngineTest : public ::testing::Test {
   // As the agent starts: checkpoint store opened (locked) in the state dir, then the engine
   // over the same dir. Call again after engine_.reset() to simulate an agent restart.
   void StartEngine(std::shared_ptr<spdlog::logger> decision_log = nullptr) {
-    auto topo =
-        LoadTopologyFromXmlFile(std::string(FEEDGUARD_TOPOLOGY_FIXTURES) + "/ws-1s-1gpu.xml");
-    ASSERT_TRUE(topo.ok()) << topo.status().ToString();
-    auto store = CheckpointStore::Open(node_.state_dir());
-    ASSERT_TRUE(store.ok()) << store.status().ToString();
-    NodeEngineOptions o;
-    o.topology = std::move(*topo);
-    o.cgroups = node_.cgroups();
-    o.enforcer = std::make_shared<Enforcer>(node_.cgroups(), CheckpointStorePtr(std::move(*store)),
-                                            EnforcerOptions{});
+    auto o = testutil::FakeNodeEngineOptions(
+        node_, std::string(FEEDGUARD_TOPOLOGY_FIXTURES) + "/ws-1s-1gpu.xml");
+    ASSERT_TRUE(o.enforcer);
     o.state_dir = node_.state_dir();
     o.decision_log = std::move(decision_log);
     engine_ = std::make_shared<NodeEngine>(std::move(o));
@@ -303,6 +297,13 @@ TEST_F(NodeEngineTest, EachDecisionIsLoggedOnceNamingThePodAndTheReason) {
     out.str("");
     return v;
   };
+  // The lines logged since the last look are one, holding `text`.
+  auto one_line = [&](const std::string& text) -> ::testing::AssertionResult {
+    const auto v = lines();
+    if (v.size() != 1) return ::testing::AssertionFailure() << v.size() << " lines, not 1";
+    if (v[0].find(text) == std::string::npos) return ::testing::AssertionFailure() << v[0];
+    return ::testing::AssertionSuccess();
+  };
   auto fence = Fence(3, {n1_, n2_});
   fence.mutable_neighbours(1)->mutable_pod()->set_cpu_request_milli(250);
   ASSERT_TRUE(engine_->Apply(fence).ok());
@@ -323,23 +324,15 @@ TEST_F(NodeEngineTest, EachDecisionIsLoggedOnceNamingThePodAndTheReason) {
   Put(node_.CpuFile(n1_, "cpu.idle"), "0\n");
   ASSERT_TRUE(engine_->CurrentReport().has_value());
   ASSERT_TRUE(engine_->CurrentReport().has_value());
-  auto rewrite = lines();
-  ASSERT_EQ(rewrite.size(), 1u) << out.str();
-  EXPECT_NE(rewrite[0].find(n1_.name + " (policy p): another writer rewrote 1 of its fenced "
-                                       "files; their values are the originals now and the "
-                                       "fence was re-applied"),
-            std::string::npos)
-      << rewrite[0];
+  ASSERT_TRUE(one_line(n1_.name +
+                       " (policy p): another writer rewrote 1 of its fenced files; their values "
+                       "are the originals now and the fence was re-applied"));
   // kubelet resizes n2 in place: the step-aside and the return, each once.
   fence.set_version(5);
   fence.mutable_neighbours(1)->mutable_pod()->set_cpu_request_milli(1500);
   ASSERT_TRUE(engine_->Apply(fence).ok());
   ASSERT_TRUE(engine_->CurrentReport().has_value());
-  auto aside = lines();
-  ASSERT_EQ(aside.size(), 1u) << out.str();
-  EXPECT_NE(aside[0].find(n2_.name + " (policy p): fence lifted for kubelet's in-place resize"),
-            std::string::npos)
-      << aside[0];
+  ASSERT_TRUE(one_line(n2_.name + " (policy p): fence lifted for kubelet's in-place resize"));
   Put(node_.CpuFile(n2_, "cpu.shares"), "1536\n");
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(engine_->CurrentReport().has_value());
   auto back = lines();
@@ -352,11 +345,7 @@ TEST_F(NodeEngineTest, EachDecisionIsLoggedOnceNamingThePodAndTheReason) {
   auto without_n1 = Fence(6, {n2_});
   without_n1.mutable_neighbours(0)->mutable_pod()->set_cpu_request_milli(1500);
   ASSERT_TRUE(engine_->Apply(without_n1).ok());
-  auto gone = lines();
-  ASSERT_EQ(gone.size(), 1u) << out.str();
-  EXPECT_NE(gone[0].find("info pod batch/" + n1_.name + ": fence withdrawn, 2 file(s) restored"),
-            std::string::npos)
-      << gone[0];
+  ASSERT_TRUE(one_line("info pod batch/" + n1_.name + ": fence withdrawn, 2 file(s) restored"));
   engine_->RevertAll();
   EXPECT_EQ(lines().size(), 2u);  // the trainer and n2
   // A pod that cannot be fenced is a warning, said once.

@@ -9,6 +9,7 @@
 #include <random>
 
 #include "agent/enforcer/fake_node.h"
+#include "agent/engine/engine_testing.h"
 #include "agent/engine/node_engine.h"
 #include "agent/gpu/nvml.h"
 
@@ -40,15 +41,7 @@ class GpuReportTest : public ::testing::Test {
   }
 
   std::shared_ptr<NodeEngine> Engine(gpu::GpuMonitorPtr monitor) {
-    auto topo = LoadTopologyFromXmlFile(kFixtures + "/ws-1s-1gpu.xml");
-    EXPECT_TRUE(topo.ok()) << topo.status().ToString();
-    auto store = CheckpointStore::Open(node_.state_dir());
-    EXPECT_TRUE(store.ok()) << store.status().ToString();
-    NodeEngineOptions o;
-    o.topology = std::move(*topo);
-    o.cgroups = node_.cgroups();
-    o.enforcer = std::make_shared<Enforcer>(node_.cgroups(), CheckpointStorePtr(std::move(*store)),
-                                            EnforcerOptions{});
+    auto o = testutil::FakeNodeEngineOptions(node_, kFixtures + "/ws-1s-1gpu.xml");
     auto uuids = ReadNvidiaProcGpus(kFixtures + "/ws-1s-1gpu.nvidia-gpus");
     EXPECT_TRUE(uuids.ok());
     o.gpu_resolver = std::make_shared<GpuIdResolver>(*uuids, MigParentTable{});

@@ -7,11 +7,11 @@
 #include <unistd.h>
 
 #include <filesystem>
-#include <random>
 
 #include "agent/planner/planner.h"
 #include "agent/topology/gpu_ids.h"
 #include "kubelet/podresources/v1/api.grpc.pb.h"
+#include "tests/fixtures/temp_dir.h"
 
 namespace feedguard::agent {
 namespace {
@@ -39,6 +39,21 @@ void AddDevices(::v1::ContainerResources* c, const std::string& resource,
   d->mutable_topology()->add_nodes()->set_id(0);
 }
 
+// A pod `ns`/`name` in kubelet's answer `r`.
+::v1::PodResources* AddPod(::v1::ListPodResourcesResponse& r, const std::string& ns,
+                           const std::string& name) {
+  auto* p = r.add_pod_resources();
+  p->set_namespace_(ns);
+  p->set_name(name);
+  return p;
+}
+
+::v1::ContainerResources* AddContainer(::v1::PodResources* p, const std::string& name) {
+  auto* c = p->add_containers();
+  c->set_name(name);
+  return c;
+}
+
 // One DRA-allocated device in a container's dynamic_resources.
 void AddClaim(::v1::ContainerResources* c, const std::string& claim, const std::string& driver,
               const std::string& device, std::vector<std::string> cdi) {
@@ -56,36 +71,28 @@ void AddClaim(::v1::ContainerResources* c, const std::string& claim, const std::
 ::v1::ListPodResourcesResponse DraResponse() {
   ::v1::ListPodResourcesResponse r;
   {
-    auto* p = r.add_pod_resources();
-    p->set_namespace_("ml");
-    p->set_name("dra-trainer");
-    auto* c = p->add_containers();
-    c->set_name("main");
+    auto* p = AddPod(r, "ml", "dra-trainer");
+    auto* c = AddContainer(p, "main");
     AddClaim(c, "two-gpus", "gpu.nvidia.com", "gpu-5", {"k8s.gpu.nvidia.com/device=gpu-5"});
     // The same claim's second device is a second ClaimResource.
     c->mutable_dynamic_resources(0)->add_claim_resources()->CopyFrom(
         c->dynamic_resources(0).claim_resources(0));
     c->mutable_dynamic_resources(0)->mutable_claim_resources(1)->set_device_name("gpu-6");
     // A sidecar sharing the pod's claim: the same devices, counted once.
-    auto* side = p->add_containers();
-    side->set_name("sidecar");
+    auto* side = AddContainer(p, "sidecar");
     side->add_dynamic_resources()->CopyFrom(c->dynamic_resources(0));
     // A NIC from another DRA driver is not a GPU.
     AddClaim(c, "nic", "dra.net.example.com", "eth1", {});
   }
   {
-    auto* p = r.add_pod_resources();
-    p->set_namespace_("ml");
-    p->set_name("dra-cdi-only");
+    auto* p = AddPod(r, "ml", "dra-cdi-only");
     // No device name (older kubelet): the per-claim CDI name carries the GPU's UUID.
     AddClaim(p->add_containers(), "one", "", "",
              {"k8s.gpu.nvidia.com/claim=0b5f2a7e-1c2d-4e3f-9a8b-7c6d5e4f3a2b-"
               "GPU-0000a100-1111-2222-3333-00000000a100"});
   }
   {
-    auto* p = r.add_pod_resources();
-    p->set_namespace_("ml");
-    p->set_name("dra-mig");
+    auto* p = AddPod(r, "ml", "dra-mig");
     AddClaim(p->add_containers(), "slice", "gpu.nvidia.com", "gpu-2-mig-9-4-2",
              {"k8s.gpu.nvidia.com/device=gpu-2-mig-9-4-2"});
   }
@@ -95,28 +102,20 @@ void AddClaim(::v1::ContainerResources* c, const std::string& claim, const std::
 ::v1::ListPodResourcesResponse SampleResponse() {
   ::v1::ListPodResourcesResponse r;
   {
-    auto* p = r.add_pod_resources();
-    p->set_namespace_("ml");
-    p->set_name("trainer-a");
-    auto* c = p->add_containers();
-    c->set_name("main");
+    auto* p = AddPod(r, "ml", "trainer-a");
+    auto* c = AddContainer(p, "main");
     AddDevices(c, "nvidia.com/gpu", {"GPU-aaaa", "GPU-bbbb"});
     AddDevices(c, "example.com/nic", {"nic0"});
     c->add_cpu_ids(4);
-    auto* side = p->add_containers();
-    side->set_name("sidecar");
+    auto* side = AddContainer(p, "sidecar");
     AddDevices(side, "nvidia.com/gpu.shared", {"GPU-cccc::1"});
   }
   {
-    auto* p = r.add_pod_resources();
-    p->set_namespace_("ml");
-    p->set_name("mig-job");
+    auto* p = AddPod(r, "ml", "mig-job");
     AddDevices(p->add_containers(), "nvidia.com/mig-1g.5gb", {"MIG-1111"});
   }
   {
-    auto* p = r.add_pod_resources();
-    p->set_namespace_("web");
-    p->set_name("nginx");
+    auto* p = AddPod(r, "web", "nginx");
     p->add_containers()->set_name("nginx");
   }
   return r;
@@ -124,17 +123,9 @@ void AddClaim(::v1::ContainerResources* c, const std::string& claim, const std::
 
 class PodResourcesClientTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    std::random_device rd;
-    dir_ = fs::temp_directory_path() /
-           ("fg-podres-" + std::to_string(getpid()) + "-" + std::to_string(rd()));
-    fs::create_directories(dir_);
-    endpoint_ = "unix:" + (dir_ / "kubelet.sock").string();
-  }
+  void SetUp() override { endpoint_ = "unix:" + dir_.path() + "/kubelet.sock"; }
   void TearDown() override {
     if (server_) server_->Shutdown();
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
   }
   void StartServer(::v1::ListPodResourcesResponse response) {
     service_ = std::make_unique<FakeKubelet>(std::move(response));
@@ -145,7 +136,20 @@ class PodResourcesClientTest : public ::testing::Test {
     ASSERT_NE(server_, nullptr);
   }
 
-  fs::path dir_;
+  // Client options for the fake kubelet's socket, with a generous deadline (the test machine
+  // may be busy).
+  PodResourcesClientOptions Options() const {
+    PodResourcesClientOptions opts;
+    opts.endpoint = endpoint_;
+    opts.timeout = std::chrono::seconds(30);
+    return opts;
+  }
+  Result<PodGpuMap> ListPodGpus(const PodResourcesClientOptions& opts) {
+    PodResourcesClient client(opts);
+    return client.ListPodGpus();
+  }
+
+  feedguard::testing::TempDir dir_;
   std::string endpoint_;
   std::unique_ptr<FakeKubelet> service_;
   std::unique_ptr<grpc::Server> server_;
@@ -153,11 +157,7 @@ class PodResourcesClientTest : public ::testing::Test {
 
 TEST_F(PodResourcesClientTest, ListsGpuDevicesPerPod) {
   StartServer(SampleResponse());
-  PodResourcesClientOptions opts;
-  opts.endpoint = endpoint_;
-  opts.timeout = std::chrono::seconds(30);  // generous: the test machine may be busy
-  PodResourcesClient client(opts);
-  auto m = client.ListPodGpus();
+  auto m = ListPodGpus(Options());
   ASSERT_TRUE(m.ok()) << m.status().ToString();
   ASSERT_EQ(m->size(), 2u);  // nginx has no GPUs
   const auto& a = m->at(PodKey{"ml", "trainer-a"});
@@ -167,13 +167,10 @@ TEST_F(PodResourcesClientTest, ListsGpuDevicesPerPod) {
 
 TEST_F(PodResourcesClientTest, FilterIsConfigurable) {
   StartServer(SampleResponse());
-  PodResourcesClientOptions opts;
-  opts.endpoint = endpoint_;
-  opts.timeout = std::chrono::seconds(30);
+  auto opts = Options();
   opts.filter.exact = {"nvidia.com/gpu"};
   opts.filter.prefixes = {};
-  PodResourcesClient client(opts);
-  auto m = client.ListPodGpus();
+  auto m = ListPodGpus(opts);
   ASSERT_TRUE(m.ok()) << m.status().ToString();
   ASSERT_EQ(m->size(), 1u);
   EXPECT_EQ(m->at(PodKey{"ml", "trainer-a"}), (std::vector<std::string>{"GPU-aaaa", "GPU-bbbb"}));
@@ -195,11 +192,7 @@ TEST_F(PodResourcesClientTest, NoServerIsUnavailableWithinTheDeadline) {
 
 TEST_F(PodResourcesClientTest, ListsDraAllocatedGpus) {
   StartServer(DraResponse());
-  PodResourcesClientOptions opts;
-  opts.endpoint = endpoint_;
-  opts.timeout = std::chrono::seconds(30);
-  PodResourcesClient client(opts);
-  auto m = client.ListPodGpus();
+  auto m = ListPodGpus(Options());
   ASSERT_TRUE(m.ok()) << m.status().ToString();
   ASSERT_EQ(m->size(), 3u);
   EXPECT_EQ(m->at(PodKey{"ml", "dra-trainer"}),
@@ -214,11 +207,7 @@ TEST_F(PodResourcesClientTest, ListsDraAllocatedGpus) {
 // PCI addresses (minor numbers from /proc/driver/nvidia) → a plan that pins it on its GPUs' node.
 TEST_F(PodResourcesClientTest, DraTrainerGetsItsGpusLocalCores) {
   StartServer(DraResponse());
-  PodResourcesClientOptions opts;
-  opts.endpoint = endpoint_;
-  opts.timeout = std::chrono::seconds(30);
-  PodResourcesClient client(opts);
-  auto m = client.ListPodGpus();
+  auto m = ListPodGpus(Options());
   ASSERT_TRUE(m.ok()) << m.status().ToString();
 
   const std::string proc = std::string(FEEDGUARD_TOPOLOGY_FIXTURES) + "/server-2s-8gpu.nvidia-gpus";

@@ -1,5 +1,6 @@
 // topology_test.cc — hwloc XML fixtures load into the expected Topology; rendering.
 #include "agent/topology/topology.h"
+#include "tests/fixtures/status_testing.h"
 
 #include <gtest/gtest.h>
 
@@ -95,10 +96,7 @@ TEST(TopologyTest, BadTopologyFilesSayWhatIsWrong) {
   EXPECT_NE(svg.status().message().find("without a <topology> element"), std::string::npos)
       << svg.status().ToString();
   auto malformed = LoadTopologyFromXmlBuffer("<topology>nope");
-  ASSERT_FALSE(malformed.ok());
-  EXPECT_EQ(malformed.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(malformed.status().message().find("malformed"), std::string::npos)
-      << malformed.status().ToString();
+  ASSERT_TRUE(feedguard::testing::FailsWith(malformed, StatusCode::kInvalidArgument, "malformed"));
 }
 
 TEST(TopologyTest, LiveMachineLoads) {

@@ -42,11 +42,79 @@ class UnreadableObserver final : public AgentObserver {
   std::vector<std::string> events_;  // guarded by mu_
 };
 
+using AgentStream = grpc::ClientReaderWriter<v1::AgentMessage, v1::ControllerMessage>;
+
+// A stub on a channel of its own to the server on 127.0.0.1:`port`.
+std::unique_ptr<v1::FenceDistribution::Stub> Stub(int port) {
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  args.SetMaxSendMessageSize(64 << 20);
+  return v1::FenceDistribution::NewStub(grpc::CreateCustomChannel(
+      "127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials(), args));
+}
+
+// One stream: its context (deadline 10s) and the stream, opened on `stub`.
+struct Call {
+  explicit Call(v1::FenceDistribution::Stub& stub) {
+    ctx.set_deadline(std::chrono::system_clock::now() + 10s);
+    rw = stub.Stream(&ctx);
+  }
+  grpc::ClientContext ctx;
+  std::unique_ptr<AgentStream> rw;
+};
+
+// Streams to the server at `port`, each on a channel of its own, held open until Close() or the
+// end of the test.
+class Streams {
+ public:
+  explicit Streams(int port) : port_(port) {}
+  // A new stream (with an "authorization: Bearer <token>" header when `token` is not empty).
+  AgentStream& Open(const std::string& token = "") {
+    stubs_.push_back(Stub(port_));
+    ctxs_.push_back(std::make_unique<grpc::ClientContext>());
+    if (!token.empty()) ctxs_.back()->AddMetadata("authorization", "Bearer " + token);
+    streams_.push_back(stubs_.back()->Stream(ctxs_.back().get()));
+    return *streams_.back();
+  }
+  void CancelAll() {
+    for (auto& c : ctxs_) c->TryCancel();
+  }
+  // Cancels every stream and reads each to its end.
+  void Close() {
+    CancelAll();
+    v1::ControllerMessage in;
+    for (auto& rw : streams_) {
+      while (rw->Read(&in)) {
+      }
+      rw->Finish();
+    }
+  }
+  const std::vector<std::unique_ptr<AgentStream>>& streams() const { return streams_; }
+
+ private:
+  int port_;
+  std::vector<std::unique_ptr<v1::FenceDistribution::Stub>> stubs_;
+  std::vector<std::unique_ptr<grpc::ClientContext>> ctxs_;
+  std::vector<std::unique_ptr<AgentStream>> streams_;
+};
+
+// Polls `done` every `step`, at most `tries` times; returns its last answer.
+template <typename Pred>
+bool Eventually(Pred done, int tries = 100, std::chrono::milliseconds step = 20ms) {
+  for (int i = 0; i < tries; ++i) {
+    if (done()) return true;
+    std::this_thread::sleep_for(step);
+  }
+  return done();
+}
+
 class DistributorBoundsTest : public ::testing::Test {
  protected:
-  DistributorOptions Options() {
+  // Insecure; admits the nodes AddNode() made; with `authenticator` when one is given.
+  DistributorOptions Options(std::shared_ptr<AgentAuthenticator> authenticator = nullptr) {
     DistributorOptions o;
     o.insecure = true;
+    o.authenticator = std::move(authenticator);
     o.admit_node = [this](const std::string& node) {
       std::lock_guard l(mu_);
       return nodes_.count(node) > 0;
@@ -57,16 +125,6 @@ class DistributorBoundsTest : public ::testing::Test {
     auto d = Distributor::Start(std::move(o));
     EXPECT_TRUE(d.ok()) << d.status().ToString();
     return d.ok() ? std::move(d).value() : nullptr;
-  }
-  std::unique_ptr<v1::FenceDistribution::Stub> Stub(int port) {
-    return Stub("127.0.0.1:" + std::to_string(port));
-  }
-  std::unique_ptr<v1::FenceDistribution::Stub> Stub(const std::string& target) {
-    grpc::ChannelArguments args;
-    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-    args.SetMaxSendMessageSize(64 << 20);
-    return v1::FenceDistribution::NewStub(
-        grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args));
   }
   // Sends `messages`, half-closes, drains, returns the final status.
   grpc::Status Exchange(v1::FenceDistribution::Stub& stub,
@@ -83,14 +141,25 @@ class DistributorBoundsTest : public ::testing::Test {
   }
   // An agent of `node` that says hello gets its fence of `version`.
   void ExpectServed(v1::FenceDistribution::Stub& stub, const std::string& node, uint64_t version) {
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + 10s);
-    auto rw = stub.Stream(&ctx);
-    ASSERT_TRUE(rw->Write(Hello(node)));
+    Call call(stub);
     v1::ControllerMessage in;
-    ASSERT_TRUE(rw->Read(&in));
+    ASSERT_TRUE(HelloAndRead(*call.rw, node, in));
     EXPECT_EQ(in.update().fence().version(), version);
-    ctx.TryCancel();
+    call.ctx.TryCancel();
+  }
+  // Says hello as `node` on `rw` and reads the first update into `in`.
+  static ::testing::AssertionResult HelloAndRead(AgentStream& rw, const std::string& node,
+                                                 v1::ControllerMessage& in) {
+    if (!rw.Write(Hello(node))) return ::testing::AssertionFailure() << "hello not written";
+    if (!rw.Read(&in)) return ::testing::AssertionFailure() << "no update read";
+    return ::testing::AssertionSuccess();
+  }
+  // The ACK of the update `in`.
+  static v1::AgentMessage AckOf(const v1::ControllerMessage& in) {
+    v1::AgentMessage ack;
+    ack.mutable_ack()->set_version(in.update().fence().version());
+    ack.mutable_ack()->set_nonce(in.update().nonce());
+    return ack;
   }
   static v1::AgentMessage Hello(const std::string& node) {
     v1::AgentMessage m;
@@ -102,6 +171,18 @@ class DistributorBoundsTest : public ::testing::Test {
     f.set_node_name(node);
     f.set_version(version);
     return f;
+  }
+  // A distributor with `o` that admits gpu-1 and holds its fence of `version`; null (the
+  // failure reported) when either does not work.
+  std::unique_ptr<Distributor> StartServingGpu1(DistributorOptions o, uint64_t version = 1) {
+    AddNode("gpu-1");
+    auto d = Start(std::move(o));
+    if (d) {
+      auto st = d->SetDesired(Fence("gpu-1", version));
+      EXPECT_TRUE(st.ok()) << st.ToString();
+      if (!st.ok()) return nullptr;
+    }
+    return d;
   }
   void AddNode(const std::string& n) {
     std::lock_guard l(mu_);
@@ -117,10 +198,8 @@ class DistributorBoundsTest : public ::testing::Test {
 };
 
 TEST_F(DistributorBoundsTest, FloodOfInventedNodeNamesLeavesPerNodeStateBounded) {
-  AddNode("gpu-1");
-  auto d = Start(Options());
+  auto d = StartServingGpu1(Options());
   ASSERT_TRUE(d);
-  ASSERT_TRUE(d->SetDesired(Fence("gpu-1", 1)).ok());
   auto stub = Stub(d->port());
   for (int i = 0; i < 300; ++i) {
     grpc::Status st = Exchange(*stub, {Hello("invented-" + std::to_string(i))});
@@ -164,10 +243,8 @@ TEST_F(DistributorBoundsTest, UnparseableMessageEndsTheStreamAndIsNotKept) {
   // The stream parses agents' messages itself (raw method): bytes that are no AgentMessage end
   // it, as grpc's typed handler would. A proto3 string must be UTF-8; C++ protobuf still
   // serializes one that is not (it only logs), the parser refuses it.
-  AddNode("gpu-1");
-  auto d = Start(Options());
+  auto d = StartServingGpu1(Options());
   ASSERT_TRUE(d);
-  ASSERT_TRUE(d->SetDesired(Fence("gpu-1", 1)).ok());
   auto stub = Stub(d->port());
   grpc::Status st = Exchange(*stub, {Hello("gpu-\xff\xfe")});
   EXPECT_EQ(st.error_code(), grpc::StatusCode::INTERNAL) << st.error_message();
@@ -186,25 +263,18 @@ TEST_F(DistributorBoundsTest, UnparseableMessageEndsTheStreamAndIsNotKept) {
 TEST_F(DistributorBoundsTest, AnUnreadableMessageIsCountedAndMarksItsNodeUntilAReportParses) {
   // Issue 28, item 3: a message the controller cannot parse is counted, logged and the node
   // reported failing — also after its ACK — until a report of it parses again.
-  AddNode("gpu-1");
   auto observer = std::make_shared<UnreadableObserver>();
   auto o = Options();
   o.observer = observer;
-  auto d = Start(o);
+  auto d = StartServingGpu1(o);
   ASSERT_TRUE(d);
-  ASSERT_TRUE(d->SetDesired(Fence("gpu-1", 1)).ok());
   auto stub = Stub(d->port());
   {
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + 10s);
-    auto rw = stub->Stream(&ctx);
-    ASSERT_TRUE(rw->Write(Hello("gpu-1")));
+    Call call(*stub);
+    auto& rw = call.rw;
     v1::ControllerMessage in;
-    ASSERT_TRUE(rw->Read(&in));
-    v1::AgentMessage ack;
-    ack.mutable_ack()->set_version(1);
-    ack.mutable_ack()->set_nonce(in.update().nonce());
-    ASSERT_TRUE(rw->Write(ack));
+    ASSERT_TRUE(HelloAndRead(*rw, "gpu-1", in));
+    ASSERT_TRUE(rw->Write(AckOf(in)));
     v1::AgentMessage report;
     report.mutable_report()->set_applied_version(1);
     report.mutable_report()->add_pods()->set_message("no cgroup at /x/\xff\xfe/cpuset.cpus");
@@ -219,7 +289,7 @@ TEST_F(DistributorBoundsTest, AnUnreadableMessageIsCountedAndMarksItsNodeUntilAR
   EXPECT_NE(a->unreadable_error.find("did not parse"), std::string::npos);
   EXPECT_EQ(d->Counters().unreadable_messages, 1u);
   // The observer hears of it on the grpc thread, maybe just after the client saw the end.
-  for (int i = 0; i < 100 && observer->Events().empty(); ++i) std::this_thread::sleep_for(10ms);
+  Eventually([&] { return !observer->Events().empty(); }, 100, 10ms);
   EXPECT_EQ(observer->Events(), (std::vector<std::string>{"gpu-1 unreadable"}));
   // Before its hello a stream has no node: counted only.
   EXPECT_EQ(Exchange(*stub, {Hello("gpu-\xff")}).error_code(), grpc::StatusCode::INTERNAL);
@@ -242,10 +312,9 @@ TEST_F(DistributorBoundsTest, StreamWithoutHelloIsEndedAtTheDeadline) {
   auto d = Start(o);
   ASSERT_TRUE(d);
   auto stub = Stub(d->port());
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + 10s);
   const auto t0 = std::chrono::steady_clock::now();
-  auto rw = stub->Stream(&ctx);  // says nothing
+  Call call(*stub);  // says nothing
+  auto& rw = call.rw;
   v1::ControllerMessage in;
   EXPECT_FALSE(rw->Read(&in));
   grpc::Status st = rw->Finish();
@@ -259,46 +328,29 @@ TEST_F(DistributorBoundsTest, StreamsAreCapped) {
   o.max_streams = 3;
   auto d = Start(o);
   ASSERT_TRUE(d);
-  std::vector<std::unique_ptr<v1::FenceDistribution::Stub>> stubs;
-  std::vector<std::unique_ptr<grpc::ClientContext>> ctxs;
-  std::vector<std::unique_ptr<grpc::ClientReaderWriter<v1::AgentMessage, v1::ControllerMessage>>>
-      streams;
-  for (int i = 0; i < 3; ++i) {
-    stubs.push_back(Stub(d->port()));
-    ctxs.push_back(std::make_unique<grpc::ClientContext>());
-    streams.push_back(stubs.back()->Stream(ctxs.back().get()));
-    ASSERT_TRUE(streams.back()->Write(Hello("gpu-" + std::to_string(i))));
-  }
-  for (int i = 0; i < 100 && d->ConnectedCount() < 3; ++i) std::this_thread::sleep_for(20ms);
+  Streams streams(d->port());
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(streams.Open().Write(Hello("gpu-" + std::to_string(i))));
+  Eventually([&] { return d->ConnectedCount() >= 3; });
   ASSERT_EQ(d->ConnectedCount(), 3u);
   auto extra = Stub(d->port());
   EXPECT_EQ(Exchange(*extra, {Hello("gpu-0")}).error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
-  for (auto& c : ctxs) c->TryCancel();
+  streams.CancelAll();
 }
 
 TEST_F(DistributorBoundsTest, HellosInProgressAreBounded) {
-  AddNode("gpu-1");
   auto o = Options();
   o.max_pending_hellos = 2;
-  auto d = Start(o);
+  auto d = StartServingGpu1(o);
   ASSERT_TRUE(d);
-  ASSERT_TRUE(d->SetDesired(Fence("gpu-1", 1)).ok());
   // Two streams that never say hello hold both places.
-  std::vector<std::unique_ptr<v1::FenceDistribution::Stub>> stubs;
-  std::vector<std::unique_ptr<grpc::ClientContext>> ctxs;
-  std::vector<std::unique_ptr<grpc::ClientReaderWriter<v1::AgentMessage, v1::ControllerMessage>>>
-      silent;
-  for (int i = 0; i < 2; ++i) {
-    stubs.push_back(Stub(d->port()));
-    ctxs.push_back(std::make_unique<grpc::ClientContext>());
-    silent.push_back(stubs.back()->Stream(ctxs.back().get()));
-  }
+  Streams silent(d->port());
+  for (int i = 0; i < 2; ++i) silent.Open();
   std::this_thread::sleep_for(300ms);  // both reach the server
   auto agent = Stub(d->port());
   grpc::Status st = Exchange(*agent, {Hello("gpu-1")});
   EXPECT_EQ(st.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << st.error_message();
   // Once they are gone, the agent (retrying) gets its fence.
-  for (auto& c : ctxs) c->TryCancel();
+  silent.CancelAll();
   bool served = false;
   for (int i = 0; i < 50 && !served; ++i) {
     grpc::ClientContext ctx;
@@ -372,12 +424,10 @@ TEST_F(DistributorBoundsTest, OneConnectionsSilentStreamsDoNotLockOutOtherAgents
   // Issue 28, item 1: one connection (the chart's shared certificate, no token) opens more
   // streams than the bound on hellos in progress and never says hello. Every other agent must
   // still be served: the bound is per connection as well as in total.
-  AddNode("gpu-1");
   auto o = Options();
   o.max_pending_hellos = 8;
-  auto d = Start(o);
+  auto d = StartServingGpu1(o);
   ASSERT_TRUE(d);
-  ASSERT_TRUE(d->SetDesired(Fence("gpu-1", 1)).ok());
   auto attacker = Stub(d->port());
   SilentStreams silent(*attacker, 20);
   std::this_thread::sleep_for(500ms);  // every stream that will reach the server has
@@ -407,13 +457,11 @@ TEST_F(DistributorBoundsTest, HellosInProgressAreBoundedPerAddress) {
   // Many connections from one address hold at most max_pending_hellos_per_address places (the
   // rest of max_pending_hellos stays for agents elsewhere; on loopback every peer is 127.0.0.1,
   // so here the bound itself is shown, and that the address gets places back as they free).
-  AddNode("gpu-1");
   auto o = Options();
   o.max_pending_hellos = 8;
   o.max_pending_hellos_per_address = 4;
-  auto d = Start(o);
+  auto d = StartServingGpu1(o);
   ASSERT_TRUE(d);
-  ASSERT_TRUE(d->SetDesired(Fence("gpu-1", 1)).ok());
   std::vector<std::unique_ptr<v1::FenceDistribution::Stub>> conns;
   std::vector<std::unique_ptr<SilentStreams>> silent;
   for (int i = 0; i < 10; ++i) {
@@ -461,11 +509,10 @@ TEST_F(DistributorBoundsTest, ForgetEndsTheStreamAndDropsTheNode) {
   auto d = Start(Options());
   ASSERT_TRUE(d);
   auto stub = Stub(d->port());
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + 10s);
-  auto rw = stub->Stream(&ctx);
+  Call call(*stub);
+  auto& rw = call.rw;
   ASSERT_TRUE(rw->Write(Hello("gpu-1")));
-  for (int i = 0; i < 100 && d->ConnectedCount() < 1; ++i) std::this_thread::sleep_for(20ms);
+  Eventually([&] { return d->ConnectedCount() >= 1; });
   ASSERT_EQ(d->ConnectedCount(), 1u);
   RemoveNode("gpu-1");
   d->Forget("gpu-1");  // the Node was deleted
@@ -485,7 +532,7 @@ TEST_F(DistributorBoundsTest, RevalidateForgetsNodesAdmittedBeforeNodesWereKnown
   grpc::ClientContext ctx;
   auto rw = stub->Stream(&ctx);
   ASSERT_TRUE(rw->Write(Hello("ghost")));
-  for (int i = 0; i < 100 && d->ConnectedCount() < 1; ++i) std::this_thread::sleep_for(20ms);
+  Eventually([&] { return d->ConnectedCount() >= 1; });
   ASSERT_EQ(d->ConnectedCount(), 1u);
   known = true;
   d->RevalidateNodes();
@@ -514,15 +561,14 @@ TEST_F(DistributorBoundsTest, LongGoneAgentsShedTheirState) {
     auto rw = stub->Stream(&ctx);
     ASSERT_TRUE(rw->Write(Hello(n)));
     ASSERT_TRUE(rw->Write(report));
-    for (int i = 0; i < 100; ++i) {
+    Eventually([&] {
       auto a = d->GetAgent(n);
-      if (a && a->last_report) break;
-      std::this_thread::sleep_for(20ms);
-    }
+      return a && a->last_report;
+    });
     ctx.TryCancel();
     (void)rw->Finish();
   }
-  for (int i = 0; i < 100 && d->ConnectedCount() > 0; ++i) std::this_thread::sleep_for(20ms);
+  Eventually([&] { return d->ConnectedCount() == 0; });
   ASSERT_EQ(d->ConnectedCount(), 0u);
   clock->Advance(9min);
   d->Sweep();
@@ -539,28 +585,23 @@ TEST_F(DistributorBoundsTest, LongGoneAgentsShedTheirState) {
 }
 
 TEST_F(DistributorBoundsTest, NackErrorIsMadeSafe) {
-  AddNode("gpu-1");
-  auto d = Start(Options());
+  auto d = StartServingGpu1(Options(), 3);
   ASSERT_TRUE(d);
-  ASSERT_TRUE(d->SetDesired(Fence("gpu-1", 3)).ok());
   auto stub = Stub(d->port());
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + 10s);
-  auto rw = stub->Stream(&ctx);
-  ASSERT_TRUE(rw->Write(Hello("gpu-1")));
+  Call call(*stub);
+  auto& [ctx, rw] = call;
   v1::ControllerMessage in;
-  ASSERT_TRUE(rw->Read(&in));
+  ASSERT_TRUE(HelloAndRead(*rw, "gpu-1", in));
   v1::AgentMessage nack;
   nack.mutable_nack()->set_version(3);
   nack.mutable_nack()->set_nonce(in.update().nonce());
   nack.mutable_nack()->set_error("line one\nforged log line " + std::string(5000, 'e'));
   ASSERT_TRUE(rw->Write(nack));
   std::optional<AgentState> a;
-  for (int i = 0; i < 100; ++i) {
+  Eventually([&] {
     a = d->GetAgent("gpu-1");
-    if (a && a->last_nack) break;
-    std::this_thread::sleep_for(20ms);
-  }
+    return a && a->last_nack;
+  });
   ASSERT_TRUE(a && a->last_nack);
   EXPECT_EQ(a->last_nack->error.find('\n'), std::string::npos);
   EXPECT_LE(a->last_nack->error.size(), 1024u);
@@ -601,6 +642,14 @@ class FakeAuthenticator final : public AgentAuthenticator {
 
 class DistributorIdentityTest : public DistributorBoundsTest {
  protected:
+  // Options whose token reviews go to `auth` on `workers` threads, `queue` waiting at most.
+  DistributorOptions ReviewOptions(std::shared_ptr<AgentAuthenticator> auth, size_t workers,
+                                   size_t queue) {
+    auto o = Options(std::move(auth));
+    o.review_workers = workers;
+    o.review_queue = queue;
+    return o;
+  }
   // A stream with `authorization` metadata (none when `header` is empty); returns the first
   // fence received (or nullopt) and the final status.
   std::pair<std::optional<v1::NodeFence>, grpc::Status> Dial(v1::FenceDistribution::Stub& stub,
@@ -617,16 +666,14 @@ class DistributorIdentityTest : public DistributorBoundsTest {
     if (rw->Read(&in)) {
       got = in.update().fence();
       if (ack_to != nullptr) {
-        v1::AgentMessage ack;
-        ack.mutable_ack()->set_version(in.update().fence().version());
-        ack.mutable_ack()->set_nonce(in.update().nonce());
-        rw->Write(ack);
+        rw->Write(AckOf(in));
         // Cancelling at once could overtake the ACK: wait until the Distributor has it.
-        for (int i = 0; i < 200; ++i) {
-          auto a = ack_to->GetAgent(node);
-          if (a && a->acked_version == in.update().fence().version()) break;
-          std::this_thread::sleep_for(10ms);
-        }
+        Eventually(
+            [&] {
+              auto a = ack_to->GetAgent(node);
+              return a && a->acked_version == in.update().fence().version();
+            },
+            200, 10ms);
       }
       rw->WritesDone();
       ctx.TryCancel();
@@ -638,15 +685,11 @@ class DistributorIdentityTest : public DistributorBoundsTest {
 };
 
 TEST_F(DistributorIdentityTest, OnlyATokenBoundToTheHelloNodeGetsItsFence) {
-  AddNode("gpu-1");
   AddNode("gpu-2");
   auto auth = std::make_shared<FakeAuthenticator>(
       std::map<std::string, std::string>{{"tok-1", "gpu-1"}, {"tok-2", "gpu-2"}});
-  auto o = Options();
-  o.authenticator = auth;
-  auto d = Start(o);
+  auto d = StartServingGpu1(Options(auth), 7);
   ASSERT_TRUE(d);
-  ASSERT_TRUE(d->SetDesired(Fence("gpu-1", 7)).ok());
   auto stub = Stub(d->port());
   // The impostor: a hello for gpu-1 with gpu-2's token, with no token, with a bad one, with a
   // header of another scheme.
@@ -664,9 +707,7 @@ TEST_F(DistributorIdentityTest, OnlyATokenBoundToTheHelloNodeGetsItsFence) {
   auto [fence, st] = Dial(*stub, "Bearer tok-1", "gpu-1", /*ack_to=*/d.get());
   ASSERT_TRUE(fence.has_value()) << st.error_message();
   EXPECT_EQ(fence->version(), 7u);
-  for (int i = 0; i < 100 && d->GetAgent("gpu-1")->acked_version != 7; ++i) {
-    std::this_thread::sleep_for(20ms);
-  }
+  Eventually([&] { return d->GetAgent("gpu-1")->acked_version == 7; });
   EXPECT_EQ(d->GetAgent("gpu-1")->acked_version, 7u);
 }
 
@@ -674,9 +715,7 @@ TEST_F(DistributorIdentityTest, UnjudgeableTokenIsUnavailableAndNodeChecksStillA
   AddNode("gpu-1");
   auto auth = std::make_shared<FakeAuthenticator>(
       std::map<std::string, std::string>{{"tok-1", "gpu-1"}, {"tok-x", "ghost"}});
-  auto o = Options();
-  o.authenticator = auth;
-  auto d = Start(o);
+  auto d = Start(Options(auth));
   ASSERT_TRUE(d);
   auto stub = Stub(d->port());
   auth->SetDown(true);
@@ -733,28 +772,15 @@ TEST_F(DistributorIdentityTest, SlowTokenReviewDoesNotDelayAnotherStreamsHello) 
   AddNode("gpu-1");
   AddNode("gpu-2");
   auto auth = std::make_shared<GatedAuthenticator>();
-  auto o = Options();
-  o.authenticator = auth;
-  o.review_workers = 2;
-  o.review_queue = 100;
-  auto d = Start(o);
+  auto d = Start(ReviewOptions(auth, /*workers=*/2, /*queue=*/100));
   ASSERT_TRUE(d);
   ASSERT_TRUE(d->SetDesired(Fence("gpu-1", 1)).ok());
   ASSERT_TRUE(d->SetDesired(Fence("gpu-2", 2)).ok());
   // Many hellos whose token review hangs (more than grpc's callback threads would survive if
   // each held one), each on its own channel.
   constexpr int kSlow = 40;
-  std::vector<std::unique_ptr<v1::FenceDistribution::Stub>> stubs;
-  std::vector<std::unique_ptr<grpc::ClientContext>> ctxs;
-  std::vector<std::unique_ptr<grpc::ClientReaderWriter<v1::AgentMessage, v1::ControllerMessage>>>
-      slow;
-  for (int i = 0; i < kSlow; ++i) {
-    stubs.push_back(Stub(d->port()));
-    ctxs.push_back(std::make_unique<grpc::ClientContext>());
-    ctxs.back()->AddMetadata("authorization", "Bearer slow");
-    slow.push_back(stubs.back()->Stream(ctxs.back().get()));
-    ASSERT_TRUE(slow.back()->Write(Hello("gpu-1")));
-  }
+  Streams slow(d->port());
+  for (int i = 0; i < kSlow; ++i) ASSERT_TRUE(slow.Open("slow").Write(Hello("gpu-1")));
   ASSERT_TRUE(auth->WaitReviews(2));  // both workers are stuck
   // Another agent, whose verdict is known, gets its fence at once.
   const auto t0 = std::chrono::steady_clock::now();
@@ -768,35 +794,19 @@ TEST_F(DistributorIdentityTest, SlowTokenReviewDoesNotDelayAnotherStreamsHello) 
   auth->Release();
   v1::ControllerMessage in;
   int fenced = 0;
-  for (auto& rw : slow) fenced += rw->Read(&in) ? 1 : 0;
+  for (auto& rw : slow.streams()) fenced += rw->Read(&in) ? 1 : 0;
   EXPECT_GE(fenced, 1);
-  for (auto& c : ctxs) c->TryCancel();
-  for (auto& rw : slow) {
-    while (rw->Read(&in)) {
-    }
-    rw->Finish();
-  }
+  slow.Close();
 }
 
 TEST_F(DistributorIdentityTest, FullReviewQueueIsUnavailable) {
   AddNode("gpu-1");
   auto auth = std::make_shared<GatedAuthenticator>();
-  auto o = Options();
-  o.authenticator = auth;
-  o.review_workers = 1;
-  o.review_queue = 2;
-  auto d = Start(o);
+  auto d = Start(ReviewOptions(auth, /*workers=*/1, /*queue=*/2));
   ASSERT_TRUE(d);
-  std::vector<std::unique_ptr<v1::FenceDistribution::Stub>> stubs;
-  std::vector<std::unique_ptr<grpc::ClientContext>> ctxs;
-  std::vector<std::unique_ptr<grpc::ClientReaderWriter<v1::AgentMessage, v1::ControllerMessage>>>
-      slow;
+  Streams slow(d->port());
   for (int i = 0; i < 3; ++i) {  // one under review, two queued
-    stubs.push_back(Stub(d->port()));
-    ctxs.push_back(std::make_unique<grpc::ClientContext>());
-    ctxs.back()->AddMetadata("authorization", "Bearer slow");
-    slow.push_back(stubs.back()->Stream(ctxs.back().get()));
-    ASSERT_TRUE(slow.back()->Write(Hello("gpu-1")));
+    ASSERT_TRUE(slow.Open("slow").Write(Hello("gpu-1")));
     if (i == 0) {
       ASSERT_TRUE(auth->WaitReviews(1));
     }
@@ -807,21 +817,14 @@ TEST_F(DistributorIdentityTest, FullReviewQueueIsUnavailable) {
   EXPECT_FALSE(fence.has_value());
   EXPECT_EQ(st.error_code(), grpc::StatusCode::UNAVAILABLE) << st.error_message();
   auth->Release();
-  for (auto& c : ctxs) c->TryCancel();
-  v1::ControllerMessage in;
-  for (auto& rw : slow) {
-    while (rw->Read(&in)) {
-    }
-    rw->Finish();
-  }
+  slow.Close();
 }
 
 TEST_F(DistributorIdentityTest, RefusedTokensFromOneAddressAreRateLimited) {
   AddNode("gpu-1");
   auto auth =
       std::make_shared<FakeAuthenticator>(std::map<std::string, std::string>{{"tok-1", "gpu-1"}});
-  auto o = Options();
-  o.authenticator = auth;
+  auto o = Options(auth);
   o.refused_token_burst = 3;
   o.refused_tokens_per_minute = 0.01;  // no refill within the test
   auto d = Start(o);
@@ -841,8 +844,7 @@ TEST_F(DistributorIdentityTest, RefusedTokensFromOneAddressAreRateLimited) {
   }
   EXPECT_EQ(auth->calls(), 3);
   // Limit off: every refused token is reviewed again.
-  auto o2 = Options();
-  o2.authenticator = auth;
+  auto o2 = Options(auth);
   o2.refused_token_burst = 0;
   auto d2 = Start(o2);
   ASSERT_TRUE(d2);

@@ -12,6 +12,15 @@ NodeFencePtr Fence(uint64_t version) {
   return WireFence::From(f);
 }
 
+// `slot` takes the fence of `version` as desired and hands it out on the stream `nonce`.
+::testing::AssertionResult Sent(FenceSlot& slot, uint64_t version, const std::string& nonce) {
+  if (auto st = slot.SetDesired(Fence(version)); !st.ok()) {
+    return ::testing::AssertionFailure() << st.ToString();
+  }
+  if (!slot.TakeNext(nonce).has_value()) return ::testing::AssertionFailure() << "nothing due";
+  return ::testing::AssertionSuccess();
+}
+
 const auto kNow = std::chrono::steady_clock::time_point(std::chrono::seconds(5));
 
 TEST(FenceSlotTest, NothingDueWithoutDesired) {
@@ -71,8 +80,7 @@ TEST(FenceSlotTest, NewerDesiredReplacesUnsentOneNotQueued) {
 
 TEST(FenceSlotTest, AckMustMatchVersionAndNonce) {
   FenceSlot slot;
-  ASSERT_TRUE(slot.SetDesired(Fence(7)).ok());
-  ASSERT_TRUE(slot.TakeNext("good").has_value());
+  ASSERT_TRUE(Sent(slot, 7, "good"));
   EXPECT_EQ(slot.OnAck(7, "old-nonce"), AnswerResult::kStale);
   EXPECT_EQ(slot.OnAck(6, "good"), AnswerResult::kStale);
   EXPECT_EQ(slot.OnNack(7, "bad", "x", kNow), AnswerResult::kStale);
@@ -84,8 +92,7 @@ TEST(FenceSlotTest, AckMustMatchVersionAndNonce) {
 
 TEST(FenceSlotTest, NackIsRecordedAndNotResentUntilNewerOrNewStream) {
   FenceSlot slot;
-  ASSERT_TRUE(slot.SetDesired(Fence(2)).ok());
-  ASSERT_TRUE(slot.TakeNext("n").has_value());
+  ASSERT_TRUE(Sent(slot, 2, "n"));
   EXPECT_EQ(slot.OnNack(2, "n", "cgroup not found", kNow), AnswerResult::kAccepted);
   ASSERT_TRUE(slot.last_nack().has_value());
   EXPECT_EQ(slot.last_nack()->version, 2u);
@@ -102,8 +109,7 @@ TEST(FenceSlotTest, NackIsRecordedAndNotResentUntilNewerOrNewStream) {
 
 TEST(FenceSlotTest, NewStreamResendsDesiredAndForgetsInFlight) {
   FenceSlot slot;
-  ASSERT_TRUE(slot.SetDesired(Fence(4)).ok());
-  ASSERT_TRUE(slot.TakeNext("s1").has_value());
+  ASSERT_TRUE(Sent(slot, 4, "s1"));
   slot.ResetStream();
   EXPECT_FALSE(slot.in_flight().has_value());
   EXPECT_EQ(slot.OnAck(4, "s1"), AnswerResult::kStale) << "answers from the old stream";

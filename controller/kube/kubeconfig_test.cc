@@ -1,4 +1,5 @@
 #include "controller/kube/kubeconfig.h"
+#include "tests/fixtures/status_testing.h"
 #include "tests/fixtures/temp_dir.h"
 
 #include <gtest/gtest.h>
@@ -120,10 +121,7 @@ TEST_F(KubeconfigTest, OversizeFilesAreRefusedNotRead) {
   // 5 MiB where a kubeconfig is expected: refused with a message, never parsed.
   Write(dir_.path() + "/huge", std::string(5 << 20, '#'));
   auto r = LoadKubeconfig(dir_.path() + "/huge");
-  ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(r.status().message().find("larger than 4 MiB"), std::string::npos)
-      << r.status().ToString();
+  ASSERT_TRUE(feedguard::testing::FailsWith(r, StatusCode::kInvalidArgument, "larger than 4 MiB"));
   // Just under the limit is read (and then judged as YAML).
   Write(dir_.path() + "/big", "# " + std::string((4 << 20) - 3, 'x') + "\n");
   auto b = LoadKubeconfig(dir_.path() + "/big");

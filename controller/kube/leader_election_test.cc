@@ -48,6 +48,11 @@ struct Fixture {
   std::shared_ptr<ManualTimeSource> clock = std::make_shared<ManualTimeSource>();
   ClientPtr client = std::make_shared<Client>(
       std::make_shared<FakeTransport>([this](const HttpRequest& r) { return server.Handle(r); }));
+  std::shared_ptr<FakeSleeper> sleeper = std::make_shared<FakeSleeper>(clock);
+  // A candidate `id` on this server, clock and sleeper.
+  LeaderElector Elector(const std::string& id) {
+    return LeaderElector(client, Config(id), clock, sleeper);
+  }
   LeaderElectionConfig Config(const std::string& id) {
     LeaderElectionConfig c;
     c.lease_namespace = "kube-system";
@@ -57,11 +62,15 @@ struct Fixture {
   }
 };
 
-TEST(LeaderElectionTest, OneHolderTakeoverAfterExpiryCountsTransitions) {
+// Candidates "a" and "b" on one lease.
+class LeaderElectionTwoCandidatesTest : public ::testing::Test {
+ protected:
   Fixture f;
-  auto sleeper = std::make_shared<FakeSleeper>(f.clock);
-  LeaderElector a(f.client, f.Config("a"), f.clock, sleeper);
-  LeaderElector b(f.client, f.Config("b"), f.clock, sleeper);
+  LeaderElector a = f.Elector("a");
+  LeaderElector b = f.Elector("b");
+};
+
+TEST_F(LeaderElectionTwoCandidatesTest, OneHolderTakeoverAfterExpiryCountsTransitions) {
   EXPECT_TRUE(a.TryAcquireOrRenew());
   EXPECT_FALSE(b.TryAcquireOrRenew());
   EXPECT_EQ(b.ObservedLeader(), "a");
@@ -87,11 +96,7 @@ TEST(LeaderElectionTest, OneHolderTakeoverAfterExpiryCountsTransitions) {
   EXPECT_FALSE(a.TryAcquireOrRenew());  // a sees b's fresh record
 }
 
-TEST(LeaderElectionTest, ReleaseLetsOtherTakeOverAtOnce) {
-  Fixture f;
-  auto sleeper = std::make_shared<FakeSleeper>(f.clock);
-  LeaderElector a(f.client, f.Config("a"), f.clock, sleeper);
-  LeaderElector b(f.client, f.Config("b"), f.clock, sleeper);
+TEST_F(LeaderElectionTwoCandidatesTest, ReleaseLetsOtherTakeOverAtOnce) {
   ASSERT_TRUE(a.TryAcquireOrRenew());
   ASSERT_FALSE(b.TryAcquireOrRenew());
   ASSERT_TRUE(a.Release().ok());
@@ -101,7 +106,6 @@ TEST(LeaderElectionTest, ReleaseLetsOtherTakeOverAtOnce) {
 
 TEST(LeaderElectionTest, RunLosesLeadershipAfterRenewDeadline) {
   Fixture f;
-  auto sleeper = std::make_shared<FakeSleeper>(f.clock);
   auto cfg = f.Config("a");
   int started = 0, stopped = 0;
   std::chrono::steady_clock::time_point started_at, stopped_at;
@@ -129,7 +133,7 @@ TEST(LeaderElectionTest, RunLosesLeadershipAfterRenewDeadline) {
     int* n_;
   };
   LeaderElector runner(f.client, cfg, f.clock,
-                       std::make_shared<FlipSleeper>(sleeper, &f.server, &renewals));
+                       std::make_shared<FlipSleeper>(f.sleeper, &f.server, &renewals));
   runner.Run(stop.get_token());
   EXPECT_EQ(started, 1);
   EXPECT_EQ(stopped, 1);
@@ -137,7 +141,7 @@ TEST(LeaderElectionTest, RunLosesLeadershipAfterRenewDeadline) {
   // Last good renew at 2 retries (4 s); failures from there for ≥ 10 s.
   EXPECT_GE(stopped_at - started_at, seconds(14));
   EXPECT_LE(stopped_at - started_at, seconds(16));
-  for (auto d : sleeper->sleeps()) EXPECT_EQ(d, seconds(2));
+  for (auto d : f.sleeper->sleeps()) EXPECT_EQ(d, seconds(2));
 }
 
 TEST(LeaderElectionTest, TimeFormats) {

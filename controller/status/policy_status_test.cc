@@ -16,6 +16,20 @@ const nlohmann::json* FindCondition(const nlohmann::json& st, const std::string&
   return nullptr;
 }
 
+// Each counter of `st`, named by a JSON pointer ("/nodes/enforced"), holds its number.
+void ExpectCounts(const nlohmann::json& st, std::vector<std::pair<std::string, int>> want) {
+  for (const auto& [pointer, n] : want) {
+    EXPECT_EQ(st.value(nlohmann::json::json_pointer(pointer), nlohmann::json()), n) << pointer;
+  }
+}
+
+// The statuses of the Ready and Degraded conditions.
+void ExpectReadyDegraded(const nlohmann::json& st, const std::string& ready,
+                         const std::string& degraded) {
+  EXPECT_EQ((*FindCondition(st, "Ready"))["status"], ready);
+  EXPECT_EQ((*FindCondition(st, "Degraded"))["status"], degraded);
+}
+
 class PolicyStatusTest : public ::testing::Test {
  protected:
   PolicyStatusTest() {
@@ -77,12 +91,11 @@ TEST_F(PolicyStatusTest, AllEnforcedIsReady) {
   AddPod(r, "n2", v1::PodReport::NEIGHBOUR, true);
   auto st = Compute();
   EXPECT_EQ(st["observedGeneration"], 4);
-  EXPECT_EQ(st["nodes"]["matched"], 1);
-  EXPECT_EQ(st["nodes"]["enforced"], 1);
-  EXPECT_EQ(st["trainers"]["protected"], 1);
-  EXPECT_EQ(st["neighbours"]["fenced"], 2);
-  EXPECT_EQ((*FindCondition(st, "Ready"))["status"], "True");
-  EXPECT_EQ((*FindCondition(st, "Degraded"))["status"], "False");
+  ExpectCounts(st, {{"/nodes/matched", 1},
+                    {"/nodes/enforced", 1},
+                    {"/trainers/protected", 1},
+                    {"/neighbours/fenced", 2}});
+  ExpectReadyDegraded(st, "True", "False");
   EXPECT_TRUE(st["failures"].empty());
 }
 
@@ -101,8 +114,7 @@ TEST_F(PolicyStatusTest, GpuBusyAggregateAndStarvedUsesIt) {
   gpu("no-wait-gpu-idle", 2.0, 41.0);     // under-busy for another reason: not starved
   AddPod(r, "no-nvml", v1::PodReport::TRAINER, true, "", 35.0);  // PSI alone decides
   auto st = Compute();
-  EXPECT_EQ(st["trainers"]["protected"], 4);
-  EXPECT_EQ(st["trainers"]["starved"], 2);
+  ExpectCounts(st, {{"/trainers/protected", 4}, {"/trainers/starved", 2}});
   EXPECT_EQ(st["trainers"]["gpuBusy"]["sampled"], 3);
   EXPECT_EQ(st["trainers"]["gpuBusy"]["avgPercent"], 50);  // (23+97+41)/3 = 53.7 → 50
   EXPECT_EQ(st["trainers"]["gpuBusy"]["minPercent"], 20);
@@ -128,13 +140,12 @@ TEST_F(PolicyStatusTest, FailuresStaleAndStarved) {
   in_.agents["d"].nack_error = "bad fence";
   Node("e", 1, true, 7, 6);  // in flight
   auto st = Compute();
-  EXPECT_EQ(st["nodes"]["matched"], 5);
-  EXPECT_EQ(st["nodes"]["enforced"], 1);
-  EXPECT_EQ(st["nodes"]["failed"], 2);
-  EXPECT_EQ(st["nodes"]["stale"], 1);
-  EXPECT_EQ(st["trainers"]["starved"], 1);
-  EXPECT_EQ((*FindCondition(st, "Ready"))["status"], "False");
-  EXPECT_EQ((*FindCondition(st, "Degraded"))["status"], "True");
+  ExpectCounts(st, {{"/nodes/matched", 5},
+                    {"/nodes/enforced", 1},
+                    {"/nodes/failed", 2},
+                    {"/nodes/stale", 1},
+                    {"/trainers/starved", 1}});
+  ExpectReadyDegraded(st, "False", "True");
   ASSERT_EQ(st["failures"].size(), 3u);
   EXPECT_EQ(st["failures"][0]["node"], "b");
   EXPECT_EQ(st["failures"][0]["reason"], "AgentNotConnected");
@@ -148,16 +159,12 @@ TEST_F(PolicyStatusTest, DisconnectedIsStaleOnlyAfterGrace) {
   Node("a", 1, false, 3, 3);
   AddPod(Report("a"), "t", v1::PodReport::TRAINER, true);
   auto st = Compute();
-  EXPECT_EQ(st["nodes"]["enforced"], 1);
-  EXPECT_EQ(st["nodes"]["stale"], 0);
-  EXPECT_EQ((*FindCondition(st, "Ready"))["status"], "True");
-  EXPECT_EQ((*FindCondition(st, "Degraded"))["status"], "False");
+  ExpectCounts(st, {{"/nodes/enforced", 1}, {"/nodes/stale", 0}});
+  ExpectReadyDegraded(st, "True", "False");
   in_.agents["a"].stale = true;
   st = Compute();
-  EXPECT_EQ(st["nodes"]["enforced"], 0);
-  EXPECT_EQ(st["nodes"]["stale"], 1);
-  EXPECT_EQ((*FindCondition(st, "Ready"))["status"], "False");
-  EXPECT_EQ((*FindCondition(st, "Degraded"))["status"], "True");
+  ExpectCounts(st, {{"/nodes/enforced", 0}, {"/nodes/stale", 1}});
+  ExpectReadyDegraded(st, "False", "True");
   ASSERT_EQ(st["failures"].size(), 1u);
   EXPECT_EQ(st["failures"][0]["reason"], "AgentNotConnected");
 }
@@ -178,8 +185,7 @@ TEST_F(PolicyStatusTest, CrossTierNeighboursAreSaid) {
   EXPECT_EQ(c["reason"], "NeighboursInOtherQoSTier");
   EXPECT_NE(c["message"].get<std::string>().find("2 neighbours"), std::string::npos);
   EXPECT_NE(c["message"].get<std::string>().find("(Guaranteed)"), std::string::npos);
-  EXPECT_EQ((*FindCondition(st, "Ready"))["status"], "True");
-  EXPECT_EQ((*FindCondition(st, "Degraded"))["status"], "False");
+  ExpectReadyDegraded(st, "True", "False");
 }
 
 // A DryRun policy's pods come back planned (reason DryRun, not enforced): counted as what
@@ -193,10 +199,10 @@ TEST_F(PolicyStatusTest, DryRunPodsArePlannedNotFailures) {
   AddPod(r, "n2", v1::PodReport::NEIGHBOUR, false, "DryRun");
   for (auto& p : *r->mutable_pods()) p.set_planned(true);
   auto st = Compute();
-  EXPECT_EQ(st["nodes"]["enforced"], 1);
-  EXPECT_EQ(st["nodes"]["failed"], 0);
-  EXPECT_EQ(st["trainers"]["protected"], 1);
-  EXPECT_EQ(st["neighbours"]["fenced"], 2);
+  ExpectCounts(st, {{"/nodes/enforced", 1},
+                    {"/nodes/failed", 0},
+                    {"/trainers/protected", 1},
+                    {"/neighbours/fenced", 2}});
   EXPECT_TRUE(st["failures"].empty());
   const auto& ready = *FindCondition(st, "Ready");
   EXPECT_EQ(ready["status"], "True");
@@ -346,14 +352,12 @@ TEST_F(PolicyStatusTest, AnUnreadableAgentIsFailingNeverEnforced) {
   AddPod(Report("a"), "t", v1::PodReport::TRAINER, true);
   in_.agents["a"].unreadable_error = "a message of 120 bytes did not parse";
   auto st = Compute();
-  EXPECT_EQ(st["nodes"]["enforced"], 0);
-  EXPECT_EQ(st["nodes"]["failed"], 1);
+  ExpectCounts(st, {{"/nodes/enforced", 0}, {"/nodes/failed", 1}});
   ASSERT_EQ(st["failures"].size(), 1u);
   EXPECT_EQ(st["failures"][0]["reason"], "AgentMessageUnreadable");
   EXPECT_NE(st["failures"][0]["message"].get<std::string>().find("did not parse"),
             std::string::npos);
-  EXPECT_EQ((*FindCondition(st, "Ready"))["status"], "False");
-  EXPECT_EQ((*FindCondition(st, "Degraded"))["status"], "True");
+  ExpectReadyDegraded(st, "False", "True");
 }
 
 TEST_F(PolicyStatusTest, AFenceTooLargeToSendIsAFailureOfItsNode) {
@@ -365,8 +369,7 @@ TEST_F(PolicyStatusTest, AFenceTooLargeToSendIsAFailureOfItsNode) {
   Node("b", 1, true, 2, 2);
   AddPod(Report("b"), "t", v1::PodReport::TRAINER, true);
   auto st = Compute();
-  EXPECT_EQ(st["nodes"]["enforced"], 1);
-  EXPECT_EQ(st["nodes"]["failed"], 1);
+  ExpectCounts(st, {{"/nodes/enforced", 1}, {"/nodes/failed", 1}});
   ASSERT_EQ(st["failures"].size(), 1u);
   EXPECT_EQ(st["failures"][0]["node"], "a");
   EXPECT_EQ(st["failures"][0]["reason"], "FenceTooLarge");

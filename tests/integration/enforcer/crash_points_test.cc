@@ -96,7 +96,7 @@ Pods MakePods(Tree& tree) {
   PodIdentity c = tree.AddPod("nb-max", QosClass::kBurstable, 1, 262144, -1);
   pods.neighbours = {a, b, c};
   for (const auto& p : {pods.trainer, a, b, c}) tree.AddDir(tree.PodRel(p) + "/sandbox");
-  const std::string pod_a = tree.Mount("cpu") + "/" + tree.PodRel(a);
+  const std::string pod_a = tree.PodDir(a);
   const std::string ctr_a = tree.ContainerDir(a, 0);
   if (tree.v2()) {
     EXPECT_TRUE(WriteKnob(pod_a + "/cpu.max", "100000 250000"));
@@ -280,16 +280,15 @@ size_t KillAtEveryWrite(Tree& tree, const std::string& name, const std::vector<S
 TEST_P(CrashPointsTest, KillAfterEveryWriteOfEveryTransitionEndsByteExact) {
   Tree tree(GetParam());
   const Pods pods = MakePods(tree);
-  auto all = CpuSet::Parse(tree.cpus());
-  ASSERT_TRUE(all.ok());
+  const CpuSet all = tree.CpuList();
   const auto before = tree.Snapshot();
-  const std::vector<Fence> fences = Fences(*all);
+  const std::vector<Fence> fences = Fences(all);
   size_t scenarios = 0, kills = 0;
   for (const Fence& a : fences) {
     for (const Fence& b : fences) {
       if (a.name == b.name) continue;
       const std::string name = a.name + " -> " + b.name + " -> withdrawn";
-      kills += KillAtEveryWrite(tree, name, Scenario(pods, a, b, *all), before, true);
+      kills += KillAtEveryWrite(tree, name, Scenario(pods, a, b, all), before, true);
       ++scenarios;
       if (HasFatalFailure() || HasNonfatalFailure()) return;
     }
@@ -309,13 +308,13 @@ TEST_P(CrashPointsTest, KillDuringAResizeLandingAndARefusedQuotaEndsByteExact) {
   PodIdentity nb = tree.AddPod("nb-resize", QosClass::kBurstable, 1, 256, -1);
   PodIdentity q = tree.AddPod("nb-refused", QosClass::kBurstable, 1, 256, 100000);
   tree.AddDir(tree.PodRel(q) + "/sandbox");
-  const std::string sandbox = tree.Mount("cpu") + "/" + tree.PodRel(q) + "/sandbox";
+  const std::string sandbox = tree.PodDir(q) + "/sandbox";
   if (tree.v2()) {
     ASSERT_TRUE(WriteKnob(sandbox + "/cpu.max", "90000 100000"));
   } else {
     ASSERT_TRUE(WriteKnob(sandbox + "/cpu.cfs_quota_us", "90000"));
   }
-  const std::string weight = tree.Mount("cpu") + "/" + tree.PodRel(nb) + "/" + tree.WeightFile();
+  const std::string weight = tree.PodDir(nb) + "/" + tree.WeightFile();
   const auto before = tree.Snapshot();
   auto idle_plan = [&](int64_t req, uint64_t version) {
     Plan plan;
@@ -359,11 +358,7 @@ TEST_P(CrashPointsTest, KillDuringAResizeLandingAndARefusedQuotaEndsByteExact) {
   std::cout << "[ info ] 2 scenarios, " << kills << " kills, every one byte-exact\n";
 }
 
-INSTANTIATE_TEST_SUITE_P(Version, CrashPointsTest,
-                         ::testing::Values(CgroupVersion::kV1, CgroupVersion::kV2),
-                         [](const auto& info) {
-                           return std::string(cgroup::CgroupVersionName(info.param));
-                         });
+INSTANTIATE_TEST_SUITE_P(Version, CrashPointsTest, BothVersions(), VersionName);
 
 }  // namespace
 }  // namespace feedguard::agent

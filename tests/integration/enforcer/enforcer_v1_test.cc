@@ -52,9 +52,8 @@ using cgroup::CgroupVersion;
 // half weight + quota, all confined to the last CPU. Deterministic: the crash child rebuilds the
 // same plan over the parent's tree.
 Plan BigPlan(Tree& tree, int n) {
-  auto all = CpuSet::Parse(tree.cpus());
-  EXPECT_TRUE(all.ok());
-  const int first = all->ToVector().front(), last = all->ToVector().back();
+  const CpuSet all = tree.CpuList();
+  const int first = all.ToVector().front(), last = all.ToVector().back();
   Plan plan;
   plan.fence_version = 1;
   TrainerPlacement t;
@@ -97,11 +96,9 @@ class EnforcerCgroupTest : public ::testing::TestWithParam<CgroupVersion> {
 
 TEST_P(EnforcerCgroupTest, AppliesVerifiesAndRevertsRealFiles) {
   Tree tree(GetParam());
-  TempDir state;
   Plan plan = BigPlan(tree, 6);
   const auto before = tree.Snapshot();
-  auto store = OpenStore(state.path());
-  Enforcer enf(tree.cgroups(), store, {});
+  auto [state, store, enf] = Rig(tree);
   auto r = enf.Apply(plan);
   ExpectEnforced(r, 7);
   EXPECT_GT(r.files_written, 20u);
@@ -135,26 +132,23 @@ TEST_P(EnforcerCgroupTest, AppliesVerifiesAndRevertsRealFiles) {
 // effective set to the parent's. Both must be reported as CpusetNotSubset.
 TEST_P(EnforcerCgroupTest, CpusetOutsideTheParentIsReportedNotSubset) {
   Tree tree(GetParam());
-  auto all = CpuSet::Parse(tree.cpus());
-  ASSERT_TRUE(all.ok());
-  if (all->size() < 2) GTEST_SKIP() << "needs at least 2 CPUs";
-  TempDir state;
+  const CpuSet all = tree.CpuList();
+  if (all.size() < 2) GTEST_SKIP() << "needs at least 2 CPUs";
   auto pod = tree.AddPod("nb-subset", QosClass::kBurstable, 1, 100, -1);
   // Narrow the QoS tier (and so the pod and its container) to the first CPU, then ask for the
   // last: the tier is kubelet's, never ours to widen.
   const std::string tier = tree.Mount("cpuset") + "/kubepods/burstable";
   const std::string pod_dir = tier + "/podnb-subset";
-  const std::string first = std::to_string(all->ToVector().front());
+  const std::string first = std::to_string(all.ToVector().front());
   ASSERT_TRUE(WriteKnob(pod_dir + "/nb-subsetc0/cpuset.cpus", first));
   ASSERT_TRUE(WriteKnob(pod_dir + "/cpuset.cpus", first));
   ASSERT_TRUE(WriteKnob(tier + "/cpuset.cpus", first));
   const auto before = tree.Snapshot();
-  auto store = OpenStore(state.path());
-  Enforcer enf(tree.cgroups(), store, {});
+  auto [state, store, enf] = Rig(tree);
   Plan plan;
   NeighbourAction a;
   a.pod = pod;
-  a.cpus = CpuSet{all->ToVector().back()};
+  a.cpus = CpuSet{all.ToVector().back()};
   plan.neighbours.push_back(a);
   auto r = enf.Apply(plan);
   ASSERT_EQ(r.pods.size(), 1u);
@@ -217,6 +211,13 @@ TEST_P(EnforcerCgroupTest, InotifyReportsWritesByAnotherProcessAndWatcherRestore
 constexpr char kEnvTree[] = "FG_CRASH_TREE";
 
 // Sets a dir's bandwidth limit the way kubelet/runc leave it (v1: period, then quota).
+// Withdrawing every fence leaves each file of the tree as it was in `before`.
+void ExpectRevertedToExactly(Enforcer& enf, const Tree& tree,
+                             const std::map<std::string, std::string>& before) {
+  enf.RevertAll();
+  EXPECT_EQ(tree.Snapshot(), before);
+}
+
 void SetLimit(const Tree& tree, const std::string& dir, int64_t quota, int64_t period) {
   if (tree.v2()) {
     ASSERT_TRUE(WriteKnob(dir + "/cpu.max", std::to_string(quota) + " " + std::to_string(period)))
@@ -238,6 +239,17 @@ Plan OneNeighbour(const PodIdentity& pod, const std::function<void(NeighbourActi
   return plan;
 }
 
+// A plan with one trainer, `pod`, pinned to `cpus`.
+Plan PinnedTrainer(const PodIdentity& pod, const CpuSet& cpus) {
+  Plan plan;
+  TrainerPlacement t;
+  t.pod = pod;
+  t.policy = "p";
+  t.cpus = cpus;
+  plan.trainers.push_back(t);
+  return plan;
+}
+
 // An Idle fence on `pod`, planned with the pod's CPU request `req_milli` (what kubelet's in-place
 // resize changes).
 Plan IdlePlan(const PodIdentity& pod, int64_t req_milli) {
@@ -252,11 +264,9 @@ Plan IdlePlan(const PodIdentity& pod, int64_t req_milli) {
 TEST_P(EnforcerCgroupTest, KubeletResizeDuringAFenceSurvivesTheRevert) {
   Tree tree(GetParam());
   PodIdentity pod = tree.AddPod("resize-0001", QosClass::kBurstable, 1, 256, -1);
-  const std::string weight = tree.Mount("cpu") + "/" + tree.PodRel(pod) + "/" + tree.WeightFile();
+  const std::string weight = tree.PodDir(pod) + "/" + tree.WeightFile();
   const std::string original = Slurp(weight);
-  TempDir state;
-  auto store = OpenStore(state.path());
-  Enforcer enf(tree.cgroups(), store, {});
+  auto [state, store, enf] = Rig(tree);
   Plan plan = OneNeighbour(pod, [](NeighbourAction& a) { a.weight = 1; });
   ExpectEnforced(enf.Apply(plan), 1);
   ASSERT_NE(Slurp(weight), original);
@@ -280,15 +290,13 @@ TEST_P(EnforcerCgroupTest, KubeletResizeDuringAFenceSurvivesTheRevert) {
 TEST_P(EnforcerCgroupTest, IdleFencedPodResizedInPlaceEndsWithKubeletsNewWeight) {
   Tree tree(GetParam());
   PodIdentity pod = tree.AddPod("resize-idle1", QosClass::kBurstable, 1, 256, -1);
-  const std::string dir = tree.Mount("cpu") + "/" + tree.PodRel(pod);
+  const std::string dir = tree.PodDir(pod);
   const std::string weight = dir + "/" + tree.WeightFile();
-  TempDir state;
-  auto store = OpenStore(state.path());
   // The kernel's cpu.idle itself (on a 6.1 kernel only an operator's opt-in keeps it there:
   // IdleHeldAsTheLowestWeightFollowsAnInPlaceResize covers the default).
   EnforcerOptions o;
   o.idle_when_weight_reads_zero = true;
-  Enforcer enf(tree.cgroups(), store, o);
+  auto [state, store, enf] = Rig(tree, o);
   auto plan_with = [&](int64_t req) { return IdlePlan(pod, req); };
   ExpectEnforced(enf.Apply(plan_with(250)), 1);
   ASSERT_EQ(Slurp(dir + "/cpu.idle"), "1\n");
@@ -322,12 +330,10 @@ TEST_P(EnforcerCgroupTest, IdleHeldAsTheLowestWeightFollowsAnInPlaceResize) {
   Tree tree(GetParam());
   if (!tree.v2()) GTEST_SKIP() << "cgroup v1 shows an idle group's shares as they were";
   PodIdentity pod = tree.AddPod("resize-idle-w", QosClass::kBurstable, 1, 256, -1);
-  const std::string dir = tree.Mount("cpu") + "/" + tree.PodRel(pod);
+  const std::string dir = tree.PodDir(pod);
   const std::string weight = dir + "/" + tree.WeightFile();
   const std::string original = Slurp(weight);
-  TempDir state;
-  auto store = OpenStore(state.path());
-  Enforcer enf(tree.cgroups(), store, {});
+  auto [state, store, enf] = Rig(tree);
   auto plan_with = [&](int64_t req) { return IdlePlan(pod, req); };
   auto r = enf.Apply(plan_with(250));
   ExpectEnforced(r, 1);
@@ -364,11 +370,9 @@ TEST_P(EnforcerCgroupTest, IdleFencedPodResizedToOneCpuIsFencedAgainOnKubeletsWr
   {
     Tree tree(GetParam());
     PodIdentity pod = tree.AddPod("resize-1cpu", QosClass::kBurstable, 1, 256, -1);
-    const std::string dir = tree.Mount("cpu") + "/" + tree.PodRel(pod);
+    const std::string dir = tree.PodDir(pod);
     const std::string weight = dir + "/" + tree.WeightFile();
-    TempDir state;
-    auto store = OpenStore(state.path());
-    Enforcer enf(tree.cgroups(), store, {});
+    auto [state, store, enf] = Rig(tree);
     auto plan_with = [&](int64_t req) { return IdlePlan(pod, req); };
     ExpectEnforced(enf.Apply(plan_with(250)), 1);
     auto r = enf.Apply(plan_with(1000));
@@ -397,9 +401,7 @@ TEST_P(EnforcerCgroupTest, OddOriginalWeightsComeBackExactAfterIdle) {
         tree.AddPod("odd-" + std::to_string(shares), QosClass::kBurstable, 1, shares, -1));
   }
   const auto before = tree.Snapshot();
-  TempDir state;
-  auto store = OpenStore(state.path());
-  Enforcer enf(tree.cgroups(), store, {});
+  auto [state, store, enf] = Rig(tree);
   Plan plan;
   for (const auto& p : pods) {
     NeighbourAction a;
@@ -409,8 +411,7 @@ TEST_P(EnforcerCgroupTest, OddOriginalWeightsComeBackExactAfterIdle) {
     plan.neighbours.push_back(a);
   }
   ExpectEnforced(enf.Apply(plan), pods.size());
-  enf.RevertAll();
-  EXPECT_EQ(tree.Snapshot(), before);
+  ExpectRevertedToExactly(enf, tree, before);
   // Idle → Weight on the same pods, then withdrawn.
   ExpectEnforced(enf.Apply(plan), pods.size());
   for (auto& a : plan.neighbours) {
@@ -418,8 +419,7 @@ TEST_P(EnforcerCgroupTest, OddOriginalWeightsComeBackExactAfterIdle) {
     a.weight = 1;
   }
   ExpectEnforced(enf.Apply(plan), pods.size());
-  enf.RevertAll();
-  EXPECT_EQ(tree.Snapshot(), before);
+  ExpectRevertedToExactly(enf, tree, before);
 }
 
 // v1 refuses a pod quota below a container's own limit: the fence lifts the container (it then
@@ -427,19 +427,16 @@ TEST_P(EnforcerCgroupTest, OddOriginalWeightsComeBackExactAfterIdle) {
 TEST_P(EnforcerCgroupTest, QuotaFenceLandsOnPodsWhoseContainersHaveLimitsAndPeriods) {
   Tree tree(GetParam());
   PodIdentity pod = tree.AddPod("limited-0001", QosClass::kBurstable, 2, 512, -1);
-  const std::string pod_dir = tree.Mount("cpu") + "/" + tree.PodRel(pod);
+  const std::string pod_dir = tree.PodDir(pod);
   SetLimit(tree, pod_dir, 100000, 250000);
   SetLimit(tree, tree.ContainerDir(pod, 0), 60000, 250000);
   SetLimit(tree, tree.ContainerDir(pod, 1), 40000, 250000);
   const auto before = tree.Snapshot();
-  TempDir state;
-  auto store = OpenStore(state.path());
-  Enforcer enf(tree.cgroups(), store, {});
+  auto [state, store, enf] = Rig(tree);
   Plan plan = OneNeighbour(pod, [](NeighbourAction& a) { a.quota = CpuQuota{10000, 100000}; });
   ExpectEnforced(enf.Apply(plan), 1);
   EXPECT_EQ(enf.Apply(plan).files_written, 0u);  // idempotent, nothing reverted either
-  enf.RevertAll();
-  EXPECT_EQ(tree.Snapshot(), before);
+  ExpectRevertedToExactly(enf, tree, before);
 }
 
 // A pod whose CFS burst is above its quota share: the kernel refuses the fence's quota below
@@ -448,24 +445,21 @@ TEST_P(EnforcerCgroupTest, QuotaFenceLandsOnPodsWhoseContainersHaveLimitsAndPeri
 TEST_P(EnforcerCgroupTest, QuotaFenceLandsOnAPodWithABurstAboveItsShare) {
   Tree tree(GetParam());
   PodIdentity pod = tree.AddPod("burst-0001", QosClass::kBurstable, 1, 512, -1);
-  const std::string pod_dir = tree.Mount("cpu") + "/" + tree.PodRel(pod);
+  const std::string pod_dir = tree.PodDir(pod);
   const std::string burst = pod_dir + (tree.v2() ? "/cpu.max.burst" : "/cpu.cfs_burst_us");
   if (!fs::exists(burst)) GTEST_SKIP() << "kernel lacks CFS burst (" << burst << ")";
   SetLimit(tree, pod_dir, 100000, 100000);
   ASSERT_TRUE(WriteKnob(burst, "50000")) << burst << ": " << std::strerror(errno);
   const auto before = tree.Snapshot();
   ASSERT_EQ(Trim(before.at(burst)), "50000");
-  TempDir state;
-  auto store = OpenStore(state.path());
-  Enforcer enf(tree.cgroups(), store, {});
+  auto [state, store, enf] = Rig(tree);
   Plan plan = OneNeighbour(pod, [](NeighbourAction& a) { a.quota = CpuQuota{20000, 100000}; });
   ExpectEnforced(enf.Apply(plan), 1);
   EXPECT_EQ(Trim(Slurp(burst)), "0");
   EXPECT_EQ(Trim(Slurp(pod_dir + (tree.v2() ? "/cpu.max" : "/cpu.cfs_quota_us"))),
             tree.v2() ? "20000 100000" : "20000");
   EXPECT_EQ(enf.Apply(plan).files_written, 0u);
-  enf.RevertAll();
-  EXPECT_EQ(tree.Snapshot(), before);
+  ExpectRevertedToExactly(enf, tree, before);
   EXPECT_EQ(store->size(), 0u);
 }
 
@@ -475,14 +469,12 @@ TEST_P(EnforcerCgroupTest, RefusedQuotaFenceRollsBackToTheExactBytes) {
   if (GetParam() == CgroupVersion::kV2) GTEST_SKIP() << "v2 clamps instead of refusing";
   Tree tree(GetParam());
   PodIdentity pod = tree.AddPod("refused-0001", QosClass::kBurstable, 1, 512, -1);
-  const std::string pod_dir = tree.Mount("cpu") + "/" + tree.PodRel(pod);
+  const std::string pod_dir = tree.PodDir(pod);
   SetLimit(tree, pod_dir, 50000, 250000);
   tree.AddDir(tree.PodRel(pod) + "/sandbox");
   SetLimit(tree, pod_dir + "/sandbox", 50000, 250000);
   const auto before = tree.Snapshot();
-  TempDir state;
-  auto store = OpenStore(state.path());
-  Enforcer enf(tree.cgroups(), store, {});
+  auto [state, store, enf] = Rig(tree);
   Plan plan = OneNeighbour(pod, [](NeighbourAction& a) { a.quota = CpuQuota{10000, 100000}; });
   auto r = enf.Apply(plan);
   ASSERT_EQ(r.pods.size(), 1u);
@@ -497,18 +489,12 @@ TEST_P(EnforcerCgroupTest, RefusedQuotaFenceRollsBackToTheExactBytes) {
 // restart must keep it ours, not try to revert it.
 TEST_P(EnforcerCgroupTest, SandboxDirAlreadyAtTheTargetStaysOursAcrossReapplyAndRestart) {
   Tree tree(GetParam());
-  auto all = CpuSet::Parse(tree.cpus());
-  ASSERT_TRUE(all.ok());
+  const CpuSet all = tree.CpuList();
   PodIdentity pod = tree.AddPod("pinned-0001", QosClass::kBurstable, 1, 512, -1);
   tree.AddDir(tree.PodRel(pod) + "/sandbox");
   const auto before = tree.Snapshot();
   TempDir state;
-  Plan plan;
-  TrainerPlacement t;
-  t.pod = pod;
-  t.policy = "p";
-  t.cpus = CpuSet{all->ToVector().front()};
-  plan.trainers.push_back(t);
+  Plan plan = PinnedTrainer(pod, CpuSet{all.ToVector().front()});
   {
     auto store = OpenStore(state.path());
     Enforcer enf(tree.cgroups(), store, {});
@@ -522,8 +508,7 @@ TEST_P(EnforcerCgroupTest, SandboxDirAlreadyAtTheTargetStaysOursAcrossReapplyAnd
   auto r = enf.Apply(plan);
   ExpectEnforced(r, 1);
   EXPECT_TRUE(r.reverts.empty());
-  enf.RevertAll();
-  EXPECT_EQ(tree.Snapshot(), before);
+  ExpectRevertedToExactly(enf, tree, before);
 }
 
 // A pinned trainer whose pod has a running process: withdrawing the pinning must not fail. On
@@ -537,14 +522,12 @@ TEST_P(EnforcerCgroupTest, IdleFencedPodResizedToOneCpuWithoutAWriteIsFencedAfte
   if (GetParam() == CgroupVersion::kV2) GTEST_SKIP() << "v1 only (see above)";
   Tree tree(GetParam());
   PodIdentity pod = tree.AddPod("resize-1cpu-q", QosClass::kBurstable, 1, 256, -1);
-  const std::string dir = tree.Mount("cpu") + "/" + tree.PodRel(pod);
+  const std::string dir = tree.PodDir(pod);
   const std::string weight = dir + "/" + tree.WeightFile();
-  TempDir state;
-  auto store = OpenStore(state.path());
   auto clock = std::make_shared<ManualTimeSource>();
   EnforcerOptions o;
   o.time_source = clock;
-  Enforcer enf(tree.cgroups(), store, o);
+  auto [state, store, enf] = Rig(tree, o);
   auto plan_with = [&](int64_t req) { return IdlePlan(pod, req); };
   ExpectEnforced(enf.Apply(plan_with(250)), 1);
   EXPECT_EQ(enf.Apply(plan_with(1000)).pods[0].reason(), reason::kResizePending);
@@ -570,16 +553,13 @@ TEST_P(EnforcerCgroupTest, ContainerRestartedUnderACpusetFenceIsWidenedOnRevert)
                     "set), so the pod dir's revert frees it";
   }
   Tree tree(GetParam());
-  auto all = CpuSet::Parse(tree.cpus());
-  ASSERT_TRUE(all.ok());
-  if (all->size() < 2) GTEST_SKIP() << "needs at least 2 CPUs";
+  const CpuSet all = tree.CpuList();
+  if (all.size() < 2) GTEST_SKIP() << "needs at least 2 CPUs";
   PodIdentity pod = tree.AddPod("restart-0001", QosClass::kBurstable, 1, 512, -1);
   const auto before = tree.Snapshot();
-  TempDir state;
-  auto store = OpenStore(state.path());
-  Enforcer enf(tree.cgroups(), store, {});
+  auto [state, store, enf] = Rig(tree);
   auto plan_for = [&](const PodIdentity& p) {
-    return OneNeighbour(p, [&](NeighbourAction& a) { a.cpus = CpuSet{all->ToVector().back()}; });
+    return OneNeighbour(p, [&](NeighbourAction& a) { a.cpus = CpuSet{all.ToVector().back()}; });
   };
   ExpectEnforced(enf.Apply(plan_for(pod)), 1);
   // The restart: a new container id, a new dir made as runc makes it on v1 (the kernel starts it
@@ -597,13 +577,13 @@ TEST_P(EnforcerCgroupTest, ContainerRestartedUnderACpusetFenceIsWidenedOnRevert)
     ASSERT_EQ(::mkdir(d.c_str(), 0755), 0) << d;
     dirs.made.push_back(d);
   }
-  const std::string pod_cpuset = tree.Mount("cpuset") + "/" + tree.PodRel(pod);
+  const std::string pod_cpuset = tree.PodDir(pod, "cpuset");
   for (const char* f : {"/cpuset.mems", "/cpuset.cpus"}) {
     ASSERT_TRUE(WriteKnob(tree.ContainerDir(pod, 1, "cpuset") + f,
                           std::string(Trim(Slurp(pod_cpuset + f)))));
   }
   const std::string fresh = tree.ContainerDir(pod, 1, "cpuset") + "/cpuset.cpus";
-  ASSERT_EQ(Trim(Slurp(fresh)), CpuSet{all->ToVector().back()}.ToString());
+  ASSERT_EQ(Trim(Slurp(fresh)), CpuSet{all.ToVector().back()}.ToString());
   ExpectEnforced(enf.Apply(plan_for(pod)), 1);
   enf.RevertAll();
   EXPECT_EQ(Trim(Slurp(fresh)), Trim(tree.cpus())) << "the restarted container stayed confined";
@@ -614,9 +594,8 @@ TEST_P(EnforcerCgroupTest, ContainerRestartedUnderACpusetFenceIsWidenedOnRevert)
 
 TEST_P(EnforcerCgroupTest, PinningIsWithdrawnFromAPodWithRunningProcesses) {
   Tree tree(GetParam());
-  auto all = CpuSet::Parse(tree.cpus());
-  ASSERT_TRUE(all.ok());
-  if (all->size() < 2) GTEST_SKIP() << "needs at least 2 CPUs";
+  const CpuSet all = tree.CpuList();
+  if (all.size() < 2) GTEST_SKIP() << "needs at least 2 CPUs";
   PodIdentity pod = tree.AddPod("busy-0001", QosClass::kBurstable, 1, 512, -1);
   const std::string ctr = tree.ContainerDir(pod, 0);
   const std::string ctr_cpuset = tree.ContainerDir(pod, 0, "cpuset");
@@ -642,15 +621,8 @@ TEST_P(EnforcerCgroupTest, PinningIsWithdrawnFromAPodWithRunningProcesses) {
     }
   }
   const std::string before = Slurp(ctr_cpuset + "/cpuset.cpus");
-  TempDir state;
-  auto store = OpenStore(state.path());
-  Enforcer enf(tree.cgroups(), store, {});
-  Plan plan;
-  TrainerPlacement t;
-  t.pod = pod;
-  t.policy = "p";
-  t.cpus = CpuSet{all->ToVector().front()};
-  plan.trainers.push_back(t);
+  auto [state, store, enf] = Rig(tree);
+  Plan plan = PinnedTrainer(pod, CpuSet{all.ToVector().front()});
   ExpectEnforced(enf.Apply(plan), 1);
   auto rv = enf.RevertAll();
   for (const auto& x : rv.reverts) {
@@ -827,11 +799,7 @@ TEST_P(EnforcerCgroupTest, KillAtRandomTimesThenRestartRestoresEveryByte) {
   std::cout << "[ info ] full run " << full.count() << "us, killed " << killed << "/8\n";
 }
 
-INSTANTIATE_TEST_SUITE_P(Version, EnforcerCgroupTest,
-                         ::testing::Values(CgroupVersion::kV1, CgroupVersion::kV2),
-                         [](const auto& info) {
-                           return std::string(cgroup::CgroupVersionName(info.param));
-                         });
+INSTANTIATE_TEST_SUITE_P(Version, EnforcerCgroupTest, BothVersions(), VersionName);
 
 }  // namespace
 }  // namespace feedguard::agent

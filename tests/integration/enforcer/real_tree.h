@@ -29,6 +29,7 @@
 #include "agent/cgroup/kernel_facts.h"
 #include "agent/cgroup/kubelet_facts.h"
 #include "agent/enforcer/checkpoint.h"
+#include "agent/enforcer/enforcer.h"
 #include "tests/fixtures/temp_dir.h"
 
 namespace feedguard::agent::realcg {
@@ -163,9 +164,13 @@ class Tree {
   }
 
   // The absolute dir of the pod's i-th container for controller `c` (v2: the unified dir).
+  // The pod's cgroup dir under controller `c`'s mount.
+  std::string PodDir(const PodIdentity& p, const char* c = "cpu") const {
+    return Mount(c) + "/" + PodRel(p);
+  }
   std::string ContainerDir(const PodIdentity& p, size_t i, const char* c = "cpu") const {
     const std::string& id = p.container_ids[i];
-    return Mount(c) + "/" + PodRel(p) + "/" + id.substr(id.find("://") + 3);
+    return PodDir(p, c) + "/" + id.substr(id.find("://") + 3);
   }
 
   // path → bytes of every knob file in every dir we made.
@@ -189,6 +194,12 @@ class Tree {
   const char* WeightFile() const { return v2() ? "cpu.weight" : "cpu.shares"; }
   const cgroup::CgroupsPtr& cgroups() const { return cgroups_; }
   const std::string& cpus() const { return cpus_; }
+  // cpus() parsed (empty, the failure reported, when it does not parse).
+  CpuSet CpuList() const {
+    auto all = CpuSet::Parse(cpus_);
+    EXPECT_TRUE(all.ok()) << cpus_;
+    return all.ok() ? *all : CpuSet{};
+  }
 
  private:
   void MkdirAll(const std::string& rel) {
@@ -245,10 +256,26 @@ inline std::string SnapshotDiff(const std::map<std::string, std::string>& got,
   return out;
 }
 
+// Both cgroup versions for INSTANTIATE_TEST_SUITE_P, the cases named by VersionName.
+inline auto BothVersions() { return ::testing::Values(CgroupVersion::kV1, CgroupVersion::kV2); }
+inline std::string VersionName(const ::testing::TestParamInfo<CgroupVersion>& info) {
+  return std::string(cgroup::CgroupVersionName(info.param));
+}
+
 inline CheckpointStorePtr OpenStore(const std::string& dir) {
   auto s = CheckpointStore::Open(dir);
   EXPECT_TRUE(s.ok()) << s.status().ToString();
   return s.ok() ? CheckpointStorePtr(std::move(*s)) : nullptr;
 }
+
+// A checkpoint store in a temp dir of its own and an enforcer over `tree` with it:
+// `auto [state, store, enf] = Rig(tree);` (a prvalue, so the three are built in place).
+struct Rig {
+  explicit Rig(const Tree& tree, EnforcerOptions o = {})
+      : store(OpenStore(state.path())), enf(tree.cgroups(), store, std::move(o)) {}
+  TempDir state;
+  CheckpointStorePtr store;
+  Enforcer enf;
+};
 
 }  // namespace feedguard::agent::realcg

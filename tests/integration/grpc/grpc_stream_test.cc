@@ -203,10 +203,30 @@ class GrpcStreamTest : public ::testing::Test {
     return o;
   }
 
+  // A server with ServerOptions() that holds `fence` as its node's desired one; null (the
+  // failure reported) when either does not work.
+  std::unique_ptr<Distributor> StartServerHolding(const v1::NodeFence& fence) {
+    auto server = StartServer(ServerOptions());
+    if (server) {
+      auto st = server->SetDesired(fence);
+      EXPECT_TRUE(st.ok()) << st.ToString();
+      if (!st.ok()) return nullptr;
+    }
+    return server;
+  }
   std::unique_ptr<Distributor> StartServer(DistributorOptions o) {
     auto d = Distributor::Start(std::move(o));
     EXPECT_TRUE(d.ok()) << d.status().ToString();
     return d.ok() ? std::move(d).value() : nullptr;
+  }
+
+  // gpu-1's client whose backoff starts at 20 ms, doubling up to 5 s (with `jitter`), and whose
+  // dials that reach nobody wait at most 50 ms.
+  FenceClientOptions FastBackoffOptions(int port, double jitter) {
+    auto o = ClientOptions("gpu-1", port);
+    o.backoff = {milliseconds(20), 2.0, milliseconds(5'000), jitter};
+    o.unreached_backoff_cap = milliseconds(50);
+    return o;
   }
 
   FenceClientOptions ClientOptions(const std::string& node, int port,
@@ -279,9 +299,8 @@ class GrpcStreamTest : public ::testing::Test {
 // ---- tests --------------------------------------------------------------------------------------
 
 TEST_F(GrpcStreamTest, HelloFenceAckRoundTrip) {
-  auto server = StartServer(ServerOptions());
+  auto server = StartServerHolding(Fence("gpu-1", 1));  // before the agent connects
   ASSERT_TRUE(server);
-  ASSERT_TRUE(server->SetDesired(Fence("gpu-1", 1)).ok());  // before the agent connects
   auto client = StartClient(ClientOptions("gpu-1", server->port()));
   ASSERT_TRUE(client);
 
@@ -326,9 +345,8 @@ TEST_F(GrpcStreamTest, AReportNamingANonUtf8CgroupReachesTheControllerReadable) 
   applier_->set_message(
       "CgroupNotFound: no cgroup at /sys/fs/cgroup/cpuset/kubepods/podu1/c1/"
       "\xff\xfe/cpuset.cpus");
-  auto server = StartServer(ServerOptions());
+  auto server = StartServerHolding(Fence("gpu-1", 1));
   ASSERT_TRUE(server);
-  ASSERT_TRUE(server->SetDesired(Fence("gpu-1", 1)).ok());
   auto client = StartClient(ClientOptions("gpu-1", server->port()));
   ASSERT_TRUE(client);
   ASSERT_TRUE(WaitUntil([&] { return observer_->Has("report gpu-1 1"); }, milliseconds(5'000)))
@@ -343,9 +361,8 @@ TEST_F(GrpcStreamTest, AReportNamingANonUtf8CgroupReachesTheControllerReadable) 
 TEST_F(GrpcStreamTest, TheAgentRefusesAFenceForAnotherNodeOrAnOlderVersionOnItsStream) {
   // Issue 28, item 7: the fence's metadata is checked, not trusted. A controller that routes
   // gpu-2's fence to gpu-1's stream (held here as gpu-1's, its bytes naming gpu-2) is NACKed.
-  auto server = StartServer(ServerOptions());
+  auto server = StartServerHolding(Fence("gpu-1", 5));
   ASSERT_TRUE(server);
-  ASSERT_TRUE(server->SetDesired(Fence("gpu-1", 5)).ok());
   auto client = StartClient(ClientOptions("gpu-1", server->port()));
   ASSERT_TRUE(WaitUntil([&] { return server->GetAgent("gpu-1")->acked_version == 5; }));
   const auto other = controller::WireFence::From(Fence("gpu-2", 6));
@@ -463,10 +480,7 @@ TEST_F(GrpcStreamTest, UnreachedDialsWaitAtMostTheUnreachedCap) {
   socklen_t len = sizeof addr;
   ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
   const int port = ntohs(addr.sin_port);
-  auto o = ClientOptions("gpu-1", port);
-  o.backoff = {milliseconds(20), 2.0, milliseconds(5'000), 0.2};
-  o.unreached_backoff_cap = milliseconds(50);
-  auto client = StartClient(std::move(o));
+  auto client = StartClient(FastBackoffOptions(port, /*jitter=*/0.2));
   ASSERT_TRUE(client);
   ASSERT_TRUE(WaitUntil([&] { return sleeper_->delays().size() >= 6; }));
   const auto delays = sleeper_->delays();
@@ -481,10 +495,7 @@ TEST_F(GrpcStreamTest, RefusalByAControllerKeepsTheFullBackoff) {
   so.admit_node = [](const std::string&) { return false; };
   auto server = StartServer(std::move(so));
   ASSERT_TRUE(server);
-  auto o = ClientOptions("gpu-1", server->port());
-  o.backoff = {milliseconds(20), 2.0, milliseconds(5'000), 0.0};
-  o.unreached_backoff_cap = milliseconds(50);
-  auto client = StartClient(std::move(o));
+  auto client = StartClient(FastBackoffOptions(server->port(), /*jitter=*/0.0));
   ASSERT_TRUE(client);
   ASSERT_TRUE(WaitUntil([&] { return sleeper_->delays().size() >= 4; }));
   const auto delays = sleeper_->delays();
@@ -494,9 +505,8 @@ TEST_F(GrpcStreamTest, RefusalByAControllerKeepsTheFullBackoff) {
 }
 
 TEST_F(GrpcStreamTest, ServerDisconnectThenReconnectAndResendIsIdempotent) {
-  auto server = StartServer(ServerOptions());
+  auto server = StartServerHolding(Fence("gpu-1", 1));
   ASSERT_TRUE(server);
-  ASSERT_TRUE(server->SetDesired(Fence("gpu-1", 1)).ok());
   auto client = StartClient(ClientOptions("gpu-1", server->port()));
   ASSERT_TRUE(WaitUntil([&] { return server->GetAgent("gpu-1")->acked_version == 1; }));
   ASSERT_TRUE(server->Disconnect("gpu-1").ok());
@@ -559,9 +569,8 @@ TEST_F(GrpcStreamTest, OnlyAKubeletStyleSubjectNamesANode) {
   ASSERT_TRUE(pki_->MakeLeaf("ca", "san", "tenant-app", {"DNS:gpu-san"}, false).ok());
   ASSERT_TRUE(pki_->MakeLeaf("ca", "no-org", "system:node:gpu-san", {}, false).ok());
   ASSERT_TRUE(pki_->MakeLeaf("ca", "node", "system:node:gpu-san", {}, false, "system:nodes").ok());
-  auto server = StartServer(ServerOptions());
+  auto server = StartServerHolding(Fence("gpu-san", 1));
   ASSERT_TRUE(server);
-  ASSERT_TRUE(server->SetDesired(Fence("gpu-san", 1)).ok());
   auto san = RawStub(server->port(), "san");
   EXPECT_EQ(HelloAndFinish(*san, "gpu-san").error_code(), grpc::StatusCode::PERMISSION_DENIED);
   EXPECT_EQ(HelloAndFinish(*san, "tenant-app").error_code(), grpc::StatusCode::PERMISSION_DENIED);
@@ -682,9 +691,8 @@ TEST_F(GrpcStreamTest, AgentCertificateRotationByFileWatch) {
 }
 
 TEST_F(GrpcStreamTest, PeriodicAndOnChangeReports) {
-  auto server = StartServer(ServerOptions());
+  auto server = StartServerHolding(Fence("gpu-1", 1));
   ASSERT_TRUE(server);
-  ASSERT_TRUE(server->SetDesired(Fence("gpu-1", 1)).ok());
   auto o = ClientOptions("gpu-1", server->port());
   o.report_interval = milliseconds(50);
   auto client = StartClient(std::move(o));
