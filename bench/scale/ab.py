@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
-"""ab.py — two controller binaries, one API server, steps interleaved (A B A B ...).
+"""ab.py — controller binaries, one API server, steps interleaved (A B C A B C ...).
 
 Same-run A/B of the controller alone: one private test bed loaded once (driver.py --testbed),
 then `driver.py step` with each binary in turn, the same simulator and phases, rows appended to
 one file; `--summary` prints each arm's values per field (rows grouped by controller sha256).
 
-  bench/scale/ab.py --a OLD_BIN --b NEW_BIN --build build/release --rounds 2 \\
+  bench/scale/ab.py --arm before=OLD_BIN --arm after=NEW_BIN --build build/release --rounds 2 \\
       --nodes 1000 --pods 30000 --agents 1000 --rows bench/results/scale-ab-DATE.jsonl
-  bench/scale/ab.py --summary bench/results/scale-ab-DATE.jsonl --a OLD_BIN --b NEW_BIN
+  bench/scale/ab.py --summary bench/results/scale-ab-DATE.jsonl --arm before=OLD_BIN ...
 """
 import argparse
 import hashlib
@@ -41,8 +41,8 @@ def summary(rows_file, arms):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--a", required=True, help="controller binary of arm A (before)")
-    p.add_argument("--b", required=True, help="controller binary of arm B (after)")
+    p.add_argument("--arm", action="append", required=True, metavar="LABEL=BINARY",
+                   help="a controller binary and its label (two or more, run in this order)")
     p.add_argument("--build", default=os.path.join(REPO, "build", "release"))
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--nodes", type=int, default=1000)
@@ -53,7 +53,8 @@ def main():
     p.add_argument("--work", default=None)
     p.add_argument("--summary", metavar="ROWS", help="print the arms' values from ROWS and exit")
     a = p.parse_args()
-    arms = [("A", sha(a.a)), ("B", sha(a.b))]
+    binaries = [tuple(x.split("=", 1)) for x in a.arm]
+    arms = [(label, sha(binary)) for label, binary in binaries]
     if a.summary:
         json.dump(summary(a.summary, arms), sys.stdout, indent=1)
         print()
@@ -65,7 +66,7 @@ def main():
     rc = 0
     try:
         for i in range(a.rounds):
-            for label, binary in (("A", a.a), ("B", a.b)):
+            for label, binary in binaries:
                 step_work = os.path.join(work, f"r{i}-{label}")
                 cmd = [sys.executable, os.path.join(HERE, "driver.py"), "step", "--build", a.build,
                        "--nodes", str(a.nodes), "--pods", str(a.pods), "--agents", str(a.agents),

@@ -524,6 +524,9 @@ std::chrono::nanoseconds Reconciler::NextFenceWait() const {
   const auto now = clock_->MonotonicNow();
   auto next = now + options_.idle_wait;
   std::lock_guard<std::mutex> l(mu_);
+  // Nothing is resolved before every informer delivered its list (MarkInformersSynced wakes
+  // the loop): the initial list's pods only mark nodes dirty meanwhile.
+  if (!informers_synced_) return options_.idle_wait;
   if (!dirty_nodes_.empty()) return std::chrono::nanoseconds::zero();
   for (const auto& node : fence_retries_) {
     if (auto due = retry_.DueAt("fence/" + node)) next = std::min(next, *due);
