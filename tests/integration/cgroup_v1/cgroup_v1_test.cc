@@ -133,7 +133,7 @@ class CgroupTest : public ::testing::TestWithParam<Param> {
     const uint64_t v = std::stoull(Raw(cg::WeightFile(GetParam().version, d.cpu)));
     return v2() ? v : cg::SharesToWeight(v);
   }
-  cg::CpuQuota Quota(const cg::CgroupPaths& d) {  // -1 = unlimited
+  agent::CpuQuota Quota(const cg::CgroupPaths& d) {  // -1 = unlimited
     if (v2()) {
       const std::string raw = Raw(d.cpu + "/cpu.max");
       const auto f = Fields(raw);
@@ -361,7 +361,7 @@ TEST_P(CgroupTest, ChildQuotaAboveParentIsInvalidArgument) {
   EXPECT_EQ(Quota(pod.dirs).quota_us, 100000);
   const auto& ctr = pod.containers[0].dirs;
   if (v2()) {
-    ASSERT_TRUE(SetKnobs(ctr, {.quota = cg::CpuQuota{200000, 100000}}).ok());
+    ASSERT_TRUE(SetKnobs(ctr, {.quota = agent::CpuQuota{200000, 100000}}).ok());
     EXPECT_EQ(Raw(ctr.cpu + "/cpu.max"), "200000 100000\n");
     // Two spinning threads, a child allowing 2 CPUs, a pod allowing 1: the pod's limit wins.
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
@@ -377,19 +377,19 @@ TEST_P(CgroupTest, ChildQuotaAboveParentIsInvalidArgument) {
     EXPECT_LT(cpus, 1.25) << "the parent's quota did not hold";
     EXPECT_GT(cpus, 0.3) << "the spinner did not run";
     EXPECT_GT(cgroups_->ReadUsage(pod.dirs).value().nr_throttled, 0u);
-    EXPECT_TRUE(SetKnobs(ctr, {.quota = cg::CpuQuota{25000, 50000}}).ok());
+    EXPECT_TRUE(SetKnobs(ctr, {.quota = agent::CpuQuota{25000, 50000}}).ok());
     EXPECT_EQ(Raw(ctr.cpu + "/cpu.max"), "25000 50000\n");
     // A quota below the kernel's 1 ms minimum is refused (EINVAL → InvalidArgument).
-    Status tiny = SetKnobs(ctr, {.quota = cg::CpuQuota{10, 100000}});
+    Status tiny = SetKnobs(ctr, {.quota = agent::CpuQuota{10, 100000}});
     EXPECT_EQ(tiny.code(), StatusCode::kInvalidArgument) << tiny.ToString();
     EXPECT_EQ(Raw(ctr.cpu + "/cpu.max"), "25000 50000\n");
     return;
   }
-  Status s = SetKnobs(ctr, {.quota = cg::CpuQuota{200000, 100000}});
+  Status s = SetKnobs(ctr, {.quota = agent::CpuQuota{200000, 100000}});
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
-  EXPECT_TRUE(SetKnobs(ctr, {.quota = cg::CpuQuota{50000, 100000}}).ok());
+  EXPECT_TRUE(SetKnobs(ctr, {.quota = agent::CpuQuota{50000, 100000}}).ok());
   // A period change goes through "unlimited" and lands.
-  auto plan = cg::PlanKnobs(*cgroups_, ctr.cpu, {.quota = cg::CpuQuota{25000, 50000}});
+  auto plan = cg::PlanKnobs(*cgroups_, ctr.cpu, {.quota = agent::CpuQuota{25000, 50000}});
   ASSERT_TRUE(plan.ok()) << plan.status().ToString();
   const std::string quota = ctr.cpu + "/cpu.cfs_quota_us", period = ctr.cpu + "/cpu.cfs_period_us";
   std::vector<cg::FileWrite> bandwidth;  // less the burst's (to 0, where the kernel has it)
@@ -405,12 +405,12 @@ TEST_P(CgroupTest, ChildQuotaAboveParentIsInvalidArgument) {
   EXPECT_EQ(Raw(quota), "25000\n");
   EXPECT_EQ(Raw(period), "50000\n");
   // A quota below the kernel's 1 ms minimum is refused (EINVAL → InvalidArgument).
-  Status tiny = SetKnobs(ctr, {.quota = cg::CpuQuota{10, 50000}});
+  Status tiny = SetKnobs(ctr, {.quota = agent::CpuQuota{10, 50000}});
   EXPECT_EQ(tiny.code(), StatusCode::kInvalidArgument) << tiny.ToString();
   EXPECT_EQ(Raw(quota), "25000\n");
   // A pod fence below the container's own limit: refused alone (a parent below its child);
   // with the knob table's LiftChildQuotas first (the container to unlimited), it lands.
-  const cg::CpuQuota fence{20000, 100000};
+  const agent::CpuQuota fence{20000, 100000};
   EXPECT_EQ(SetKnobs(pod.dirs, {.quota = fence}).code(), StatusCode::kInvalidArgument);
   auto lift = cg::LiftChildQuotas(GetParam().version, {ctr.cpu}, fence,
                                   [&](const std::string& f) { return cgroups_->ReadRaw(f); });
@@ -458,7 +458,7 @@ TEST_P(CgroupTest, RawRestoreGivesBackExactBytes) {
       original[f] = cgroups_->ReadRaw(f).value();
   }
   ASSERT_TRUE(SetKnobs(pod.dirs, {.weight = 5000}).ok());
-  ASSERT_TRUE(SetKnobs(pod.dirs, {.quota = cg::CpuQuota{30000, 50000}}).ok());
+  ASSERT_TRUE(SetKnobs(pod.dirs, {.quota = agent::CpuQuota{30000, 50000}}).ok());
   ASSERT_TRUE(SetCpuset(pod.dirs, cg::Knob::kCpusetCpus, {*all_cpus_.ToVector().begin()}).ok());
   if (idle) {
     ASSERT_TRUE(SetKnobs(pod.dirs, {.idle = true}).ok());
