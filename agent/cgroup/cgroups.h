@@ -1,10 +1,14 @@
 // cgroups.h — the agent's pure interface to pod cgroups: resolve a pod to its directories,
-// read and write CPU knobs (typed, version-neutral, and raw bytes), observe usage/PSI.
+// read and write raw bytes of its files, plan ordered cpuset-tree writes, observe usage/PSI.
 //
 // One implementation (fs_cgroups.h) works on any directory tree: real cgroup v1 mounts, the
 // v2 unified mount, or plain directories in a temp dir that stand in for them in unit tests.
-// Typed values use the v2 scales of the plan (weight 1..10000, quota/period in µs); on v1 the
-// implementation converts (kubelet_facts.h). Write errors map errno to Status codes:
+// This layer holds no CPU-knob semantics: which file(s) a version-neutral weight, idle flag or
+// quota lands in, converted how and in which order (v1 period before quota, through unlimited
+// when the period changes; the burst lowered before a quota), is knobs.h's alone (CpuKnobWrites,
+// LiftChildQuotas, OrderRestores); its writes land through WriteRaw (the enforcer, journaled one
+// by one) or ApplyWrites. Write errors map errno to Status codes (WriteErrnoToStatus,
+// fs_cgroups.h):
 //   EINVAL/ERANGE → InvalidArgument (e.g. v1 child quota above its parent),
 //   EACCES on cpuset files → PermissionDenied "... not a subset of parent's ...",
 //   EBUSY → FailedPrecondition (a parent change would strand a child),
@@ -119,29 +123,17 @@ class Cgroups {
   // and rewrites those, the enforcer must refuse to write them.
   virtual bool IsKubeletOwned(const std::string& dir) const = 0;
 
-  // The files a knob lives in, in the order WriteX writes them — so the enforcer can
-  // checkpoint exact bytes first. v1 kQuota → {cfs_quota_us, cfs_period_us}; v2 → {cpu.max}.
+  // The files a knob lives in, in the order a knob's writes touch them — so a test or a caller
+  // can checkpoint exact bytes first. v1 kQuota → {cfs_quota_us, cfs_period_us}; v2 → {cpu.max}.
   virtual std::vector<std::string> KnobFiles(const CgroupPaths& dirs, Knob knob) const = 0;
 
   // Raw bytes, exactly as the kernel returns / as given (one write(2) call, no newline added).
+  // Refuses (PermissionDenied) to write kubelet's tiers (IsKubeletOwned).
   virtual Result<std::string> ReadRaw(const std::string& file) const = 0;
   virtual Status WriteRaw(const std::string& file, std::string_view bytes) = 0;
 
-  // Typed knobs. Weight is on the v2 scale (1..10000); on v1 it is converted to/from shares.
-  virtual Result<uint64_t> ReadWeight(const CgroupPaths& dirs) const = 0;
-  virtual Status WriteWeight(const CgroupPaths& dirs, uint64_t weight) = 0;
-  virtual Result<bool> ReadIdle(const CgroupPaths& dirs) const = 0;
-  virtual Status WriteIdle(const CgroupPaths& dirs, bool idle) = 0;
-  virtual Result<CpuQuota> ReadQuota(const CgroupPaths& dirs) const = 0;  // -1 = unlimited
-  virtual Status WriteQuota(const CgroupPaths& dirs, const CpuQuota& quota) = 0;
-  virtual Result<int64_t> ReadBurst(const CgroupPaths& dirs) const = 0;  // µs
-  virtual Status WriteBurst(const CgroupPaths& dirs, int64_t burst_us) = 0;
-  virtual Result<CpuSet> ReadCpus(const CgroupPaths& dirs) const = 0;
+  // The usable CPUs of one dir (v1 cpuset.effective_cpus, v2 cpuset.cpus.effective).
   virtual Result<CpuSet> ReadEffectiveCpus(const CgroupPaths& dirs) const = 0;
-  virtual Result<CpuSet> ReadMems(const CgroupPaths& dirs) const = 0;
-  // Writes one dir's cpuset.cpus / cpuset.mems only (no ordering; see SetCpusetTree).
-  virtual Status WriteCpus(const CgroupPaths& dirs, const CpuSet& cpus) = 0;
-  virtual Status WriteMems(const CgroupPaths& dirs, const CpuSet& mems) = 0;
 
   // The ordered writes that set `dirs.cpuset` and every cgroup below it to `target`
   // (knob = kCpusetCpus or kCpusetMems) without violating v1's rules: growing → parents first,
@@ -155,9 +147,9 @@ class Cgroups {
   virtual Result<std::vector<std::string>> CpusetTreeFiles(const CgroupPaths& dirs,
                                                            Knob knob) const = 0;
   // Applies writes in order; stops at the first failure and returns it (annotated with the
-  // index reached). PlanCpusetTree + ApplyWrites = SetCpusetTree.
+  // index reached). PlanCpusetTree + ApplyWrites sets a cpuset tree; CpuKnobWrites (knobs.h)
+  // + ApplyWrites sets a cpu dir's weight, idle flag and quota.
   virtual Status ApplyWrites(const std::vector<FileWrite>& writes) = 0;
-  virtual Status SetCpusetTree(const CgroupPaths& dirs, Knob knob, const CpuSet& target) = 0;
 
   // Observation.
   virtual Result<CpuUsage> ReadUsage(const CgroupPaths& dirs) const = 0;

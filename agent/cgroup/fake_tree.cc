@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -128,6 +129,34 @@ std::string Slurp(const std::string& path) {
 void Put(const std::string& path, const std::string& data) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out << data;
+}
+
+Result<std::vector<FileWrite>> PlanKnobs(const Cgroups& cgroups, const std::string& cpu_dir,
+                                         const CpuKnobs& want) {
+  const ReadFn read = [&](const std::string& path) { return cgroups.ReadRaw(path); };
+  FG_ASSIGN_OR_RETURN(std::vector<KnobWrite> writes,
+                      CpuKnobWrites(cgroups.layout().version, cpu_dir, want, read));
+  std::vector<FileWrite> out;
+  for (const auto& w : writes) {
+    const bool written =
+        std::any_of(out.begin(), out.end(), [&](const FileWrite& f) { return f.path == w.path; });
+    if (!w.force && !written) {
+      FG_ASSIGN_OR_RETURN(std::string cur, read(w.path));
+      if (KnobValuesEquivalent(w.path, cur, w.value)) continue;
+    }
+    out.push_back({w.path, w.value});
+  }
+  return out;
+}
+
+Status SetKnobs(Cgroups& cgroups, const std::string& cpu_dir, const CpuKnobs& want) {
+  FG_ASSIGN_OR_RETURN(std::vector<FileWrite> writes, PlanKnobs(cgroups, cpu_dir, want));
+  return cgroups.ApplyWrites(writes);
+}
+
+Status ApplyCpusetTree(Cgroups& cgroups, const CgroupPaths& dirs, Knob knob, const CpuSet& target) {
+  FG_ASSIGN_OR_RETURN(std::vector<FileWrite> writes, cgroups.PlanCpusetTree(dirs, knob, target));
+  return cgroups.ApplyWrites(writes);
 }
 
 }  // namespace feedguard::agent::cgroup

@@ -1,6 +1,7 @@
 // fake_tree.h — test helper: plain directories that look like cgroup directories (interface
 // files with kernel defaults), so Cgroups, the enforcer and the kubelet stand-in can run in a
-// temp dir without root. Test-only (library fg_cgroup_testing).
+// temp dir without root; and knob writes the production way (the knob table, knobs.h) for tests
+// of fake or real trees. Test-only (library fg_cgroup_testing).
 #pragma once
 
 #include <string>
@@ -8,6 +9,7 @@
 
 #include "agent/cgroup/cgroups.h"
 #include "agent/cgroup/kernel_facts.h"
+#include "agent/cgroup/knobs.h"
 #include "feedguard/common/status.h"
 
 namespace feedguard::agent::cgroup {
@@ -35,5 +37,16 @@ Status MakeFakeCgroupDir(const std::string& dir, CgroupVersion version, std::str
 Result<CgroupLayout> MakeFakeLayout(const std::string& root, CgroupVersion version,
                                     KubeletDriver driver, std::string_view cgroup_root,
                                     const FakeCgroupOptions& options = {});
+
+// The knob table's writes (CpuKnobWrites) that make `cpu_dir` hold `want`, current bytes read
+// through `cgroups.ReadRaw`, kept as the enforcer keeps them: a write that leaves the file as it
+// is, is dropped unless forced or the file was written earlier in the same plan. For tests that
+// set CPU knobs, on fake or real trees, the way the agent does.
+Result<std::vector<FileWrite>> PlanKnobs(const Cgroups& cgroups, const std::string& cpu_dir,
+                                         const CpuKnobs& want);
+// PlanKnobs, then Cgroups::ApplyWrites (the first failure, with its code, is returned).
+Status SetKnobs(Cgroups& cgroups, const std::string& cpu_dir, const CpuKnobs& want);
+// PlanCpusetTree, then Cgroups::ApplyWrites: `dirs.cpuset` and every cpuset below it to `target`.
+Status ApplyCpusetTree(Cgroups& cgroups, const CgroupPaths& dirs, Knob knob, const CpuSet& target);
 
 }  // namespace feedguard::agent::cgroup

@@ -155,94 +155,6 @@ class FsCgroups final : public Cgroups {
     return s;
   }
 
-  Result<uint64_t> ReadWeight(const CgroupPaths& d) const override {
-    FG_ASSIGN_OR_RETURN(std::string raw, ReadRaw(KnobFiles(d, Knob::kWeight)[0]));
-    FG_ASSIGN_OR_RETURN(uint64_t v, ParseNumber<uint64_t>(raw, KnobFiles(d, Knob::kWeight)[0]));
-    return layout_.version == CgroupVersion::kV1 ? SharesToWeight(v) : v;
-  }
-
-  Status WriteWeight(const CgroupPaths& d, uint64_t weight) override {
-    if (weight < v2::kWeightMin || weight > v2::kWeightMax) {
-      return InvalidArgument("weight " + std::to_string(weight) + " outside 1..10000");
-    }
-    uint64_t v = layout_.version == CgroupVersion::kV1 ? WeightToShares(weight) : weight;
-    return WriteRaw(KnobFiles(d, Knob::kWeight)[0], std::to_string(v));
-  }
-
-  Result<bool> ReadIdle(const CgroupPaths& d) const override {
-    const std::string f = KnobFiles(d, Knob::kIdle)[0];
-    FG_ASSIGN_OR_RETURN(std::string raw, ReadRaw(f));
-    FG_ASSIGN_OR_RETURN(int v, ParseNumber<int>(raw, f));
-    return v != 0;
-  }
-
-  Status WriteIdle(const CgroupPaths& d, bool idle) override {
-    return WriteRaw(KnobFiles(d, Knob::kIdle)[0], idle ? "1" : "0");
-  }
-
-  Result<CpuQuota> ReadQuota(const CgroupPaths& d) const override {
-    auto files = KnobFiles(d, Knob::kQuota);
-    CpuQuota q;
-    if (layout_.version == CgroupVersion::kV1) {
-      FG_ASSIGN_OR_RETURN(std::string quota, ReadRaw(files[0]));
-      FG_ASSIGN_OR_RETURN(std::string period, ReadRaw(files[1]));
-      FG_ASSIGN_OR_RETURN(q.quota_us, ParseNumber<int64_t>(quota, files[0]));
-      FG_ASSIGN_OR_RETURN(q.period_us, ParseNumber<int64_t>(period, files[1]));
-      if (q.quota_us < 0) q.quota_us = -1;
-      return q;
-    }
-    FG_ASSIGN_OR_RETURN(std::string raw, ReadRaw(files[0]));
-    std::istringstream in(raw);
-    std::string quota, period;
-    if (!(in >> quota >> period))
-      return InvalidArgument("cannot parse \"" + std::string(Trim(raw)) + "\" in " + files[0]);
-    if (quota == v2::kMaxKeyword) {
-      q.quota_us = -1;
-    } else {
-      FG_ASSIGN_OR_RETURN(q.quota_us, ParseNumber<int64_t>(quota, files[0]));
-    }
-    FG_ASSIGN_OR_RETURN(q.period_us, ParseNumber<int64_t>(period, files[0]));
-    return q;
-  }
-
-  Status WriteQuota(const CgroupPaths& d, const CpuQuota& q) override {
-    if (q.period_us < kMinPeriodUs || q.period_us > kMaxPeriodUs) {
-      return InvalidArgument("period " + std::to_string(q.period_us) + "µs outside 1000..1000000");
-    }
-    if (q.quota_us != -1 && q.quota_us < kMinQuotaUs) {
-      return InvalidArgument("quota " + std::to_string(q.quota_us) + "µs below 1000 (or -1)");
-    }
-    auto files = KnobFiles(d, Knob::kQuota);
-    if (layout_.version == CgroupVersion::kV2) {
-      std::string quota =
-          q.quota_us < 0 ? std::string(v2::kMaxKeyword) : std::to_string(q.quota_us);
-      return WriteRaw(files[0], quota + " " + std::to_string(q.period_us));
-    }
-    // v1: two files. Keep every intermediate state valid for the parent's bandwidth check:
-    // an unlimited child is always accepted, so go through -1 when the period changes.
-    FG_ASSIGN_OR_RETURN(std::string period_raw, ReadRaw(files[1]));
-    FG_ASSIGN_OR_RETURN(int64_t period, ParseNumber<int64_t>(period_raw, files[1]));
-    if (period != q.period_us) {
-      FG_RETURN_IF_ERROR(WriteRaw(files[0], "-1"));
-      FG_RETURN_IF_ERROR(WriteRaw(files[1], std::to_string(q.period_us)));
-    }
-    return WriteRaw(files[0], std::to_string(q.quota_us));
-  }
-
-  Result<int64_t> ReadBurst(const CgroupPaths& d) const override {
-    const std::string f = KnobFiles(d, Knob::kBurst)[0];
-    auto raw = ReadRaw(f);
-    if (!raw.ok()) return MissingBurst(raw.status(), f);
-    return ParseNumber<int64_t>(*raw, f);
-  }
-
-  Status WriteBurst(const CgroupPaths& d, int64_t burst_us) override {
-    if (burst_us < 0) return InvalidArgument("negative burst");
-    const std::string f = KnobFiles(d, Knob::kBurst)[0];
-    Status s = WriteRaw(f, std::to_string(burst_us));
-    return s.ok() ? s : MissingBurst(s, f);
-  }
-
   Result<CpuSet> ReadSet(const std::string& file) const {
     FG_ASSIGN_OR_RETURN(std::string raw, ReadRaw(file));
     auto set = CpuSet::Parse(raw);
@@ -250,24 +162,11 @@ class FsCgroups final : public Cgroups {
     return set;
   }
 
-  Result<CpuSet> ReadCpus(const CgroupPaths& d) const override {
-    return ReadSet(KnobFiles(d, Knob::kCpusetCpus)[0]);
-  }
   Result<CpuSet> ReadEffectiveCpus(const CgroupPaths& d) const override {
     return ReadSet(JoinPath(d.cpuset, layout_.version == CgroupVersion::kV1
                                           ? v1::kCpusetEffectiveCpus
                                           : v2::kCpusetCpusEffective));
   }
-  Result<CpuSet> ReadMems(const CgroupPaths& d) const override {
-    return ReadSet(KnobFiles(d, Knob::kCpusetMems)[0]);
-  }
-  Status WriteCpus(const CgroupPaths& d, const CpuSet& cpus) override {
-    return WriteRaw(KnobFiles(d, Knob::kCpusetCpus)[0], cpus.ToString());
-  }
-  Status WriteMems(const CgroupPaths& d, const CpuSet& mems) override {
-    return WriteRaw(KnobFiles(d, Knob::kCpusetMems)[0], mems.ToString());
-  }
-
   // The dir's cpuset file and every one below it, breadth-first (parents before children),
   // with each node's parent index and current set. A dir below without the file is no cpuset
   // of its own (on v2: a child a tenant made in a delegated container cgroup without enabling
@@ -331,11 +230,6 @@ class FsCgroups final : public Cgroups {
     return OkStatus();
   }
 
-  Status SetCpusetTree(const CgroupPaths& d, Knob knob, const CpuSet& target) override {
-    FG_ASSIGN_OR_RETURN(std::vector<FileWrite> writes, PlanCpusetTree(d, knob, target));
-    return ApplyWrites(writes);
-  }
-
   Result<CpuUsage> ReadUsage(const CgroupPaths& d) const override {
     CpuUsage u;
     if (layout_.version == CgroupVersion::kV1) {
@@ -392,13 +286,6 @@ class FsCgroups final : public Cgroups {
   static std::string Normal(std::string p) {
     while (p.size() > 1 && p.back() == '/') p.pop_back();
     return p;
-  }
-
-  Status MissingBurst(const Status& s, const std::string& f) const {
-    if (s.code() == StatusCode::kNotFound && IsDir(Dirname(f))) {
-      return Unimplemented("kernel lacks CFS burst (" + Basename(f) + ", needs ≥ 5.14): " + f);
-    }
-    return s;
   }
 
   CgroupLayout layout_;

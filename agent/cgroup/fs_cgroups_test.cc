@@ -7,6 +7,8 @@
 #include <fstream>
 
 #include "agent/cgroup/fake_tree.h"
+#include "agent/cgroup/knobs.h"
+#include "common/strings.h"
 
 namespace feedguard::agent::cgroup {
 namespace {
@@ -88,41 +90,93 @@ TEST_P(FsCgroupsTest, MissingPodAndContainerAreNotFoundNamingThePath) {
   EXPECT_NE(r.status().message().find("nothere"), std::string::npos);
 }
 
-TEST_P(FsCgroupsTest, TypedKnobsRoundTripInTheRightFiles) {
+// CPU knobs go through the knob table (knobs.h CpuKnobWrites) and Cgroups::ApplyWrites, the
+// agent's one path: the bytes land in the right file on each version, and read back.
+TEST_P(FsCgroupsTest, KnobTableWritesLandInTheRightFiles) {
   auto pod = cg_->ResolvePod(MakePod(QosClass::kBurstable)).value();
-  ASSERT_TRUE(cg_->WriteWeight(pod.dirs, 500).ok());
-  EXPECT_EQ(cg_->ReadWeight(pod.dirs).value(), 500u);
-  EXPECT_EQ(Slurp(pod.dirs.cpu + (v1() ? "/cpu.shares" : "/cpu.weight")),
-            v1() ? std::to_string(WeightToShares(500)) : "500");
-  EXPECT_EQ(cg_->WriteWeight(pod.dirs, 0).code(), StatusCode::kInvalidArgument);
+  const CgroupVersion v = layout_.version;
+  const std::string weight = WeightFile(v, pod.dirs.cpu);
+  EXPECT_EQ(weight, pod.dirs.cpu + (v1() ? "/cpu.shares" : "/cpu.weight"));
+  ASSERT_TRUE(SetKnobs(*cg_, pod.dirs.cpu, {.weight = 500}).ok());
+  EXPECT_EQ(Slurp(weight), v1() ? std::to_string(WeightToShares(500)) : "500");
+  const uint64_t raw_weight = std::stoull(cg_->ReadRaw(weight).value());
+  EXPECT_EQ(v1() ? SharesToWeight(raw_weight) : raw_weight, 500u);  // round trip on v1 too
+  // Out-of-range weights: v1 clamps into shares 2..262144 (WeightToShares); v2 passes the value
+  // on and the kernel refuses it (EINVAL → InvalidArgument, see WriteErrnoTest). The plan's
+  // weights are checked upstream (the engine refuses a trainer weight outside 1..10000).
+  EXPECT_EQ(WeightValue(CgroupVersion::kV1, 0), WeightValue(CgroupVersion::kV1, 1));
+  EXPECT_EQ(WeightValue(CgroupVersion::kV1, 1), "2");
 
-  EXPECT_FALSE(cg_->ReadIdle(pod.dirs).value());
-  ASSERT_TRUE(cg_->WriteIdle(pod.dirs, true).ok());
-  EXPECT_TRUE(cg_->ReadIdle(pod.dirs).value());
+  const std::string idle = pod.dirs.cpu + "/cpu.idle";
+  EXPECT_EQ(Trim(cg_->ReadRaw(idle).value()), "0");
+  ASSERT_TRUE(SetKnobs(*cg_, pod.dirs.cpu, {.idle = true}).ok());
+  EXPECT_EQ(Slurp(idle), "1");
+  EXPECT_EQ(Trim(cg_->ReadRaw(idle).value()), "1");
 
-  ASSERT_TRUE(cg_->WriteQuota(pod.dirs, {50000, 100000}).ok());
-  auto q = cg_->ReadQuota(pod.dirs).value();
-  EXPECT_EQ(q.quota_us, 50000);
-  EXPECT_EQ(q.period_us, 100000);
-  if (!v1()) {
-    EXPECT_EQ(Slurp(pod.dirs.cpu + "/cpu.max"), "50000 100000");
+  // A finite quota: the burst goes to 0 first (the kernel refuses a quota below the burst).
+  const std::string burst = BurstFile(v, pod.dirs.cpu);
+  EXPECT_EQ(burst, pod.dirs.cpu + (v1() ? "/cpu.cfs_burst_us" : "/cpu.max.burst"));
+  ASSERT_TRUE(cg_->WriteRaw(burst, "20000").ok());
+  EXPECT_EQ(cg_->ReadRaw(burst).value(), "20000");
+  const std::string quota = QuotaFile(v, pod.dirs.cpu);
+  const std::string period = pod.dirs.cpu + "/cpu.cfs_period_us";
+  auto plan = PlanKnobs(*cg_, pod.dirs.cpu, {.quota = CpuQuota{50000, 100000}});
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  if (v1()) {  // the period already holds 100000: only the quota changes
+    EXPECT_EQ(*plan, (std::vector<FileWrite>{{burst, "0"}, {quota, "50000"}}));
+  } else {
+    EXPECT_EQ(*plan, (std::vector<FileWrite>{{burst, "0"}, {quota, "50000 100000"}}));
   }
-  ASSERT_TRUE(cg_->WriteQuota(pod.dirs, {-1, 200000}).ok());
-  q = cg_->ReadQuota(pod.dirs).value();
-  EXPECT_EQ(q.quota_us, -1);
-  EXPECT_EQ(q.period_us, 200000);
-  if (!v1()) {
-    EXPECT_EQ(Slurp(pod.dirs.cpu + "/cpu.max"), "max 200000");
+  ASSERT_TRUE(cg_->ApplyWrites(*plan).ok());
+  EXPECT_EQ(Slurp(burst), "0");
+  if (v1()) {
+    EXPECT_EQ(Slurp(quota), "50000");
+    EXPECT_EQ(Trim(Slurp(period)), "100000");
+  } else {
+    EXPECT_EQ(Slurp(quota), "50000 100000");
   }
-  EXPECT_EQ(cg_->WriteQuota(pod.dirs, {10, 100000}).code(), StatusCode::kInvalidArgument);
+  // Unlimited under another period. v1: the quota goes through unlimited, the period changes,
+  // the quota is set last (forced, though it reads -1 already).
+  plan = PlanKnobs(*cg_, pod.dirs.cpu, {.quota = CpuQuota{-1, 200000}});
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  if (v1()) {
+    EXPECT_EQ(*plan, (std::vector<FileWrite>{{quota, "-1"}, {period, "200000"}, {quota, "-1"}}));
+  } else {
+    EXPECT_EQ(*plan, (std::vector<FileWrite>{{quota, "max 200000"}}));
+  }
+  ASSERT_TRUE(cg_->ApplyWrites(*plan).ok());
+  if (v1()) {
+    EXPECT_EQ(Slurp(quota), "-1");
+    EXPECT_EQ(Slurp(period), "200000");
+  } else {
+    EXPECT_EQ(Slurp(quota), "max 200000");
+  }
 
-  ASSERT_TRUE(cg_->WriteBurst(pod.dirs, 20000).ok());
-  EXPECT_EQ(cg_->ReadBurst(pod.dirs).value(), 20000);
+  // cpusets through the tree plan (the pod dir and its container's).
+  ASSERT_TRUE(ApplyCpusetTree(*cg_, pod.dirs, Knob::kCpusetCpus, {1, 2}).ok());
+  EXPECT_EQ(Slurp(pod.dirs.cpuset + "/cpuset.cpus"), "1-2");
+  EXPECT_EQ(CpuSet::Parse(cg_->ReadRaw(pod.dirs.cpuset + "/cpuset.cpus").value()).value(),
+            (CpuSet{1, 2}));
+  EXPECT_EQ(Slurp(pod.containers[0].dirs.cpuset + "/cpuset.cpus"), "1-2");
+  Put(pod.dirs.cpuset + "/cpuset.mems", "0-1\n");
+  Put(pod.containers[0].dirs.cpuset + "/cpuset.mems", "0-1\n");
+  ASSERT_TRUE(ApplyCpusetTree(*cg_, pod.dirs, Knob::kCpusetMems, {0}).ok());
+  EXPECT_EQ(CpuSet::Parse(cg_->ReadRaw(pod.dirs.cpuset + "/cpuset.mems").value()).value(),
+            (CpuSet{0}));
+  EXPECT_EQ(Slurp(pod.containers[0].dirs.cpuset + "/cpuset.mems"), "0");
+}
 
-  ASSERT_TRUE(cg_->WriteCpus(pod.dirs, {1, 2}).ok());
-  EXPECT_EQ(cg_->ReadCpus(pod.dirs).value(), (CpuSet{1, 2}));
-  ASSERT_TRUE(cg_->WriteMems(pod.dirs, {0}).ok());
-  EXPECT_EQ(cg_->ReadMems(pod.dirs).value(), (CpuSet{0}));
+// A write that fails stops ApplyWrites there, its code kept, the index reached named.
+TEST_P(FsCgroupsTest, ApplyWritesStopsAtTheFirstFailure) {
+  auto pod = cg_->ResolvePod(MakePod(QosClass::kBurstable)).value();
+  const std::string weight = WeightFile(layout_.version, pod.dirs.cpu);
+  const std::string before = Slurp(weight);
+  Status s = cg_->ApplyWrites(
+      {{pod.dirs.cpu + "/cpu.idle", "1"}, {pod.dirs.cpu + "/no.such.file", "1"}, {weight, "7"}});
+  EXPECT_EQ(s.code(), StatusCode::kNotFound) << s.ToString();
+  EXPECT_NE(s.message().find("write 2 of 3"), std::string::npos) << s.ToString();
+  EXPECT_EQ(Slurp(pod.dirs.cpu + "/cpu.idle"), "1");
+  EXPECT_EQ(Slurp(weight), before);
 }
 
 TEST_P(FsCgroupsTest, KnobFilesNameTheKernelFiles) {
@@ -136,6 +190,15 @@ TEST_P(FsCgroupsTest, KnobFilesNameTheKernelFiles) {
   }
   EXPECT_EQ(cg_->KnobFiles(pod.dirs, Knob::kCpusetCpus)[0], pod.dirs.cpuset + "/cpuset.cpus");
   EXPECT_EQ(cg_->KnobFiles(pod.dirs, Knob::kIdle)[0], pod.dirs.cpu + "/cpu.idle");
+  // The same names as the knob table's.
+  const CgroupVersion v = layout_.version;
+  EXPECT_EQ(files[0], QuotaFile(v, pod.dirs.cpu));
+  EXPECT_EQ(cg_->KnobFiles(pod.dirs, Knob::kWeight)[0], WeightFile(v, pod.dirs.cpu));
+  EXPECT_EQ(cg_->KnobFiles(pod.dirs, Knob::kBurst)[0], BurstFile(v, pod.dirs.cpu));
+  for (Knob k : {Knob::kWeight, Knob::kIdle, Knob::kQuota, Knob::kBurst, Knob::kCpusetCpus,
+                 Knob::kCpusetMems}) {
+    for (const auto& f : cg_->KnobFiles(pod.dirs, k)) EXPECT_TRUE(IsKnobFile(v, f)) << f;
+  }
 }
 
 TEST_P(FsCgroupsTest, RawBytesAreExact) {
@@ -150,13 +213,22 @@ TEST_P(FsCgroupsTest, RawBytesAreExact) {
 TEST_P(FsCgroupsTest, MissingIdleIsUnimplemented) {
   auto pod = cg_->ResolvePod(MakePod(QosClass::kBurstable)).value();
   fs::remove(pod.dirs.cpu + "/cpu.idle");
-  Status s = cg_->WriteIdle(pod.dirs, true);
+  // The knob table plans the write; reading the file (to skip a no-op) or writing it says why.
+  auto w = CpuKnobWrites(layout_.version, pod.dirs.cpu, {.idle = true},
+                         [&](const std::string& p) { return cg_->ReadRaw(p); });
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  ASSERT_EQ(w->size(), 1u);
+  EXPECT_EQ((*w)[0], (KnobWrite{pod.dirs.cpu + "/cpu.idle", "1"}));
+  Status s = cg_->ApplyWrites({{(*w)[0].path, (*w)[0].value}});
   EXPECT_EQ(s.code(), StatusCode::kUnimplemented);
   EXPECT_NE(s.message().find("kernel lacks cpu.idle (needs ≥ 5.15)"), std::string::npos);
-  EXPECT_EQ(cg_->ReadIdle(pod.dirs).status().code(), StatusCode::kUnimplemented);
+  EXPECT_EQ(SetKnobs(*cg_, pod.dirs.cpu, {.idle = true}).code(), StatusCode::kUnimplemented);
+  EXPECT_EQ(cg_->ReadRaw(pod.dirs.cpu + "/cpu.idle").status().code(), StatusCode::kUnimplemented);
   // A missing directory is NotFound, not Unimplemented.
-  CgroupPaths gone{root_ + "/gone", root_ + "/gone", root_ + "/gone"};
-  EXPECT_EQ(cg_->WriteIdle(gone, true).code(), StatusCode::kNotFound);
+  const std::string gone = root_ + "/gone";
+  EXPECT_EQ(cg_->WriteRaw(gone + "/cpu.idle", "1").code(), StatusCode::kNotFound);
+  EXPECT_EQ(cg_->ReadRaw(gone + "/cpu.idle").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(SetKnobs(*cg_, gone, {.idle = true}).code(), StatusCode::kNotFound);
 }
 
 TEST_P(FsCgroupsTest, RefusesKubeletOwnedTiers) {
@@ -167,8 +239,8 @@ TEST_P(FsCgroupsTest, RefusesKubeletOwnedTiers) {
   EXPECT_TRUE(cg_->IsKubeletOwned(tier + "/"));
   EXPECT_TRUE(cg_->IsKubeletOwned(layout_.cpu_mount + "/myroot"));
   EXPECT_FALSE(cg_->IsKubeletOwned(pod.dirs.cpu));
-  CgroupPaths t{tier, tier, tier};
-  EXPECT_EQ(cg_->WriteIdle(t, true).code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ(SetKnobs(*cg_, tier, {.idle = true}).code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ(cg_->WriteRaw(tier + "/cpu.idle", "1").code(), StatusCode::kPermissionDenied);
 }
 
 TEST_P(FsCgroupsTest, CpusetTreePlanCoversCrunChild) {
@@ -189,8 +261,11 @@ TEST_P(FsCgroupsTest, CpusetTreePlanCoversCrunChild) {
   ASSERT_EQ(plan->size(), 3u);
   EXPECT_EQ((*plan)[0].path, pod.containers[0].children[0].cpuset + "/cpuset.cpus");
   EXPECT_EQ((*plan)[2].path, pod.dirs.cpuset + "/cpuset.cpus");
-  ASSERT_TRUE(cg_->SetCpusetTree(pod.dirs, Knob::kCpusetCpus, {2, 3}).ok());
+  EXPECT_EQ((*plan)[1].path, pod.containers[0].dirs.cpuset + "/cpuset.cpus");
+  for (const auto& w : *plan) EXPECT_EQ(w.value, "2-3") << w.path;
+  ASSERT_TRUE(cg_->ApplyWrites(*plan).ok());
   EXPECT_EQ(Slurp(pod.containers[0].children[0].cpuset + "/cpuset.cpus"), "2-3");
+  EXPECT_EQ(Slurp(pod.dirs.cpuset + "/cpuset.cpus"), "2-3");
   EXPECT_EQ(cg_->PlanCpusetTree(pod.dirs, Knob::kCpusetCpus, {2, 3}).value().size(), 0u);
 }
 
@@ -212,7 +287,7 @@ TEST_P(FsCgroupsTest, CpusetTreeSkipsChildDirsWithoutCpusetFiles) {
                                               container + "/cpuset.cpus"}));
   auto plan = cg_->PlanCpusetTree(pod.dirs, Knob::kCpusetCpus, {2, 3});
   ASSERT_TRUE(plan.ok()) << plan.status().ToString();
-  ASSERT_TRUE(cg_->SetCpusetTree(pod.dirs, Knob::kCpusetCpus, {2, 3}).ok());
+  ASSERT_TRUE(cg_->ApplyWrites(*plan).ok());
   EXPECT_EQ(Slurp(container + "/cpuset.cpus"), "2-3");
   EXPECT_EQ(Slurp(pod.dirs.cpuset + "/cpuset.cpus"), "2-3");
   // A child that is a cpuset of its own (cpuset enabled for it) is still in the tree.
@@ -259,6 +334,13 @@ TEST(WriteErrnoTest, MapsErrnoToCodes) {
   EXPECT_EQ(WriteErrnoToStatus(EBUSY, "/x/cpuset.cpus", "1").code(),
             StatusCode::kFailedPrecondition);
   EXPECT_EQ(WriteErrnoToStatus(ENOENT, "/x/cpu.weight", "1").code(), StatusCode::kNotFound);
+  // What the kernel answers out-of-range knob values with (the typed writers refused them before
+  // writing; the knob table passes the plan's values on).
+  EXPECT_EQ(WriteErrnoToStatus(EINVAL, "/x/cpu.weight", "0").code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(WriteErrnoToStatus(EINVAL, "/x/cpu.max", "10 100000").code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(WriteErrnoToStatus(ERANGE, "/x/cpu.cfs_period_us", "1").code(),
+            StatusCode::kInvalidArgument);
 }
 
 TEST(ParsePressureTest, ParsesSomeAndFull) {

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -16,7 +17,10 @@
 #include <thread>
 
 #include "agent/cgroup/detect.h"
+#include "agent/cgroup/fake_tree.h"
 #include "agent/cgroup/fs_cgroups.h"
+#include "agent/cgroup/knobs.h"
+#include "common/strings.h"
 #include "tests/fixtures/kubelet/kubelet_standin.h"
 
 namespace feedguard::testing {
@@ -116,6 +120,33 @@ class CgroupTest : public ::testing::TestWithParam<Param> {
   uint64_t Usage(const cg::ResolvedPod& p) { return Usage(p.dirs); }
   std::string File(const cg::CgroupPaths& d, cg::Knob k) { return cgroups_->KnobFiles(d, k)[0]; }
   CpuSet Effective(const cg::CgroupPaths& d) { return cgroups_->ReadEffectiveCpus(d).value(); }
+  // CPU knobs the agent's way: the knob table's writes (knobs.h), applied in order.
+  Status SetKnobs(const cg::CgroupPaths& d, const cg::CpuKnobs& want) {
+    return cg::SetKnobs(*cgroups_, d.cpu, want);
+  }
+  Status SetCpuset(const cg::CgroupPaths& d, cg::Knob k, const CpuSet& target) {
+    return cg::ApplyCpusetTree(*cgroups_, d, k, target);
+  }
+  // What the files hold, read raw and interpreted here.
+  std::string Raw(const std::string& f) { return cgroups_->ReadRaw(f).value(); }
+  uint64_t Weight(const cg::CgroupPaths& d) {  // v2 scale
+    const uint64_t v = std::stoull(Raw(cg::WeightFile(GetParam().version, d.cpu)));
+    return v2() ? v : cg::SharesToWeight(v);
+  }
+  agent::CpuQuota Quota(const cg::CgroupPaths& d) {  // -1 = unlimited
+    if (v2()) {
+      const std::string raw = Raw(d.cpu + "/cpu.max");
+      const auto f = Fields(raw);
+      EXPECT_EQ(f.size(), 2u);
+      if (f.size() != 2) return {};
+      return {f[0] == "max" ? -1 : std::stoll(std::string(f[0])), std::stoll(std::string(f[1]))};
+    }
+    const int64_t q = std::stoll(Raw(d.cpu + "/cpu.cfs_quota_us"));
+    return {q < 0 ? -1 : q, std::stoll(Raw(d.cpu + "/cpu.cfs_period_us"))};
+  }
+  CpuSet Set(const cg::CgroupPaths& d, cg::Knob k) {
+    return CpuSet::Parse(Raw(File(d, k))).value();
+  }
 
   std::string root_;
   std::vector<std::string> roots_;
@@ -131,10 +162,10 @@ TEST_P(CgroupTest, ResolvesContainerdAndCrioPods) {
   ASSERT_EQ(b.containers.size(), 1u);
   EXPECT_TRUE(fs::is_directory(a.containers[0].dirs.cpuset));
   EXPECT_NE(b.containers[0].dirs.cpu.find("crio-" + HexId('b')), std::string::npos);
-  // kubelet's values, read back through the typed API.
-  EXPECT_EQ(cgroups_->ReadQuota(a.dirs).value().quota_us, 50000);
-  EXPECT_EQ(cgroups_->ReadWeight(a.dirs).value(), cg::SharesToWeight(512));
-  EXPECT_EQ(cgroups_->ReadWeight(b.dirs).value(), 1u);  // BestEffort: shares 2
+  // kubelet's values, read back raw.
+  EXPECT_EQ(Quota(a.dirs).quota_us, 50000);
+  EXPECT_EQ(Weight(a.dirs), cg::SharesToWeight(512));
+  EXPECT_EQ(Weight(b.dirs), 1u);  // BestEffort: shares 2
   EXPECT_TRUE(
       cgroups_->IsKubeletOwned(cgroups_->layout().cpu_mount + "/" +
                                cg::QosTierRelPath(GetParam().driver, root_, QosClass::kBurstable)));
@@ -151,8 +182,8 @@ TEST_P(CgroupTest, IdlePodYieldsToTrainerOnSharedCpu) {
   auto spinner = Start(Pod("bbbb0000-0002", QosClass::kBurstable, 'b', 1000, 0, Spin(1, 6)));
   if (!fs::exists(File(spinner.dirs, cg::Knob::kIdle))) GTEST_SKIP() << "kernel lacks cpu.idle";
   const CpuSet one = {*all_cpus_.ToVector().rbegin()};
-  ASSERT_TRUE(cgroups_->SetCpusetTree(trainer.dirs, cg::Knob::kCpusetCpus, one).ok());
-  ASSERT_TRUE(cgroups_->SetCpusetTree(spinner.dirs, cg::Knob::kCpusetCpus, one).ok());
+  ASSERT_TRUE(SetCpuset(trainer.dirs, cg::Knob::kCpusetCpus, one).ok());
+  ASSERT_TRUE(SetCpuset(spinner.dirs, cg::Knob::kCpusetCpus, one).ok());
 
   auto measure = [&](double* ratio) {
     uint64_t t0 = Usage(trainer), s0 = Usage(spinner);
@@ -166,8 +197,8 @@ TEST_P(CgroupTest, IdlePodYieldsToTrainerOnSharedCpu) {
   double control = 0, fenced = 0;
   measure(&control);  // equal shares: roughly half each
   EXPECT_GT(control, 0.5) << "without the fence both pods should share the CPU";
-  ASSERT_TRUE(cgroups_->WriteIdle(spinner.dirs, true).ok());
-  EXPECT_TRUE(cgroups_->ReadIdle(spinner.dirs).value());
+  ASSERT_TRUE(SetKnobs(spinner.dirs, {.idle = true}).ok());
+  EXPECT_EQ(Raw(File(spinner.dirs, cg::Knob::kIdle)), "1\n");
   measure(&fenced);
   const double limit = v2() ? 0.20 : 0.10;
   EXPECT_LT(fenced, limit) << "the idle pod took " << fenced * 100 << "% of the trainer's CPU time";
@@ -182,18 +213,30 @@ TEST_P(CgroupTest, IdleOverridesAndThenResetsTheWeight) {
   if (!fs::exists(File(pod.dirs, cg::Knob::kIdle))) GTEST_SKIP() << "kernel lacks cpu.idle";
   const std::string wf = File(pod.dirs, cg::Knob::kWeight);
   const std::string kubelet_value = cgroups_->ReadRaw(wf).value();
-  EXPECT_EQ(cgroups_->ReadWeight(pod.dirs).value(), cg::SharesToWeight(cg::MilliCpuToShares(700)));
-  ASSERT_TRUE(cgroups_->WriteIdle(pod.dirs, true).ok());
+  EXPECT_EQ(Weight(pod.dirs), cg::SharesToWeight(cg::MilliCpuToShares(700)));
+  const std::string idle_file = File(pod.dirs, cg::Knob::kIdle);
+  ASSERT_TRUE(SetKnobs(pod.dirs, {.idle = true}).ok());
   const std::string idle_value = cgroups_->ReadRaw(wf).value();
+  // The knob table's side-effect fact holds on this kernel.
+  auto effect = cg::SideEffectOf(GetParam().version, idle_file, "1");
+  ASSERT_TRUE(effect.has_value());
+  EXPECT_EQ(effect->path, wf);
+  EXPECT_NE(std::find(effect->values.begin(), effect->values.end(), Trim(idle_value)),
+            effect->values.end())
+      << idle_value;
   std::cout << "    " << wf.substr(wf.find_last_of('/') + 1) << " while idle: " << idle_value;
   if (v2()) {
     EXPECT_TRUE(idle_value == "0\n" || idle_value == "1\n") << idle_value;
   } else {
     EXPECT_EQ(idle_value, "3\n");
   }
-  EXPECT_EQ(cgroups_->WriteWeight(pod.dirs, 50).code(), StatusCode::kInvalidArgument);
-  ASSERT_TRUE(cgroups_->WriteIdle(pod.dirs, false).ok());
+  EXPECT_EQ(SetKnobs(pod.dirs, {.weight = 50}).code(), StatusCode::kInvalidArgument);
+  ASSERT_TRUE(SetKnobs(pod.dirs, {.idle = false}).ok());
   EXPECT_EQ(cgroups_->ReadRaw(wf).value(), v2() ? "100\n" : "1024\n");
+  auto left = cg::SideEffectOf(GetParam().version, idle_file, "0");
+  ASSERT_TRUE(left.has_value());
+  EXPECT_EQ(left->values, (std::vector<std::string>{v2() ? "100" : "1024"}));
+  EXPECT_TRUE(cg::IsWeightResetByLeavingIdle(GetParam().version, wf, Raw(wf)));
   EXPECT_NE(cgroups_->ReadRaw(wf).value(), kubelet_value);
   ASSERT_TRUE(cgroups_->WriteRaw(wf, kubelet_value).ok());
   EXPECT_EQ(cgroups_->ReadRaw(wf).value(), kubelet_value);
@@ -216,7 +259,7 @@ TEST_P(CgroupTest, CpusetConfinesEveryThread) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   const int target = *all_cpus_.ToVector().rbegin();
-  ASSERT_TRUE(cgroups_->SetCpusetTree(pod.dirs, cg::Knob::kCpusetCpus, {target}).ok());
+  ASSERT_TRUE(SetCpuset(pod.dirs, cg::Knob::kCpusetCpus, {target}).ok());
   int threads = 0;
   for (const auto& t : fs::directory_iterator(tasks)) {
     std::ifstream in(t.path() / "status");
@@ -248,51 +291,66 @@ TEST_P(CgroupTest, CpusetOrderingRules) {
   const CpuSet a = {v[0]}, b = {v[1]}, both = {v[0], v[1]};
   auto pod = Start(Pod("dddd0000-0004", QosClass::kBurstable, 'd', 100, 0, {}));
   const auto& ctr = pod.containers[0].dirs;
-  ASSERT_TRUE(cgroups_->SetCpusetTree(pod.dirs, cg::Knob::kCpusetCpus, both).ok());
+  const auto cpus = cg::Knob::kCpusetCpus;
+  // One dir's file alone, in no order (the wrong order, where v1 refuses it).
+  auto write_one = [&](const cg::CgroupPaths& d, const CpuSet& set) {
+    return cgroups_->WriteRaw(File(d, cpus), set.ToString());
+  };
+  ASSERT_TRUE(SetCpuset(pod.dirs, cpus, both).ok());
   if (v2()) {
     // v2 rejects neither order: it clips. Shrinking the parent first is accepted; the child
     // keeps its requested set but its effective set follows the parent's.
-    ASSERT_TRUE(cgroups_->WriteCpus(pod.dirs, a).ok());
-    EXPECT_EQ(cgroups_->ReadCpus(ctr).value(), both);
+    ASSERT_TRUE(write_one(pod.dirs, a).ok());
+    EXPECT_EQ(Set(ctr, cpus), both);
     EXPECT_EQ(Effective(ctr), a);
     // A child set outside the parent's effective set is accepted too; with no overlap the
     // child falls back to the parent's effective set.
-    ASSERT_TRUE(cgroups_->WriteCpus(ctr, b).ok());
-    EXPECT_EQ(cgroups_->ReadCpus(ctr).value(), b);
+    ASSERT_TRUE(write_one(ctr, b).ok());
+    EXPECT_EQ(Set(ctr, cpus), b);
     EXPECT_EQ(Effective(ctr), a);
     // The helper's order still lands every dir on the target.
-    ASSERT_TRUE(cgroups_->SetCpusetTree(pod.dirs, cg::Knob::kCpusetCpus, b).ok());
+    ASSERT_TRUE(SetCpuset(pod.dirs, cpus, b).ok());
     EXPECT_EQ(Effective(ctr), b);
     EXPECT_EQ(Effective(pod.dirs), b);
-    ASSERT_TRUE(cgroups_->SetCpusetTree(pod.dirs, cg::Knob::kCpusetCpus, both).ok());
+    ASSERT_TRUE(SetCpuset(pod.dirs, cpus, both).ok());
     EXPECT_EQ(Effective(ctr), both);
     auto eff_mems = CpuSet::Parse(
         cgroups_->ReadRaw(pod.dirs.cpuset + "/" + std::string(cg::v2::kCpusetMemsEffective))
             .value());
     ASSERT_TRUE(eff_mems.ok());
-    EXPECT_TRUE(cgroups_->SetCpusetTree(pod.dirs, cg::Knob::kCpusetMems, *eff_mems).ok());
-    EXPECT_EQ(cgroups_->ReadMems(ctr).value(), *eff_mems);
+    EXPECT_TRUE(SetCpuset(pod.dirs, cg::Knob::kCpusetMems, *eff_mems).ok());
+    EXPECT_EQ(Set(ctr, cg::Knob::kCpusetMems), *eff_mems);
     return;
   }
   // Shrink: parent first strands the child → EBUSY.
-  Status s = cgroups_->WriteCpus(pod.dirs, a);
+  Status s = write_one(pod.dirs, a);
   EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition) << s.ToString();
-  ASSERT_TRUE(cgroups_->SetCpusetTree(pod.dirs, cg::Knob::kCpusetCpus, a).ok());
-  EXPECT_EQ(cgroups_->ReadCpus(ctr).value(), a);
-  EXPECT_EQ(cgroups_->ReadCpus(pod.dirs).value(), a);
+  // The plan shrinks children first.
+  auto plan = cgroups_->PlanCpusetTree(pod.dirs, cpus, a);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  ASSERT_GE(plan->size(), 2u);
+  EXPECT_EQ(plan->back().path, File(pod.dirs, cpus));
+  ASSERT_TRUE(cgroups_->ApplyWrites(*plan).ok());
+  EXPECT_EQ(Set(ctr, cpus), a);
+  EXPECT_EQ(Set(pod.dirs, cpus), a);
   // Grow: child first is not a subset of the parent → EACCES.
-  s = cgroups_->WriteCpus(ctr, both);
+  s = write_one(ctr, both);
   EXPECT_EQ(s.code(), StatusCode::kPermissionDenied) << s.ToString();
   EXPECT_NE(s.message().find("not a subset of parent's"), std::string::npos) << s.message();
   // Mixed (a → b): union first, then shrink, in the helper's order.
-  ASSERT_TRUE(cgroups_->SetCpusetTree(pod.dirs, cg::Knob::kCpusetCpus, b).ok());
-  EXPECT_EQ(cgroups_->ReadCpus(ctr).value(), b);
-  EXPECT_EQ(cgroups_->ReadCpus(pod.dirs).value(), b);
-  ASSERT_TRUE(cgroups_->SetCpusetTree(pod.dirs, cg::Knob::kCpusetCpus, both).ok());
-  EXPECT_EQ(cgroups_->ReadCpus(ctr).value(), both);
+  ASSERT_TRUE(SetCpuset(pod.dirs, cpus, b).ok());
+  EXPECT_EQ(Set(ctr, cpus), b);
+  EXPECT_EQ(Set(pod.dirs, cpus), b);
+  // Grow: the plan grows parents first.
+  plan = cgroups_->PlanCpusetTree(pod.dirs, cpus, both);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  ASSERT_GE(plan->size(), 2u);
+  EXPECT_EQ(plan->front().path, File(pod.dirs, cpus));
+  ASSERT_TRUE(cgroups_->ApplyWrites(*plan).ok());
+  EXPECT_EQ(Set(ctr, cpus), both);
   // mems go through the same helper.
-  auto mems = cgroups_->ReadMems(pod.dirs).value();
-  EXPECT_TRUE(cgroups_->SetCpusetTree(pod.dirs, cg::Knob::kCpusetMems, mems).ok());
+  auto mems = Set(pod.dirs, cg::Knob::kCpusetMems);
+  EXPECT_TRUE(SetCpuset(pod.dirs, cg::Knob::kCpusetMems, mems).ok());
 }
 
 // (d) v1 rejects a child quota above its parent's; v2 accepts it and the parent's limit still
@@ -300,13 +358,11 @@ TEST_P(CgroupTest, CpusetOrderingRules) {
 TEST_P(CgroupTest, ChildQuotaAboveParentIsInvalidArgument) {
   auto pod = Start(Pod("eeee0000-0005", QosClass::kGuaranteed, 'e', 1000, 1000,
                        v2() ? Spin(2, 8) : std::vector<std::string>{}));
-  EXPECT_EQ(cgroups_->ReadQuota(pod.dirs).value().quota_us, 100000);
+  EXPECT_EQ(Quota(pod.dirs).quota_us, 100000);
+  const auto& ctr = pod.containers[0].dirs;
   if (v2()) {
-    const auto& ctr = pod.containers[0].dirs;
-    ASSERT_TRUE(cgroups_->WriteQuota(ctr, {200000, 100000}).ok());
-    auto q = cgroups_->ReadQuota(ctr).value();
-    EXPECT_EQ(q.quota_us, 200000);
-    EXPECT_EQ(q.period_us, 100000);
+    ASSERT_TRUE(SetKnobs(ctr, {.quota = agent::CpuQuota{200000, 100000}}).ok());
+    EXPECT_EQ(Raw(ctr.cpu + "/cpu.max"), "200000 100000\n");
     // Two spinning threads, a child allowing 2 CPUs, a pod allowing 1: the pod's limit wins.
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
     const auto t0 = std::chrono::steady_clock::now();
@@ -321,20 +377,47 @@ TEST_P(CgroupTest, ChildQuotaAboveParentIsInvalidArgument) {
     EXPECT_LT(cpus, 1.25) << "the parent's quota did not hold";
     EXPECT_GT(cpus, 0.3) << "the spinner did not run";
     EXPECT_GT(cgroups_->ReadUsage(pod.dirs).value().nr_throttled, 0u);
-    EXPECT_TRUE(cgroups_->WriteQuota(ctr, {25000, 50000}).ok());
-    q = cgroups_->ReadQuota(ctr).value();
-    EXPECT_EQ(q.quota_us, 25000);
-    EXPECT_EQ(q.period_us, 50000);
+    EXPECT_TRUE(SetKnobs(ctr, {.quota = agent::CpuQuota{25000, 50000}}).ok());
+    EXPECT_EQ(Raw(ctr.cpu + "/cpu.max"), "25000 50000\n");
+    // A quota below the kernel's 1 ms minimum is refused (EINVAL → InvalidArgument).
+    Status tiny = SetKnobs(ctr, {.quota = agent::CpuQuota{10, 100000}});
+    EXPECT_EQ(tiny.code(), StatusCode::kInvalidArgument) << tiny.ToString();
+    EXPECT_EQ(Raw(ctr.cpu + "/cpu.max"), "25000 50000\n");
     return;
   }
-  Status s = cgroups_->WriteQuota(pod.containers[0].dirs, {200000, 100000});
+  Status s = SetKnobs(ctr, {.quota = agent::CpuQuota{200000, 100000}});
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
-  EXPECT_TRUE(cgroups_->WriteQuota(pod.containers[0].dirs, {50000, 100000}).ok());
+  EXPECT_TRUE(SetKnobs(ctr, {.quota = agent::CpuQuota{50000, 100000}}).ok());
   // A period change goes through "unlimited" and lands.
-  EXPECT_TRUE(cgroups_->WriteQuota(pod.containers[0].dirs, {25000, 50000}).ok());
-  auto q = cgroups_->ReadQuota(pod.containers[0].dirs).value();
+  auto plan = cg::PlanKnobs(*cgroups_, ctr.cpu, {.quota = agent::CpuQuota{25000, 50000}});
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  const std::string quota = ctr.cpu + "/cpu.cfs_quota_us", period = ctr.cpu + "/cpu.cfs_period_us";
+  std::vector<cg::FileWrite> bandwidth;  // less the burst's (to 0, where the kernel has it)
+  for (const auto& w : *plan) {
+    if (!cg::IsBurstFile(w.path)) bandwidth.push_back(w);
+  }
+  EXPECT_EQ(bandwidth,
+            (std::vector<cg::FileWrite>{{quota, "-1"}, {period, "50000"}, {quota, "25000"}}));
+  EXPECT_TRUE(cgroups_->ApplyWrites(*plan).ok());
+  auto q = Quota(ctr);
   EXPECT_EQ(q.quota_us, 25000);
   EXPECT_EQ(q.period_us, 50000);
+  EXPECT_EQ(Raw(quota), "25000\n");
+  EXPECT_EQ(Raw(period), "50000\n");
+  // A quota below the kernel's 1 ms minimum is refused (EINVAL → InvalidArgument).
+  Status tiny = SetKnobs(ctr, {.quota = agent::CpuQuota{10, 50000}});
+  EXPECT_EQ(tiny.code(), StatusCode::kInvalidArgument) << tiny.ToString();
+  EXPECT_EQ(Raw(quota), "25000\n");
+  // A pod fence below the container's own limit: refused alone (a parent below its child);
+  // with the knob table's LiftChildQuotas first (the container to unlimited), it lands.
+  const agent::CpuQuota fence{20000, 100000};
+  EXPECT_EQ(SetKnobs(pod.dirs, {.quota = fence}).code(), StatusCode::kInvalidArgument);
+  auto lift = cg::LiftChildQuotas(GetParam().version, {ctr.cpu}, fence,
+                                  [&](const std::string& f) { return cgroups_->ReadRaw(f); });
+  ASSERT_EQ(lift, (std::vector<cg::KnobWrite>{{quota, "-1"}}));
+  ASSERT_TRUE(cgroups_->ApplyWrites({{lift[0].path, lift[0].value}}).ok());
+  EXPECT_TRUE(SetKnobs(pod.dirs, {.quota = fence}).ok());
+  EXPECT_EQ(Raw(pod.dirs.cpu + "/cpu.cfs_quota_us"), "20000\n");
 }
 
 // The kernel refuses a finite quota below the group's own burst (EINVAL, v1 and v2): the error
@@ -361,7 +444,7 @@ TEST_P(CgroupTest, QuotaBelowTheBurstIsRefusedNamingTheBurst) {
   EXPECT_NE(b.message().find("burst above the group's quota"), std::string::npos) << b.ToString();
 }
 
-// (e) exact original bytes come back after a typed write and a raw restore.
+// (e) exact original bytes come back after the knob table's writes and a raw restore.
 TEST_P(CgroupTest, RawRestoreGivesBackExactBytes) {
   auto pod = Start(Pod("ffff0000-0006", QosClass::kBurstable, 'f', 700, 0, {}));
   std::vector<cg::Knob> knobs = {cg::Knob::kWeight, cg::Knob::kQuota, cg::Knob::kCpusetCpus};
@@ -374,27 +457,26 @@ TEST_P(CgroupTest, RawRestoreGivesBackExactBytes) {
     for (const auto& f : cgroups_->KnobFiles(pod.dirs, k))
       original[f] = cgroups_->ReadRaw(f).value();
   }
-  ASSERT_TRUE(cgroups_->WriteWeight(pod.dirs, 5000).ok());
-  ASSERT_TRUE(cgroups_->WriteQuota(pod.dirs, {30000, 50000}).ok());
-  ASSERT_TRUE(
-      cgroups_->SetCpusetTree(pod.dirs, cg::Knob::kCpusetCpus, {*all_cpus_.ToVector().begin()})
-          .ok());
+  ASSERT_TRUE(SetKnobs(pod.dirs, {.weight = 5000}).ok());
+  ASSERT_TRUE(SetKnobs(pod.dirs, {.quota = agent::CpuQuota{30000, 50000}}).ok());
+  ASSERT_TRUE(SetCpuset(pod.dirs, cg::Knob::kCpusetCpus, {*all_cpus_.ToVector().begin()}).ok());
   if (idle) {
-    ASSERT_TRUE(cgroups_->WriteIdle(pod.dirs, true).ok());
+    ASSERT_TRUE(SetKnobs(pod.dirs, {.idle = true}).ok());
   }
-  if (burst) {
-    ASSERT_TRUE(cgroups_->WriteBurst(pod.dirs, 10000).ok());
+  if (burst) {  // the knob table only ever lowers a burst: a raw write raises it
+    ASSERT_TRUE(cgroups_->WriteRaw(File(pod.dirs, cg::Knob::kBurst), "10000").ok());
+    EXPECT_EQ(Raw(File(pod.dirs, cg::Knob::kBurst)), "10000\n");
   }
   EXPECT_NE(cgroups_->ReadRaw(cgroups_->KnobFiles(pod.dirs, cg::Knob::kWeight)[0]).value(),
             original[cgroups_->KnobFiles(pod.dirs, cg::Knob::kWeight)[0]]);
   if (idle) {
     // Kernel fact: an idle group refuses weight writes, so a revert clears idle first.
-    Status s = cgroups_->WriteWeight(pod.dirs, 100);
+    Status s = SetKnobs(pod.dirs, {.weight = 100});
     EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
   }
   // Restore in reverse order of the writes: idle, cpuset (grown back parent first), quota
   // (period before quota), weight.
-  ASSERT_TRUE(cgroups_->SetCpusetTree(pod.dirs, cg::Knob::kCpusetCpus, all_cpus_).ok());
+  ASSERT_TRUE(SetCpuset(pod.dirs, cg::Knob::kCpusetCpus, all_cpus_).ok());
   for (auto k = knobs.rbegin(); k != knobs.rend(); ++k) {
     auto files = cgroups_->KnobFiles(pod.dirs, *k);
     for (auto f = files.rbegin(); f != files.rend(); ++f) {
