@@ -12,11 +12,6 @@ namespace {
 // Bound well inside the CRD's (conditions[].message ≤ 32768).
 constexpr size_t kMaxConditionMessage = 4096;
 
-std::string StringOr(const nlohmann::json& j, const char* key, std::string fallback) {
-  const nlohmann::json& v = JsonMember(j, key);
-  return v.is_string() ? v.get<std::string>() : fallback;
-}
-
 bool IsType(const nlohmann::json& c, ConditionType t) {
   const nlohmann::json& type = JsonMember(c, "type");
   return type.is_string() && type.get_ref<const std::string&>() == ConditionTypeName(t);
@@ -27,8 +22,8 @@ bool IsType(const nlohmann::json& c, ConditionType t) {
 std::string Since(const nlohmann::json& previous, ConditionType t, const std::string& status,
                   const std::string& now) {
   const nlohmann::json* c = FindCondition(previous, t);
-  if (c == nullptr || StringOr(*c, "status", "") != status) return now;
-  return StringOr(*c, "lastTransitionTime", now);
+  if (c == nullptr || JsonStringOr(*c, "status", "") != status) return now;
+  return JsonStringOr(*c, "lastTransitionTime", now);
 }
 
 // The conditions array of `status` (created empty when missing or not an array).
@@ -52,12 +47,12 @@ const nlohmann::json* FindCondition(const nlohmann::json& status, ConditionType 
 
 std::string ConditionStatus(const nlohmann::json& status, ConditionType t) {
   const nlohmann::json* c = FindCondition(status, t);
-  return c ? StringOr(*c, "status", "") : "";
+  return c ? JsonStringOr(*c, "status", "") : "";
 }
 
 std::string ConditionMessage(const nlohmann::json& status, ConditionType t) {
   const nlohmann::json* c = FindCondition(status, t);
-  return c ? StringOr(*c, "message", "") : "";
+  return c ? JsonStringOr(*c, "message", "") : "";
 }
 
 nlohmann::json MakeCondition(const nlohmann::json& previous, ConditionType t, bool value,

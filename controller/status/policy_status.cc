@@ -2,6 +2,7 @@
 
 #include "feedguard/common/reasons.h"
 
+#include "common/json_member.h"
 #include "controller/sanitize/sanitize.h"
 #include "controller/status/conditions.h"
 
@@ -25,26 +26,18 @@ struct Failure {
   std::string message;
 };
 
-// The string member `key` of `j`, or `fallback` when `j` is no object or the member is no
-// string (a previous status comes from the API server, maybe under a looser CRD).
-std::string StringMember(const nlohmann::json& j, const char* key, const std::string& fallback) {
-  if (!j.is_object()) return fallback;
-  auto it = j.find(key);
-  return it != j.end() && it->is_string() ? it->get<std::string>() : fallback;
-}
-
+// A previous status comes from the API server, maybe under a looser CRD: every read is typed.
 const nlohmann::json& ArrayMember(const nlohmann::json& j, const char* key) {
   static const nlohmann::json kEmpty = nlohmann::json::array();
-  if (!j.is_object()) return kEmpty;
-  auto it = j.find(key);
-  return it != j.end() && it->is_array() ? *it : kEmpty;
+  const nlohmann::json& v = JsonMember(j, key);
+  return v.is_array() ? v : kEmpty;
 }
 
 std::string PreviousSince(const nlohmann::json& previous, const Failure& f,
                           const std::string& now) {
   for (const auto& p : ArrayMember(previous, "failures")) {
-    if (StringMember(p, "node", "") == f.node && StringMember(p, "reason", "") == f.reason) {
-      return StringMember(p, "since", now);
+    if (JsonStringOr(p, "node", "") == f.node && JsonStringOr(p, "reason", "") == f.reason) {
+      return JsonStringOr(p, "since", now);
     }
   }
   return now;
