@@ -1,0 +1,36 @@
+#include "agent/observe/pod_observer.h"
+
+#include <utility>
+
+namespace feedguard::agent::observe {
+
+Result<PodCounters> ReadPodCounters(const cgroup::Cgroups& cgroups,
+                                    const cgroup::CgroupPaths& pod) {
+  PodCounters c;
+  FG_ASSIGN_OR_RETURN(cgroup::CpuUsage usage, cgroups.ReadUsage(pod));
+  c.cpu_s = static_cast<double>(usage.usage_ns) / 1e9;
+  c.throttled_s = static_cast<double>(usage.throttled_ns) / 1e9;
+  FG_ASSIGN_OR_RETURN(std::optional<cgroup::CpuPressure> psi, cgroups.ReadPressure(pod));
+  if (psi) c.psi_some_s = static_cast<double>(psi->some.total_us) / 1e6;
+  FG_ASSIGN_OR_RETURN(c.cpus, cgroups.ReadEffectiveCpus(pod));
+  return c;
+}
+
+PodObserver::PodObserver(cgroup::CgroupPaths pod, std::string proc_root)
+    : pod_(std::move(pod)), proc_root_(std::move(proc_root)) {}
+
+Result<std::optional<PodSample>> PodObserver::Read(const cgroup::Cgroups& cgroups, double dt_s) {
+  FG_ASSIGN_OR_RETURN(PodCounters now, ReadPodCounters(cgroups, pod_));
+  double run_delay_s = 0;
+  if (!now.psi_some_s) {
+    // No PSI for this cgroup: the tasks' own run delay, per task (schedstat.h).
+    FG_ASSIGN_OR_RETURN(std::vector<int> pids, cgroups.ListPids(pod_));
+    run_delay_s = run_delay_.Sample(ReadRunDelays(proc_root_, pids));
+  }
+  std::optional<PodSample> sample;
+  if (last_) sample = SampleBetween(*last_, now, dt_s, run_delay_s);
+  last_ = std::move(now);
+  return sample;
+}
+
+}  // namespace feedguard::agent::observe

@@ -1,0 +1,42 @@
+// pod_observer.h — one GPU pod observed: each interval its counters are read through the
+// Cgroups interface (CPU used and throttled, cpu.pressure where the cgroup has it, the CPUs it
+// may use) and, where it has no PSI, its tasks' run delay (/proc schedstat); the difference from
+// the last reading is the interval's PodSample. The node-level sampler adds the GPU reading and
+// the contenders (ContendersOn) before the sample goes into the pod's windows.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "agent/cgroup/cgroups.h"
+#include "agent/observe/counters.h"
+#include "agent/observe/schedstat.h"
+#include "agent/observe/starvation.h"
+#include "feedguard/common/status.h"
+
+namespace feedguard::agent::observe {
+
+// The pod's cumulative counters now (no PSI: psi_some_s empty).
+Result<PodCounters> ReadPodCounters(const cgroup::Cgroups& cgroups, const cgroup::CgroupPaths& pod);
+
+class PodObserver {
+ public:
+  // `pod`: the pod cgroup's directories; `proc_root`: /proc (tests: a fixture).
+  PodObserver(cgroup::CgroupPaths pod, std::string proc_root);
+
+  // Reads the counters; returns the interval since the previous successful Read, `dt_s` long
+  // (nullopt on the first). A failed read (the pod went away) leaves the previous reading.
+  Result<std::optional<PodSample>> Read(const cgroup::Cgroups& cgroups, double dt_s);
+  // The CPUs the pod may use, as of the last reading.
+  const CpuSet& cpus() const { return last_ ? last_->cpus : empty_; }
+  const cgroup::CgroupPaths& dirs() const { return pod_; }
+
+ private:
+  cgroup::CgroupPaths pod_;
+  std::string proc_root_;
+  std::optional<PodCounters> last_;
+  RunDelayTracker run_delay_;
+  CpuSet empty_;
+};
+
+}  // namespace feedguard::agent::observe

@@ -1,0 +1,106 @@
+#include "agent/observe/pod_observer.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+
+#include <unistd.h>
+
+#include "agent/cgroup/fake_tree.h"
+#include "agent/cgroup/fs_cgroups.h"
+#include "tests/fixtures/temp_dir.h"
+
+namespace feedguard::agent::observe {
+namespace {
+
+using cgroup::CgroupVersion;
+using cgroup::KubeletDriver;
+
+class PodObserverTest : public ::testing::TestWithParam<CgroupVersion> {
+ protected:
+  void SetUp() override {
+    auto l = cgroup::MakeFakeLayout(dir_.path(), GetParam(), KubeletDriver::kCgroupfs, "fg");
+    ASSERT_TRUE(l.ok()) << l.status().ToString();
+    layout_ = *l;
+    cg_ = cgroup::NewFsCgroups(layout_);
+    const bool v1 = GetParam() == CgroupVersion::kV1;
+    pod_ = {layout_.cpu_mount + "/pod", layout_.cpuacct_mount + "/pod",
+            layout_.cpuset_mount + "/pod"};
+    ASSERT_TRUE(cgroup::MakeFakeCgroupDir(pod_.cpu, GetParam(), "cpu").ok());
+    if (v1) {
+      ASSERT_TRUE(cgroup::MakeFakeCgroupDir(pod_.cpuacct, GetParam(), "cpuacct").ok());
+      ASSERT_TRUE(cgroup::MakeFakeCgroupDir(pod_.cpuset, GetParam(), "cpuset").ok());
+    }
+  }
+  // The pod's usage and throttled time in microseconds, as its version's files hold them.
+  void SetUsage(uint64_t usage_us, uint64_t throttled_us) {
+    if (GetParam() == CgroupVersion::kV1) {
+      cgroup::Put(pod_.cpuacct + "/cpuacct.usage", std::to_string(usage_us * 1000) + "\n");
+      cgroup::Put(pod_.cpu + "/cpu.stat", "nr_periods 10\nnr_throttled 2\nthrottled_time " +
+                                              std::to_string(throttled_us * 1000) + "\n");
+    } else {
+      cgroup::Put(pod_.cpu + "/cpu.stat", "usage_usec " + std::to_string(usage_us) +
+                                              "\nnr_periods 10\nnr_throttled 2\nthrottled_usec " +
+                                              std::to_string(throttled_us) + "\n");
+    }
+  }
+  void SetPsiSomeTotal(uint64_t us) {
+    cgroup::Put(pod_.cpu + "/cpu.pressure",
+                "some avg10=0.00 avg60=0.00 avg300=0.00 total=" + std::to_string(us) +
+                    "\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n");
+  }
+
+  feedguard::testing::TempDir dir_;
+  cgroup::CgroupLayout layout_;
+  cgroup::CgroupsPtr cg_;
+  cgroup::CgroupPaths pod_;
+};
+
+TEST_P(PodObserverTest, TheIntervalIsTheDifferenceOfTwoReadings) {
+  const bool psi = GetParam() == CgroupVersion::kV2;  // the fake v2 tree has cpu.pressure
+  if (psi) SetPsiSomeTotal(1'000'000);
+  cgroup::Put(pod_.cpu + "/cgroup.procs", std::to_string(getpid()) + "\n");
+  SetUsage(5'000'000, 100'000);
+  PodObserver o(pod_, "/proc");
+  auto first = o.Read(*cg_, 10);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  EXPECT_FALSE(first->has_value()) << "the first reading is a baseline";
+  EXPECT_EQ(o.cpus(), CpuSet::Range(0, 3));
+  SetUsage(9'000'000, 400'000);
+  if (psi) SetPsiSomeTotal(3'500'000);
+  auto next = o.Read(*cg_, 10);
+  ASSERT_TRUE(next.ok()) << next.status().ToString();
+  ASSERT_TRUE(next->has_value());
+  const PodSample& s = **next;
+  EXPECT_DOUBLE_EQ(s.cpu_s, 4);
+  EXPECT_DOUBLE_EQ(s.throttled_s, 0.3);
+  if (psi) {
+    EXPECT_EQ(s.source, WaitSource::kPsi);
+    EXPECT_DOUBLE_EQ(s.wait_s, 2.5);
+  } else {
+    // v1: no cpu.pressure; the wait is this test process's own run delay since the first read.
+    EXPECT_EQ(s.source, WaitSource::kSchedstat);
+    EXPECT_GE(s.wait_s, 0);
+    EXPECT_LE(s.wait_s, 10);
+  }
+}
+
+TEST_P(PodObserverTest, APodThatWentAwayIsAnErrorAndKeepsTheLastReading) {
+  SetUsage(1'000'000, 0);
+  PodObserver o(pod_, "/proc");
+  ASSERT_TRUE(o.Read(*cg_, 10).ok());
+  std::filesystem::remove_all(pod_.cpu);
+  EXPECT_FALSE(o.Read(*cg_, 10).ok());
+  EXPECT_EQ(o.cpus(), CpuSet::Range(0, 3));
+}
+
+INSTANTIATE_TEST_SUITE_P(Version, PodObserverTest,
+                         ::testing::Values(CgroupVersion::kV1, CgroupVersion::kV2),
+                         [](const auto& info) {
+                           return info.param == CgroupVersion::kV1 ? std::string("v1")
+                                                                   : std::string("v2");
+                         });
+
+}  // namespace
+}  // namespace feedguard::agent::observe
