@@ -101,6 +101,37 @@ std::string PodRelPath(KubeletDriver d, std::string_view cgroup_root, QosClass q
   return tier + "/" + prefix + "pod" + SystemdEscapeUid(uid) + ".slice";
 }
 
+std::optional<std::string> PodUidFromDirName(KubeletDriver d, std::string_view name) {
+  std::string_view uid;
+  if (d == KubeletDriver::kCgroupfs) {
+    if (!name.starts_with("pod")) return std::nullopt;
+    uid = name.substr(3);
+  } else {
+    constexpr std::string_view kSlice = ".slice";
+    if (!name.ends_with(kSlice)) return std::nullopt;
+    name.remove_suffix(kSlice.size());
+    bool matched = false;
+    for (std::string_view prefix :
+         {"kubepods-burstable-pod", "kubepods-besteffort-pod", "kubepods-pod"}) {
+      if (name.starts_with(prefix)) {
+        uid = name.substr(prefix.size());
+        matched = true;
+        break;
+      }
+    }
+    if (!matched) return std::nullopt;
+  }
+  if (uid.empty()) return std::nullopt;
+  std::string out(uid);
+  for (char& c : out) {
+    if (c == '_') c = '-';  // systemd's escape of '-' (SystemdEscapeUid)
+    const bool ok =
+        (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F') || c == '-';
+    if (!ok) return std::nullopt;  // UIDs are hex and dashes
+  }
+  return out;
+}
+
 std::vector<std::string> ContainerLeafNames(KubeletDriver d, const ContainerRef& c) {
   const bool systemd = d == KubeletDriver::kSystemd;
   switch (c.runtime) {

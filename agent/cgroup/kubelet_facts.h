@@ -63,6 +63,10 @@ std::vector<std::string> QosTierRelPaths(KubeletDriver d, std::string_view cgrou
 // "kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod<U>.slice".
 std::string PodRelPath(KubeletDriver d, std::string_view cgroup_root, QosClass q,
                        std::string_view uid);
+// The pod UID a pod cgroup's directory name carries, the inverse of PodRelPath's last part:
+// "pod<uid>" (cgroupfs), "kubepods[-burstable|-besteffort]-pod<uid with '_'>.slice" (systemd);
+// nullopt for any other name (a QoS tier, a container, anything else kubelet did not make).
+std::optional<std::string> PodUidFromDirName(KubeletDriver d, std::string_view name);
 // Candidate leaf names of a container's cgroup under its pod dir, most likely first:
 // containerd: "cri-containerd-<id>.scope" | "<id>"; CRI-O: "crio-<id>.scope" | "crio-<id>";
 // docker (cri-dockerd): "docker-<id>.scope" | "<id>".

@@ -136,3 +136,26 @@ TEST(KubeletFactsTest, NamesParseBack) {
 
 }  // namespace
 }  // namespace feedguard::agent::cgroup
+
+namespace feedguard::agent::cgroup {
+namespace {
+
+TEST(KubeletFactsTest, PodUidFromDirNameInvertsPodRelPath) {
+  const std::string uid = "0b5c1c1e-8f4e-4d0a-9a55-1f7c2a3b4c5d";
+  for (KubeletDriver d : {KubeletDriver::kCgroupfs, KubeletDriver::kSystemd}) {
+    for (QosClass q : {QosClass::kGuaranteed, QosClass::kBurstable, QosClass::kBestEffort}) {
+      const std::string rel = PodRelPath(d, "/", q, uid);
+      const std::string leaf = rel.substr(rel.rfind('/') + 1);
+      EXPECT_EQ(PodUidFromDirName(d, leaf), uid) << leaf;
+    }
+  }
+  for (const char* not_a_pod :
+       {"burstable", "besteffort", "kubepods-burstable.slice", "pod", "podXYZ",
+        "cri-containerd-ab.scope", "kubepods-pod.slice", "system.slice", "pod12/34"}) {
+    EXPECT_FALSE(PodUidFromDirName(KubeletDriver::kCgroupfs, not_a_pod)) << not_a_pod;
+    EXPECT_FALSE(PodUidFromDirName(KubeletDriver::kSystemd, not_a_pod)) << not_a_pod;
+  }
+}
+
+}  // namespace
+}  // namespace feedguard::agent::cgroup

@@ -1,0 +1,64 @@
+// node_observer.h — every observed GPU pod on the node, one interval at a time: each pod's
+// sample (PodObserver), the CPU time every other pod cgroup and the node itself took on its CPUs
+// while it waited (ContendersOn, from per-cgroup usage deltas and /proc/stat), its GPUs' busy
+// fraction (given by the caller: NVML), into its windows. Reads only; writes nothing anywhere.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "agent/cgroup/cgroups.h"
+#include "agent/observe/pod_observer.h"
+#include "agent/observe/starvation.h"
+
+namespace feedguard::agent::observe {
+
+// Every pod cgroup kubelet made on this node, by pod uid (the Guaranteed pods directly in
+// kubepods, the burstable and besteffort tiers), found by their directory names
+// (PodUidFromDirName) under the cpu mount.
+std::map<std::string, cgroup::CgroupPaths> ListPodCgroups(const cgroup::CgroupLayout& layout);
+
+struct NodeObserverOptions {
+  std::chrono::seconds period{10};
+  std::chrono::seconds horizon{3600};
+  size_t top_k = 5;
+  std::string proc_root = "/proc";
+  long user_hz = 100;  // sysconf(_SC_CLK_TCK)
+};
+
+class NodeObserver {
+ public:
+  NodeObserver(const cgroup::Cgroups* cgroups, cgroup::CgroupLayout layout,
+               NodeObserverOptions options);
+  // The GPU pods to observe, by uid (their cgroups are found on the node); others are dropped
+  // with their windows.
+  void Observe(const std::vector<std::string>& uids);
+  // One interval `dt_s` long; `gpu_busy`: each pod's GPUs' busy fraction over it, where known.
+  // Returns what could not be read (a pod not found yet, a read that failed), one line each.
+  std::vector<std::string> Step(double dt_s, const std::map<std::string, double>& gpu_busy);
+  // Each observed pod's summary over `window` (pods with no interval yet are left out).
+  std::map<std::string, Summary> Summaries(std::chrono::seconds window) const;
+
+ private:
+  struct Observed {
+    std::unique_ptr<PodObserver> reader;  // null until its cgroup is found
+    PodWindows windows;
+  };
+  struct OtherUsage {
+    double cpu_s = 0;  // cumulative
+    CpuSet cpus;
+  };
+
+  const cgroup::Cgroups* const cgroups_;
+  const cgroup::CgroupLayout layout_;
+  const NodeObserverOptions options_;
+  std::map<std::string, Observed> pods_;
+  std::map<std::string, OtherUsage> last_usage_;  // every pod cgroup, by uid
+  std::optional<std::map<int, double>> last_busy_;
+};
+
+}  // namespace feedguard::agent::observe
