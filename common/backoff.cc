@@ -39,8 +39,8 @@ KeyedBackoff::KeyedBackoff(BackoffPolicy policy, uint64_t seed)
     : policy_(policy), next_seed_(seed) {}
 
 bool KeyedBackoff::Due(const std::string& key, TimePoint now) const {
-  auto it = entries_.find(key);
-  return it == entries_.end() || now >= it->second.due;
+  const std::optional<TimePoint> at = DueAt(key);
+  return !at || now >= *at;
 }
 
 std::chrono::milliseconds KeyedBackoff::Failed(const std::string& key, TimePoint now) {

@@ -22,4 +22,15 @@ void ExpectRoundTrip(const EnumTable<E, V, N>& table, V fallback) {
   EXPECT_EQ(seen.size(), N);
 }
 
+// Every row's spelling parses back to its enumerator through `parse` (a function returning a
+// Result<E>: the components' own Parse functions, which may accept more spellings).
+template <typename E, size_t N, typename Parse>
+void ExpectParsesEveryName(const EnumNames<E, N>& table, Parse parse) {
+  for (const auto& [e, name] : table) {
+    auto parsed = parse(name);
+    ASSERT_TRUE(parsed.ok()) << name << ": " << parsed.status().ToString();
+    EXPECT_EQ(*parsed, e) << name;
+  }
+}
+
 }  // namespace feedguard::testing

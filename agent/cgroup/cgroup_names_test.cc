@@ -28,12 +28,8 @@ TEST(CgroupNamesTest, Knob) {
 
 TEST(CgroupNamesTest, Driver) {
   ExpectRoundTrip(kKubeletDriverNames, std::string_view("cgroupfs"));
-  for (const auto& [d, name] : kKubeletDriverNames) {
-    EXPECT_EQ(DriverName(d), name);
-    auto parsed = ParseDriver(name);
-    ASSERT_TRUE(parsed.ok());
-    EXPECT_EQ(*parsed, d);
-  }
+  for (const auto& [d, name] : kKubeletDriverNames) EXPECT_EQ(DriverName(d), name);
+  feedguard::testing::ExpectParsesEveryName(kKubeletDriverNames, ParseDriver);
   auto bad = ParseDriver("Systemd");
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().message(), "unknown cgroup driver \"Systemd\" (want systemd or cgroupfs)");
@@ -41,12 +37,8 @@ TEST(CgroupNamesTest, Driver) {
 
 TEST(CgroupNamesTest, Runtime) {
   ExpectRoundTrip(kRuntimeNames, std::string_view("unknown"));
-  for (const auto& [r, name] : kRuntimeNames) {
-    EXPECT_EQ(RuntimeName(r), name);
-    auto parsed = ParseRuntime(name);
-    ASSERT_TRUE(parsed.ok());
-    EXPECT_EQ(*parsed, r);
-  }
+  for (const auto& [r, name] : kRuntimeNames) EXPECT_EQ(RuntimeName(r), name);
+  feedguard::testing::ExpectParsesEveryName(kRuntimeNames, ParseRuntime);
   auto crio = ParseRuntime("cri-o");  // CRI-O's scheme in container ids
   ASSERT_TRUE(crio.ok());
   EXPECT_EQ(*crio, Runtime::kCrio);

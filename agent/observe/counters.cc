@@ -8,12 +8,6 @@
 #include "common/strings.h"
 
 namespace feedguard::agent::observe {
-namespace {
-
-double Delta(double before, double after) { return after >= before ? after - before : after; }
-
-}  // namespace
-
 Result<std::map<int, double>> ParseProcStatBusy(std::string_view proc_stat, long user_hz) {
   if (user_hz <= 0) return InvalidArgument("USER_HZ must be positive");
   std::map<int, double> busy;
@@ -52,7 +46,7 @@ double BusyOn(const std::map<int, double>& before, const std::map<int, double>& 
   double s = 0;
   for (int cpu : cpus) {
     auto b = before.find(cpu), a = after.find(cpu);
-    if (b != before.end() && a != after.end()) s += Delta(b->second, a->second);
+    if (b != before.end() && a != after.end()) s += CounterDelta(b->second, a->second);
   }
   return s;
 }
@@ -61,11 +55,11 @@ PodSample SampleBetween(const PodCounters& before, const PodCounters& after, dou
                         double run_delay_s) {
   PodSample s;
   s.dt_s = dt_s;
-  s.cpu_s = Delta(before.cpu_s, after.cpu_s);
-  s.throttled_s = Delta(before.throttled_s, after.throttled_s);
+  s.cpu_s = CounterDelta(before.cpu_s, after.cpu_s);
+  s.throttled_s = CounterDelta(before.throttled_s, after.throttled_s);
   if (before.psi_some_s && after.psi_some_s) {
     s.source = WaitSource::kPsi;
-    s.wait_s = Delta(*before.psi_some_s, *after.psi_some_s);
+    s.wait_s = CounterDelta(*before.psi_some_s, *after.psi_some_s);
   } else {
     s.source = WaitSource::kSchedstat;
     s.wait_s = std::max(0.0, run_delay_s);

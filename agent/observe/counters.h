@@ -25,6 +25,13 @@ struct PodCounters {
   CpuSet cpus;                       // effective
 };
 
+// A cumulative counter's growth between two readings; one that went back (its cgroup or task
+// was re-created) counts from zero.
+template <typename T>
+constexpr T CounterDelta(T before, T after) {
+  return after >= before ? after - before : after;
+}
+
 // Busy seconds per CPU from /proc/stat's "cpuN" lines (user, nice, system, irq, softirq, steal;
 // not idle or iowait), in USER_HZ ticks of `user_hz` per second.
 Result<std::map<int, double>> ParseProcStatBusy(std::string_view proc_stat, long user_hz);

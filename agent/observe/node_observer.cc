@@ -1,11 +1,10 @@
 #include "agent/observe/node_observer.h"
 
 #include <filesystem>
-#include <fstream>
 #include <set>
-#include <sstream>
 #include <utility>
 
+#include "agent/cgroup/fs_cgroups.h"
 #include "agent/cgroup/kubelet_facts.h"
 #include "agent/observe/counters.h"
 #include "common/strings.h"
@@ -51,16 +50,13 @@ std::vector<std::string> NodeObserver::Step(double dt_s,
   std::vector<std::string> problems;
   // The node's per-CPU busy time and every pod cgroup's usage now, against the last interval.
   std::optional<std::map<int, double>> busy;
-  {
-    std::ifstream f(options_.proc_root + "/stat");
-    std::stringstream text;
-    text << f.rdbuf();
-    auto parsed = ParseProcStatBusy(text.str(), options_.user_hz);
-    if (parsed.ok()) {
-      busy = std::move(*parsed);
-    } else {
-      problems.push_back(parsed.status().ToString());
-    }
+  auto stat = cgroup::ReadCgroupFile(options_.proc_root + "/stat");
+  Result<std::map<int, double>> parsed = stat.ok() ? ParseProcStatBusy(*stat, options_.user_hz)
+                                                   : Result<std::map<int, double>>(stat.status());
+  if (parsed.ok()) {
+    busy = std::move(*parsed);
+  } else {
+    problems.push_back(parsed.status().ToString());
   }
   const auto cgroups = ListPodCgroups(layout_);
   std::map<std::string, OtherUsage> usage;
@@ -71,8 +67,7 @@ std::vector<std::string> NodeObserver::Step(double dt_s,
     if (!u.ok() || !cpus.ok()) continue;  // went away meanwhile
     OtherUsage now{static_cast<double>(u->usage_ns) / 1e9, std::move(*cpus)};
     if (auto last = last_usage_.find(uid); last != last_usage_.end()) {
-      const double d = now.cpu_s >= last->second.cpu_s ? now.cpu_s - last->second.cpu_s : now.cpu_s;
-      deltas.push_back({uid, d, now.cpus});
+      deltas.push_back({uid, CounterDelta(last->second.cpu_s, now.cpu_s), now.cpus});
     }
     usage.emplace(uid, std::move(now));
   }

@@ -2,9 +2,10 @@
 
 #include <charconv>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <vector>
+
+#include "agent/cgroup/fs_cgroups.h"
+#include "agent/observe/counters.h"
 
 namespace feedguard::agent::observe {
 namespace {
@@ -37,7 +38,7 @@ double RunDelayTracker::Sample(const std::map<int, uint64_t>& run_delay_ns) {
   if (primed_) {
     for (const auto& [tid, ns] : run_delay_ns) {
       auto it = last_.find(tid);
-      delta += it != last_.end() && ns >= it->second ? ns - it->second : ns;
+      delta += it != last_.end() ? CounterDelta(it->second, ns) : ns;
     }
   }
   last_ = run_delay_ns;
@@ -56,11 +57,9 @@ std::map<int, uint64_t> ReadRunDelays(const std::string& proc_root, const std::v
       const std::string name = entry.path().filename().string();
       auto [end, perr] = std::from_chars(name.data(), name.data() + name.size(), tid);
       if (perr != std::errc() || end != name.data() + name.size()) continue;
-      std::ifstream f(entry.path() / "schedstat");
-      if (!f) continue;  // exited meanwhile
-      std::stringstream buf;
-      buf << f.rdbuf();
-      if (auto s = ParseSchedstat(buf.str()); s.ok()) out[tid] = s->run_delay_ns;
+      auto text = cgroup::ReadCgroupFile((entry.path() / "schedstat").string());
+      if (!text.ok()) continue;  // exited meanwhile
+      if (auto s = ParseSchedstat(*text); s.ok()) out[tid] = s->run_delay_ns;
     }
   }
   return out;
