@@ -359,6 +359,13 @@ size_t FitReportToLimit(feedguard::v1::NodeReport* report, size_t max_bytes) {
     if (pod.enforced()) pod.clear_message();
   }
   size_t dropped = 0;
+  // Observations before any pod's outcome: the agent sends them worst first, so the pods that
+  // waited least go first.
+  auto* obs = report->mutable_observations();
+  while (!obs->empty() && !fits()) {
+    obs->RemoveLast();
+    ++dropped;
+  }
   for (bool enforced : {true, false}) {
     auto* pods = report->mutable_pods();
     for (int i = pods->size() - 1; i >= 0 && !fits(); --i) {

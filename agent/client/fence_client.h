@@ -91,8 +91,9 @@ bool DialReachedController(const grpc::Status& status, grpc_connectivity_state c
 // Makes `report` fit in `max_bytes` serialized (the controller's receive limit, wire_limits.h:
 // a bigger message ends the stream before the controller reads it, after the ACK that made the
 // node look enforced). Steps, each only while still too big: every pod's message is cut to 512
-// bytes (what status shows of it), then enforced pods lose their message, then pods are dropped
-// from the end, enforced ones before failed ones. Returns how many pods were dropped.
+// bytes (what status shows of it), then enforced pods lose their message, then observations are
+// dropped from the end (the agent sends them worst first), then pods from the end, enforced ones
+// before failed ones. Returns how many observations and pods were dropped.
 size_t FitReportToLimit(feedguard::v1::NodeReport* report, size_t max_bytes);
 
 class FenceClient {

@@ -262,7 +262,15 @@ bool Enforcer::RecordOverwriteLocked(const std::string& path, const std::string&
   ++(restatement ? pod_restatements_ : pod_overwrites_)[uid];
   const int limit = restatement ? options_.restate_limit : options_.contest_threshold;
   if (static_cast<int>(times.size()) >= limit) st.contested = true;
+  st.theirs_standing = true;
   return st.contested;
+}
+
+bool Enforcer::SeenBeforeLocked(const std::string& path, const std::string& current,
+                                const CheckpointEntry& e) const {
+  auto it = file_state_.find(path);
+  return it != file_state_.end() && it->second.theirs_standing &&
+         KnobValuesEquivalent(path, current, e.original);
 }
 
 Status Enforcer::WriteVerifyLocked(const std::string& path, const std::string& value) {
@@ -270,6 +278,7 @@ Status Enforcer::WriteVerifyLocked(const std::string& path, const std::string& v
   ++writes_made_;
   if (options_.after_write) options_.after_write(writes_made_, path);
   if (!st.ok()) return st;
+  if (auto it = file_state_.find(path); it != file_state_.end()) it->second.theirs_standing = false;
   auto back = cgroups_->ReadRaw(path);
   if (!back.ok()) return back.status();
   if (!KnobValuesEquivalent(path, *back, value)) {
@@ -304,6 +313,8 @@ bool Enforcer::OverwrittenLocked(PodJudge& j, const std::string& path, const std
       IsIdleResetLocked(*e, current)) {
     return false;
   }
+  // The overwrite already counted, its value still standing: nothing new to adopt or count.
+  if (SeenBeforeLocked(path, current, *e)) return true;
   // The recorded original written back (systemd re-stating kubelet's value) is no contest.
   const bool restated = IsRestatementLocked(*e, current);
   if (!KnobValuesEquivalent(path, current, e->original)) NoteQuotaResizeLocked(*e);
@@ -1236,6 +1247,10 @@ VerifyReport Enforcer::Verify(const std::vector<std::string>& paths) {
       ++vr.contested;  // already left to the other writer; not a new overwrite
       continue;
     }
+    if (SeenBeforeLocked(e.path, *cur, e)) {
+      pods.insert(e.pod_uid);  // counted already; the fence goes back when it may
+      continue;
+    }
     if (IsIdleResetLocked(e, *cur)) {
       // The kernel's reset as another writer cleared cpu.idle (whose own event re-fences).
       if (auto idle = checkpoint_->Get(JoinPath(Dirname(e.path), std::string(kf::v2::kIdle)))) {
@@ -1251,7 +1266,7 @@ VerifyReport Enforcer::Verify(const std::vector<std::string>& paths) {
     if (!ours) AdoptOriginalLocked(e, *cur, r);
     ++vr.overwrites;
     if (restated) ++vr.restatements;
-    vr.overwritten_paths.push_back(e.path);
+    vr.overwritten.push_back({e.path, std::string(Trim(*cur)), e.written, restated});
     s.counted.insert(e.path);
     if (RecordOverwriteLocked(e.path, e.pod_uid, restated)) {
       ++vr.contested;

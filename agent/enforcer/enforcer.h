@@ -147,7 +147,13 @@ struct VerifyReport {
   size_t restatements = 0;  // of which: the recorded original written back (not a contest)
   size_t reapplied = 0;     // files written back
   size_t contested = 0;     // files left alone because they are contested
-  std::vector<std::string> overwritten_paths;
+  struct Overwrite {
+    std::string path;
+    std::string found;  // what the other writer left
+    std::string ours;   // what the fence had written
+    bool restated = false;
+  };
+  std::vector<Overwrite> overwritten;
 };
 
 class Enforcer {
@@ -207,7 +213,14 @@ class Enforcer {
     std::deque<std::chrono::steady_clock::time_point> overwrites;
     std::deque<std::chrono::steady_clock::time_point> restatements;
     bool contested = false;
+    // Another writer's value was counted and adopted as the original and the fence has not
+    // written the file since: judgements that find that value again (a sweep, the next Apply,
+    // a fence waiting out kubelet's resize) see the same overwrite, not a new one.
+    bool theirs_standing = false;
   };
+  // Whether `current` in `path` is the overwrite already counted (FileState::theirs_standing).
+  bool SeenBeforeLocked(const std::string& path, const std::string& current,
+                        const CheckpointEntry& e) const;
   struct Scratch;  // per-Apply bookkeeping, defined in the .cc
   struct PodWork;  // one pod's computed writes, defined in the .cc
 

@@ -574,6 +574,45 @@ TEST_F(EnforcerV1Test, QuotaFenceWaitsForKubeletsResizeThenReturns) {
   EXPECT_EQ(Slurp(ctr_quota), "150000\n");
 }
 
+// The order a loaded node showed (node_kubelet_ops step 3 under CI load): kubelet's and runc's
+// writes are seen at once, the controller's fence for the resized pod arrives only after the
+// settle, and the sweeps keep running. Each of kubelet's and runc's writes is one overwrite,
+// however many judgements see it before the fence is back; the fence returns and is not
+// Contested.
+TEST_F(EnforcerV1Test, AResizeSeenByManyJudgementsIsOneOverwrite) {
+  auto clock = std::make_shared<ManualTimeSource>();
+  auto pod = node_.AddPod("77777777-cccc", QosClass::kBurstable, {"c1"});
+  const std::string pod_quota = node_.CpuFile(pod, "cpu.cfs_quota_us");
+  const std::string ctr_quota = node_.CpuFile(pod, "cpu.cfs_quota_us", node_.ContainerSub("c1"));
+  Put(pod_quota, "100000\n");
+  Put(ctr_quota, "100000\n");
+  auto o = Clocked(clock);
+  o.contest_threshold = 3;
+  auto [store, enf] = Rig(node_, o);
+  Plan plan = FencePlan({pod}, {.quota = CpuQuota{50000, 100000}});
+  ASSERT_TRUE(enf.Apply(plan).pods[0].enforced());
+  Put(pod_quota, "150000\n");  // kubelet
+  Put(ctr_quota, "150000\n");  // runc
+  auto v = enf.Verify({pod_quota, ctr_quota});
+  EXPECT_EQ(v.overwrites, 2u);
+  EXPECT_EQ(enf.Verify().overwrites, 0u) << "a sweep during the settle saw the same writes again";
+  clock->Advance(std::chrono::seconds(4));
+  // The controller's fence for the resized pod, after the settle, before any Tick.
+  auto r = enf.Apply(plan);
+  EXPECT_TRUE(r.pods[0].enforced()) << r.pods[0].reason() << ": " << r.pods[0].message();
+  EXPECT_EQ(Slurp(pod_quota), "50000");
+  EXPECT_EQ(Slurp(ctr_quota), "-1");
+  EXPECT_EQ(enf.Tick().overwrites, 0u);
+  clock->Advance(std::chrono::seconds(10));
+  v = enf.Verify();
+  EXPECT_EQ(v.overwrites, 0u);
+  EXPECT_TRUE(enf.ContestedPods().empty());
+  EXPECT_EQ(enf.OverwriteCounts()[pod.uid], 2u);
+  enf.RevertAll();
+  EXPECT_EQ(Slurp(pod_quota), "150000\n");
+  EXPECT_EQ(Slurp(ctr_quota), "150000\n");
+}
+
 TEST_F(EnforcerV1Test, AResizeIsSeenAcrossAnAgentRestart) {
   auto pod = node_.AddPod("88888888-bbbb", QosClass::kBurstable, {"c1"});
   auto plan_with = [&](int64_t req) { return IdlePlan({pod}, req); };

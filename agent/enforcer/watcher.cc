@@ -9,6 +9,8 @@
 #include <set>
 #include <vector>
 
+#include <spdlog/spdlog.h>
+
 #include "common/locked.h"
 
 namespace feedguard::agent {
@@ -84,6 +86,10 @@ void Watcher::Account(const VerifyReport& r) {
   stats_.overwrites += r.overwrites;
   stats_.reapplied += r.reapplied;
   stats_.contested += r.contested;
+  for (const auto& o : r.overwritten) {
+    spdlog::debug("watcher: {} holds '{}', not the fence's '{}'{}", o.path, o.found, o.ours,
+                  o.restated ? " (the recorded original, restated)" : "");
+  }
 }
 
 Status Watcher::RunOnce(std::chrono::milliseconds wait) {

@@ -50,6 +50,7 @@ struct ControllerConfig {
   int64_t status_interval_ms = 1000;
   int64_t max_fence_bytes = kMaxFenceBytes;
   int64_t max_fence_containers_per_pod = kMaxFenceContainersPerPod;
+  int64_t max_observed_pods = kMaxObservedPodsPerNode;
   std::string gpu_resource_names = std::string(kDefaultGpuResourceNames);
   std::string log_level = "info";
 };
@@ -129,6 +130,10 @@ void AddFlags(CLI::App& app, ControllerConfig* c) {
       "container ids carried per pod in a fence; a pod with more is fenced at the pod level "
       "only and reported TooManyContainers")
       ->check(Whole(0, kNoLimit));
+  opt("--max-observed-pods", c->max_observed_pods,
+      "GPU pods per node the agent observes with no policy (CPU wait, contenders, GPU time lost; "
+      "docs/DESIGN.md §4b), the first by namespace/name; 0 turns observation off")
+      ->check(Whole(0, static_cast<int64_t>(kMaxObservedPodsPerNode)));
   opt("--gpu-resource-names", c->gpu_resource_names,
       "extended resources that count as GPUs, comma-separated; a trailing - or * makes an entry "
       "a prefix (e.g. nvidia.com/mig-)");
@@ -236,6 +241,7 @@ Result<std::unique_ptr<ControllerApp>> ControllerApp::Create(ControllerConfig co
   ro.suspended = c.suspend;
   ro.max_fence_bytes = static_cast<size_t>(c.max_fence_bytes);
   ro.fence_limits.max_containers_per_pod = static_cast<size_t>(c.max_fence_containers_per_pod);
+  ro.fence_limits.max_observed_pods = static_cast<size_t>(c.max_observed_pods);
   app->reconciler_ = std::make_shared<Reconciler>(app->sink_, writer, ro);
   return app;
 }

@@ -188,6 +188,17 @@ NodeResolution ResolveNode(const NodeInfo& node, const std::vector<const PodInfo
     out.policies[p->name].trainers = t;
     if (t > 0) FillOptions(*p, out.fence.add_policies());
   }
+
+  // Pass 3: every live GPU pod, policy or not, observed (nothing is written for it). The agent's
+  // own pods hold no GPU; protected pods are observed too: observing writes nothing.
+  for (const PodInfo* pod : sorted) {
+    if (!Live(*pod) || pod->gpus <= 0) continue;
+    if (static_cast<size_t>(out.fence.observe_size()) >= limits.max_observed_pods) {
+      if (limits.max_observed_pods > 0) ++out.gpu_pods_not_observed;
+      continue;
+    }
+    FillPodRef(*pod, out.fence.add_observe(), limits.max_containers_per_pod);
+  }
   return out;
 }
 

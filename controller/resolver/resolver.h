@@ -78,11 +78,15 @@ struct FenceLimits {
   // Container ids per pod; a pod with more goes without them (pod-level fence only) and is
   // counted in PolicyOnNode::pods_over_container_cap.
   size_t max_containers_per_pod = kMaxFenceContainersPerPod;
+  // GPU pods named in the fence's observe list (docs/DESIGN.md §4b), the first by
+  // namespace/name; 0 turns observation off (the controller's --observe=false).
+  size_t max_observed_pods = kMaxObservedPodsPerNode;
 };
 
 struct NodeResolution {
   feedguard::v1::NodeFence fence;                // version left 0: the caller versions it
   std::map<std::string, PolicyOnNode> policies;  // by policy name, every policy given
+  size_t gpu_pods_not_observed = 0;               // beyond FenceLimits::max_observed_pods
 };
 
 // `policies` must be the valid, non-deleting policies (the controller filters Invalid ones and

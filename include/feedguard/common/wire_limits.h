@@ -10,6 +10,10 @@
 //                        more goes without them (its pod-level cgroup is still fenced) and is
 //                        reported (TooManyContainers); a tenant's pod of thousands of containers
 //                        cannot push its node's fence over the limit.
+//   observation          a fence names at most kMaxObservedPodsPerNode GPU pods to observe (the
+//                        controller keeps the first by namespace/name and counts the rest); a
+//                        report carries at most kMaxObservedContenders contenders per window,
+//                        so the observations of a full node stay ~60 KB, well inside a report.
 //   agent → controller   the controller's receive limit (DistributorOptions::
 //                        max_receive_message_bytes) is kMaxAgentMessageBytes; the agent fits
 //                        every report under it (FitReportToLimit, agent/client/fence_client.h).
@@ -29,6 +33,8 @@ inline constexpr size_t kAgentMaxReceiveBytes = 8u << 20;
 inline constexpr size_t kGrpcDefaultMaxReceiveBytes = 4u << 20;
 inline constexpr size_t kMaxFenceContainersPerPod = 64;
 inline constexpr size_t kMaxAgentMessageBytes = 256u << 10;
+inline constexpr size_t kMaxObservedPodsPerNode = 64;
+inline constexpr size_t kMaxObservedContenders = 8;
 // FenceUpdate around a fence: its tag and length, the nonce, the oneof's tag and length.
 inline constexpr size_t kFenceUpdateEnvelopeBytes = 1024;
 
