@@ -23,6 +23,7 @@
 #include "controller/kube/kubeconfig.h"
 #include "controller/kube/leader_election.h"
 #include "controller/kube/reflector.h"
+#include "controller/observe/report_writer.h"
 #include "feedguard/common/gpu_resource_names.h"
 
 namespace feedguard::controller {
@@ -51,6 +52,7 @@ struct ControllerConfig {
   int64_t max_fence_bytes = kMaxFenceBytes;
   int64_t max_fence_containers_per_pod = kMaxFenceContainersPerPod;
   int64_t max_observed_pods = kMaxObservedPodsPerNode;
+  int64_t observe_interval_ms = 30000;
   std::string gpu_resource_names = std::string(kDefaultGpuResourceNames);
   std::string log_level = "info";
 };
@@ -134,6 +136,10 @@ void AddFlags(CLI::App& app, ControllerConfig* c) {
       "GPU pods per node the agent observes with no policy (CPU wait, contenders, GPU time lost; "
       "docs/DESIGN.md §4b), the first by namespace/name; 0 turns observation off")
       ->check(Whole(0, static_cast<int64_t>(kMaxObservedPodsPerNode)));
+  opt("--observe-interval-ms", c->observe_interval_ms,
+      "at most one write of the StarvationReport `cluster` per interval (only when what the "
+      "agents saw changed)")
+      ->check(Whole(1000, kNoLimit));
   opt("--gpu-resource-names", c->gpu_resource_names,
       "extended resources that count as GPUs, comma-separated; a trailing - or * makes an entry "
       "a prefix (e.g. nvidia.com/mig-)");
@@ -211,6 +217,11 @@ class ControllerApp {
   std::atomic<bool> lost_{false};
   std::unique_ptr<Distributor> distributor_;
   std::jthread loop_;
+  // Observation: the agents' observations (fed by the distributor) and the StarvationReport's
+  // writer, leader only; none with --max-observed-pods=0.
+  std::shared_ptr<StarvationBook> book_;
+  std::unique_ptr<StarvationReportWriter> starvation_writer_;
+  std::jthread starvation_thread_;
 };
 
 Result<std::unique_ptr<ControllerApp>> ControllerApp::Create(ControllerConfig config) {
@@ -343,6 +354,23 @@ void ControllerApp::StartLeading() {
     o.memory_quota_bytes = static_cast<size_t>(c.agent_memory_quota_mb) << 20;
   }
   o.observer = reconciler_;
+  if (c.max_observed_pods > 0) {
+    book_ = std::make_shared<StarvationBook>(clock_);
+    o.observer =
+        std::make_shared<AgentObserverTee>(std::vector<AgentObserverPtr>{reconciler_, book_});
+    PodNamer names = [rc](const std::string& node) {
+      std::map<std::string, PodName> out;
+      rc->ForEachPodOn(node, [&](const PodInfo& p) {
+        out[p.uid.str()] = {p.ns.get(), p.name, p.cpu_request_milli};
+      });
+      return out;
+    };
+    StarvationWriterOptions wo;
+    wo.interval = std::chrono::milliseconds(c.observe_interval_ms);
+    starvation_writer_ = std::make_unique<StarvationReportWriter>(
+        client_, book_, std::move(names), [rc] { return rc->stats().gpu_pods_not_observed; },
+        clock_, wo);
+  }
   // Agents may speak only for nodes that have a Node object (checked once nodes are known).
   o.admit_node = [rc](const std::string& node) { return rc->NodeAdmissible(node); };
   auto d = Distributor::Start(o);
@@ -355,6 +383,10 @@ void ControllerApp::StartLeading() {
   sink_->Attach(distributor_.get());
   spdlog::info("leading: serving agents on port {}", distributor_->port());
   loop_ = std::jthread([this](std::stop_token stop) { reconciler_->Run(stop); });
+  if (starvation_writer_) {
+    starvation_thread_ =
+        std::jthread([w = starvation_writer_.get()](std::stop_token stop) { w->Run(stop); });
+  }
   leading_ = true;
 }
 
@@ -377,6 +409,21 @@ std::string ControllerApp::RenderMetrics() {
                      static_cast<double>(s.fences_sent), "counter");
   out += RenderGauge("feedguard_status_writes_total", "FencePolicy status writes",
                      static_cast<double>(s.status_writes), "counter");
+  if (starvation_writer_) {
+    const StarvationWriterStats w = starvation_writer_->stats();
+    out += RenderGauge("feedguard_observed_nodes",
+                       "nodes whose agent reported observations in the last 10 min",
+                       static_cast<double>(book_->nodes()));
+    out += RenderGauge("feedguard_gpu_pods_not_observed",
+                       "GPU pods over the per-node cap (--max-observed-pods), not observed",
+                       static_cast<double>(s.gpu_pods_not_observed));
+    out += RenderLabelled("feedguard_starvation_report_writes_total",
+                          "passes of the StarvationReport writer, by outcome", "counter",
+                          {{"written", static_cast<double>(w.writes)},
+                           {"unchanged", static_cast<double>(w.unchanged)},
+                           {"failed", static_cast<double>(w.failures)}},
+                          "outcome");
+  }
   if (distributor_) {
     double enforced = 0, failed = 0, stale = 0;
     std::map<std::string, double> overwrites_by_node;
@@ -427,6 +474,10 @@ int ControllerApp::Wait() {
 }
 
 void ControllerApp::Stop() {
+  if (starvation_thread_.joinable()) {
+    starvation_thread_.request_stop();
+    starvation_thread_.join();
+  }
   if (loop_.joinable()) {  // no more fences or API writes
     loop_.request_stop();
     loop_.join();

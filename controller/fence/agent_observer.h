@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "feedguard/v1/nodefence.pb.h"
 
@@ -30,5 +32,33 @@ class AgentObserver {
   virtual void OnUnreadable(const std::string& node, const std::string& error) = 0;
 };
 using AgentObserverPtr = std::shared_ptr<AgentObserver>;
+
+// Tells each of `observers`, in order (the policy statuses, then the observations' book).
+class AgentObserverTee final : public AgentObserver {
+ public:
+  explicit AgentObserverTee(std::vector<AgentObserverPtr> observers)
+      : observers_(std::move(observers)) {}
+  void OnConnected(const std::string& node, const feedguard::v1::AgentHello& hello) override {
+    for (const auto& o : observers_) o->OnConnected(node, hello);
+  }
+  void OnDisconnected(const std::string& node) override {
+    for (const auto& o : observers_) o->OnDisconnected(node);
+  }
+  void OnAck(const std::string& node, uint64_t version) override {
+    for (const auto& o : observers_) o->OnAck(node, version);
+  }
+  void OnNack(const std::string& node, uint64_t version, const std::string& error) override {
+    for (const auto& o : observers_) o->OnNack(node, version, error);
+  }
+  void OnReport(const std::string& node, const feedguard::v1::NodeReport& report) override {
+    for (const auto& o : observers_) o->OnReport(node, report);
+  }
+  void OnUnreadable(const std::string& node, const std::string& error) override {
+    for (const auto& o : observers_) o->OnUnreadable(node, error);
+  }
+
+ private:
+  const std::vector<AgentObserverPtr> observers_;
+};
 
 }  // namespace feedguard::controller

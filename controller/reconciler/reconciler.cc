@@ -337,6 +337,7 @@ void Reconciler::RecomputeNodeLocked(const std::string& node, std::vector<NodeFe
   NodeResolution r = ResolveNode(*info, cache_.PodsOn(node), active, cache_.namespaces(),
                                  options_.rails, options_.fence_limits);
   stats_.node_recomputes++;
+  n.gpu_pods_not_observed = r.gpu_pods_not_observed;
   // Held serialized (wire_fence.h); an unchanged resolution has the same bytes.
   std::string bytes = WireFence::Serialize(r.fence);
   // Bigger than the agents read (wire_limits.h): not sent. The agent keeps its last fence (fail
@@ -556,7 +557,14 @@ ReconcilerStats Reconciler::stats() const {
   s.nodes = nodes_.size();
   s.pods = cache_.pod_count();
   s.policies = policies_.size();
+  for (const auto& [name, n] : nodes_) s.gpu_pods_not_observed += n.gpu_pods_not_observed;
   return s;
+}
+
+void Reconciler::ForEachPodOn(const std::string& node,
+                              const std::function<void(const PodInfo&)>& fn) const {
+  std::lock_guard<std::mutex> l(mu_);
+  for (const PodInfo* p : cache_.PodsOn(node)) fn(*p);
 }
 
 std::optional<feedguard::v1::NodeFence> Reconciler::DesiredFence(const std::string& node) const {

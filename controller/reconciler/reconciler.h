@@ -21,6 +21,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -98,6 +99,8 @@ struct ReconcilerStats {
   size_t nodes = 0;
   size_t pods = 0;
   size_t policies = 0;
+  // GPU pods left out of their node's observe list (FenceLimits::max_observed_pods).
+  size_t gpu_pods_not_observed = 0;
 };
 
 class Reconciler final : public AgentObserver, private PolicyFacts {
@@ -144,6 +147,9 @@ class Reconciler final : public AgentObserver, private PolicyFacts {
   bool Suspended() const;
   // The current desired fence of a node (tests, debugging).
   std::optional<feedguard::v1::NodeFence> DesiredFence(const std::string& node) const;
+  // Calls `fn` with each pod the cache holds on `node`, under the reconciler's lock (`fn` must
+  // not call back into the reconciler): how observations name the uids agents report.
+  void ForEachPodOn(const std::string& node, const std::function<void(const PodInfo&)>& fn) const;
 
  private:
   struct PolicyEntry {
@@ -163,6 +169,7 @@ class Reconciler final : public AgentObserver, private PolicyFacts {
     bool agent_connected = false;  // its agent has a stream to this process now
     // Why the newest resolution was not sent (too big for the agents); "" when it was.
     std::string fence_error;
+    size_t gpu_pods_not_observed = 0;  // of the newest resolution
     // Per policy, what its status reads of this node's last report (counters and failed pods,
     // policy_status.h): the report itself is not kept.
     ReportTallies tallies;

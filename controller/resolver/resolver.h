@@ -86,7 +86,7 @@ struct FenceLimits {
 struct NodeResolution {
   feedguard::v1::NodeFence fence;                // version left 0: the caller versions it
   std::map<std::string, PolicyOnNode> policies;  // by policy name, every policy given
-  size_t gpu_pods_not_observed = 0;               // beyond FenceLimits::max_observed_pods
+  size_t gpu_pods_not_observed = 0;              // beyond FenceLimits::max_observed_pods
 };
 
 // `policies` must be the valid, non-deleting policies (the controller filters Invalid ones and

@@ -102,6 +102,41 @@ TEST_F(ResolverTest, APodWithMoreContainersThanAFenceCarriesGoesWithoutThem) {
   EXPECT_EQ(r2.policies["vision"].pods_over_container_cap, 0);
 }
 
+// Observe first (DESIGN §4b): every live GPU pod is named in the observe list, policy or not,
+// without becoming a trainer or neighbour; past the cap the rest are counted; 0 turns it off.
+TEST_F(ResolverTest, EveryLiveGpuPodIsObservedWithOrWithoutAPolicy) {
+  auto gpu = [&](const std::string& ns, const std::string& name, int gpus = 1) {
+    PodInfo p = Pod(ns, name);
+    p.gpus = gpus;
+    return p;
+  };
+  PodInfo done = gpu("ml", "finished");
+  done.phase = "Succeeded";
+  pods_ = {gpu("ml", "b-train"), gpu("research", "a-notebook", 2), Pod("batch", "spin-0"), done};
+  auto r = Resolve();  // no policy at all
+  EXPECT_EQ(r.fence.trainers_size(), 0);
+  EXPECT_EQ(r.fence.neighbours_size(), 0);
+  ASSERT_EQ(r.fence.observe_size(), 2);
+  EXPECT_EQ(r.fence.observe(0).name(), "b-train");  // by namespace, then name
+  EXPECT_EQ(r.fence.observe(1).name(), "a-notebook");
+  EXPECT_EQ(r.fence.observe(1).uid(), "uid-research-a-notebook");
+  EXPECT_EQ(r.fence.observe(0).cpu_request_milli(), 500);
+  EXPECT_EQ(r.gpu_pods_not_observed, 0u);
+
+  FenceLimits one;
+  one.max_observed_pods = 1;
+  std::vector<const PodInfo*> pp;
+  for (auto& p : pods_) pp.push_back(&p);
+  auto capped = ResolveNode(node_, pp, {}, namespaces_, rails_, one);
+  ASSERT_EQ(capped.fence.observe_size(), 1);
+  EXPECT_EQ(capped.gpu_pods_not_observed, 1u);
+  FenceLimits off;
+  off.max_observed_pods = 0;
+  auto none = ResolveNode(node_, pp, {}, namespaces_, rails_, off);
+  EXPECT_EQ(none.fence.observe_size(), 0);
+  EXPECT_EQ(none.gpu_pods_not_observed, 0u);
+}
+
 TEST_F(ResolverTest, NodeSelectorMissMeansNothing) {
   policies_ = {Policy("vision", 10, "trainer")};
   node_.labels.clear();

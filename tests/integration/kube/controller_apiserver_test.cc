@@ -8,6 +8,9 @@
 // - No object can crash it (issue 13): under a CRD that validates nothing, malformed
 //   FencePolicies become Invalid conditions naming the field; the process stays up.
 // - Policies that can never fence (issue 13 item 4) are Invalid with an Event; requireGPU holds.
+// - Observe first (issue 30): a node's GPU pods are in its fence's observe list with no policy;
+//   what its agent reports of them becomes the StarvationReport `cluster`, contenders named,
+//   written again only when it changed.
 //
 // These FAIL, never skip, when the test bed cannot start: they run only under `apiserver`.
 #include <grpcpp/grpcpp.h>
@@ -46,6 +49,7 @@ using feedguard::testing::Shell;
 
 const Gvr kFencePolicies{"feedguard.io", "v1alpha1", "fencepolicies"};
 const Gvr kNamespaces{"", "v1", "namespaces"};
+const Gvr kStarvationReports{"feedguard.io", "v1alpha1", "starvationreports"};
 
 // The controller process: started with fork/exec, stopped (SIGTERM, then SIGKILL) by its pid.
 class ControllerProcess {
@@ -65,7 +69,7 @@ class ControllerProcess {
       const char* bin = env && *env ? env : FG_CONTROLLER_BIN;
       ::execl(bin, bin, "--kubeconfig", kubeconfig.c_str(), "--insecure", "--listen-grpc",
               g.c_str(), "--metrics-addr", m.c_str(), "--status-interval-ms", "200",
-              static_cast<char*>(nullptr));
+              "--observe-interval-ms", "1000", static_cast<char*>(nullptr));
       std::_Exit(127);
     }
   }
@@ -141,17 +145,17 @@ class ControllerApiserverTest : public ::testing::Test {
     return Shell("kubectl --kubeconfig " + kubeconfig_ + " --request-timeout=30s " + args +
                  " >/dev/null 2>&1");
   }
-  void InstallCrd(const std::string& file) {
+  void InstallCrd(const std::string& file, const Gvr& gvr = kFencePolicies) {
     ASSERT_EQ(Kubectl("apply -f " + file), 0) << file;
-    ASSERT_EQ(Kubectl("wait --for=condition=Established --timeout=60s "
-                      "crd/fencepolicies.feedguard.io"),
+    ASSERT_EQ(Kubectl("wait --for=condition=Established --timeout=60s crd/" + gvr.resource + "." +
+                      gvr.group),
               0);
     // The new resource is served a moment after Established.
     for (int i = 0; i < 100; ++i) {
-      if (client_->List(kFencePolicies, "", {}).ok()) return;
+      if (client_->List(gvr, "", {}).ok()) return;
       std::this_thread::sleep_for(100ms);
     }
-    FAIL() << "fencepolicies never served";
+    FAIL() << gvr.resource << " never served";
   }
   void StartController() {
     grpc_port_ = FreePort();
@@ -509,6 +513,113 @@ TEST_F(ControllerApiserverTest, PoliciesThatCanNeverFenceAreReportedAndRequireGp
   EXPECT_EQ(fence->neighbours(0).pod().name(), "labelled-no-gpu");
   ASSERT_EQ(fence->policies_size(), 1);
   EXPECT_EQ(fence->policies(0).name(), "gpu-trainers");
+  EXPECT_TRUE(controller_->Alive());
+}
+
+TEST_F(ControllerApiserverTest, ObservationsBecomeTheStarvationReport) {
+  InstallCrd(FG_CRD_FILE);
+  InstallCrd(FG_STARVATION_CRD_FILE, kStarvationReports);
+  ASSERT_TRUE(client_->Create(kNamespaces, "", {{"metadata", {{"name", "ml"}}}}).ok());
+  ASSERT_TRUE(client_->Create(kNamespaces, "", {{"metadata", {{"name", "batch"}}}}).ok());
+  ASSERT_TRUE(client_->Create(NodesGvr(), "", Node("fg-n1")).ok());
+  Json trainer = Pod("ml", "trainer", "fg-n1", "");
+  trainer["spec"]["containers"][0]["resources"] = {{"limits", {{"nvidia.com/gpu", "1"}}},
+                                                   {"requests", {{"cpu", "2"}}}};
+  auto t = client_->Create(PodsGvr(), "ml", trainer);
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  auto etl = client_->Create(PodsGvr(), "batch", Pod("batch", "etl", "fg-n1", ""));
+  ASSERT_TRUE(etl.ok()) << etl.status().ToString();
+  const std::string trainer_uid = (*t)["metadata"]["uid"];
+  const std::string etl_uid = (*etl)["metadata"]["uid"];
+  StartController();
+
+  auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(grpc_port_),
+                                     grpc::InsecureChannelCredentials());
+  auto stub = v1::FenceDistribution::NewStub(channel);
+  grpc::ClientContext ctx;
+  ctx.set_wait_for_ready(true);
+  ctx.set_deadline(std::chrono::system_clock::now() + 120s);
+  auto rw = stub->Stream(&ctx);
+  v1::AgentMessage hello;
+  hello.mutable_hello()->set_node_name("fg-n1");
+  ASSERT_TRUE(rw->Write(hello));
+  v1::ControllerMessage in;
+  ASSERT_TRUE(rw->Read(&in));
+  const v1::NodeFence& fence = in.update().fence();
+  EXPECT_EQ(fence.trainers_size() + fence.neighbours_size(), 0) << "no policy: nothing fenced";
+  ASSERT_EQ(fence.observe_size(), 1) << fence.ShortDebugString();
+  EXPECT_EQ(fence.observe(0).uid(), trainer_uid);
+  EXPECT_EQ(fence.observe(0).cpu_request_milli(), 2000);
+  v1::AgentMessage ack;
+  ack.mutable_ack()->set_version(fence.version());
+  ack.mutable_ack()->set_nonce(in.update().nonce());
+  ASSERT_TRUE(rw->Write(ack));
+
+  // The agent's report: the trainer waited 20 % of 10 min, its GPU idle 40 %, etl and the node
+  // on its CPUs meanwhile.
+  v1::AgentMessage report;
+  auto* r = report.mutable_report();
+  r->set_applied_version(fence.version());
+  auto* o = r->add_observations();
+  o->set_uid(trainer_uid);
+  for (uint32_t s : {60u, 600u, 3600u}) {
+    auto* w = o->add_windows();
+    w->set_window_seconds(s);
+    w->set_covered_seconds(s);
+    w->set_wait_seconds(0.2 * s);
+    w->set_wait_source(v1::ObservationWindow::SCHEDSTAT);
+    w->set_cpu_seconds(1.5 * s);
+    w->set_gpu_sampled(true);
+    w->set_gpu_busy_fraction(0.6);
+    w->set_gpu_lost_seconds(0.08 * s);
+    w->set_gpu_lost_min_seconds(0);
+    w->set_gpu_lost_max_seconds(0.2 * s);
+    auto* c = w->add_contenders();
+    c->set_pod_uid(etl_uid);
+    c->set_cpu_seconds(0.15 * s);
+    w->add_contenders()->set_cpu_seconds(0.01 * s);  // the node itself
+  }
+  ASSERT_TRUE(rw->Write(report));
+
+  Json status;
+  for (int i = 0; i < 300; ++i) {
+    auto got = client_->Get(kStarvationReports, "", "cluster");
+    if (got.ok() && got->contains("status") && !(*got)["status"]["pods"].empty()) {
+      status = (*got)["status"];
+      break;
+    }
+    std::this_thread::sleep_for(100ms);
+  }
+  ASSERT_FALSE(status.is_null()) << "no StarvationReport/cluster with pods within 30 s";
+  EXPECT_EQ(status["cluster"]["nodesReporting"], 1);
+  EXPECT_EQ(status["cluster"]["gpuPods"], 1);
+  EXPECT_EQ(status["cluster"]["starvingPods"], 1);
+  EXPECT_DOUBLE_EQ(status["cluster"]["gpuLostSeconds10m"].get<double>(), 48);
+  const Json& pod = status["pods"][0];
+  EXPECT_EQ(pod["namespace"], "ml");
+  EXPECT_EQ(pod["name"], "trainer");
+  EXPECT_EQ(pod["node"], "fg-n1");
+  EXPECT_EQ(pod["cpuRequestMilli"], 2000);
+  ASSERT_EQ(pod["windows"].size(), 3u);
+  const Json& w10 = pod["windows"][1];
+  EXPECT_EQ(w10["waitSource"], "schedstat");
+  EXPECT_DOUBLE_EQ(w10["waitFraction"].get<double>(), 0.2);
+  ASSERT_EQ(w10["contenders"].size(), 2u);
+  EXPECT_EQ(w10["contenders"][0]["namespace"], "batch");
+  EXPECT_EQ(w10["contenders"][0]["name"], "etl");
+  EXPECT_EQ(w10["contenders"][1]["kind"], "Node");
+  EXPECT_EQ(status["namespaces"][0]["name"], "ml");
+  EXPECT_FALSE(status["updated"].get<std::string>().empty());
+
+  // The same report again (agents send one every 10 s): the object is not written again.
+  auto before = client_->Get(kStarvationReports, "", "cluster");
+  ASSERT_TRUE(before.ok());
+  ASSERT_TRUE(rw->Write(report));
+  std::this_thread::sleep_for(3s);  // three writer passes
+  auto after = client_->Get(kStarvationReports, "", "cluster");
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ((*after)["metadata"]["resourceVersion"], (*before)["metadata"]["resourceVersion"]);
+  ctx.TryCancel();
   EXPECT_TRUE(controller_->Alive());
 }
 

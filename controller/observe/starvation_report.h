@@ -1,0 +1,42 @@
+// starvation_report.h — the StarvationReport's status (crds/starvationreport.yaml) from what the
+// agents saw (StarvationBook): the starving GPU pods worst first with their windows and named
+// contenders, the worst nodes and namespaces, the cluster's totals. Pure.
+//
+// Order: GPU time lost over 10 min (the estimate), then wait over 10 min, then namespace/name.
+// A pod, contender or node the controller's cache no longer knows keeps its uid and an empty
+// name (it went away since the agent sampled it).
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "controller/observe/starvation_book.h"
+
+namespace feedguard::controller {
+
+struct PodName {
+  std::string ns, name;
+  int64_t cpu_request_milli = 0;
+};
+// Every pod the controller knows on `node`, by uid.
+using PodNamer = std::function<std::map<std::string, PodName>(const std::string& node)>;
+
+struct StarvationReportLimits {
+  size_t pods = 50;
+  size_t nodes = 20;
+  size_t namespaces = 20;
+};
+
+// `not_observed`: GPU pods over the per-node cap (--max-observed-pods), cluster-wide. The
+// result has no `updated` (the writer stamps it when it writes).
+nlohmann::json RenderStarvationStatus(const std::map<std::string, SeenNode>& nodes,
+                                      const PodNamer& names, size_t not_observed,
+                                      const StarvationReportLimits& limits = {});
+
+}  // namespace feedguard::controller

@@ -1,0 +1,176 @@
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "controller/observe/starvation_book.h"
+#include "controller/observe/starvation_report.h"
+#include "feedguard/common/wire_limits.h"
+
+namespace feedguard::controller {
+namespace {
+
+using feedguard::v1::NodeReport;
+using feedguard::v1::ObservationWindow;
+
+// One observed pod's three windows; the 10 min one waited `wait_10m` of 600 s and lost
+// `lost_10m` of GPU time (lost < 0: no GPU reading).
+void AddPod(NodeReport* r, const std::string& uid, double wait_10m, double lost_10m,
+            std::vector<std::pair<std::string, double>> contenders = {}) {
+  auto* o = r->add_observations();
+  o->set_uid(uid);
+  for (uint32_t s : {60u, 600u, 3600u}) {
+    auto* w = o->add_windows();
+    w->set_window_seconds(s);
+    w->set_covered_seconds(s);
+    const double scale = s / 600.0;
+    w->set_wait_seconds(wait_10m * scale);
+    w->set_wait_source(ObservationWindow::PSI);
+    w->set_cpu_seconds(s * 0.5);
+    if (lost_10m >= 0) {
+      w->set_gpu_sampled(true);
+      w->set_gpu_busy_fraction(0.6);
+      w->set_gpu_lost_seconds(lost_10m * scale);
+      w->set_gpu_lost_min_seconds(lost_10m * scale / 2);
+      w->set_gpu_lost_max_seconds(lost_10m * scale * 1.5);
+    }
+    for (const auto& [c, cpu] : contenders) {
+      auto* k = w->add_contenders();
+      k->set_pod_uid(c);
+      k->set_cpu_seconds(cpu * scale);
+    }
+  }
+}
+
+PodNamer Names(std::map<std::string, std::map<std::string, PodName>> by_node) {
+  return [by_node](const std::string& node) {
+    auto it = by_node.find(node);
+    return it == by_node.end() ? std::map<std::string, PodName>{} : it->second;
+  };
+}
+
+class StarvationReportTest : public ::testing::Test {
+ protected:
+  std::shared_ptr<ManualTimeSource> clock_ = std::make_shared<ManualTimeSource>();
+  StarvationBook book_{clock_};
+};
+
+TEST_F(StarvationReportTest, WorstFirstWithNamedContendersAndTotals) {
+  NodeReport a, b;
+  AddPod(&a, "t1", 120, 60, {{"n1", 90}, {"", 10}});  // 20 % wait, 60 s lost
+  AddPod(&a, "t2", 1, 0.5);                           // 0.17 %: not starving
+  AddPod(&b, "t3", 300, 200, {{"n2", 250}});          // the worst
+  AddPod(&b, "t4", 30, -1);                           // no NVML: wait only
+  book_.OnReport("node-a", a);
+  book_.OnReport("node-b", b);
+  auto names = Names({{"node-a",
+                       {{"t1", {"ml", "trainer-1", 4000}},
+                        {"t2", {"ml", "trainer-2", 4000}},
+                        {"n1", {"batch", "etl-7", 500}}}},
+                      {"node-b",
+                       {{"t3", {"ml", "trainer-3", 8000}},
+                        {"t4", {"research", "nb-1", 1000}},
+                        {"n2", {"batch", "etl-9", 500}}}}});
+  auto s = RenderStarvationStatus(book_.Snapshot(), names, 3);
+
+  ASSERT_EQ(s["pods"].size(), 3u) << s.dump(2);  // t2 did not starve
+  EXPECT_EQ(s["pods"][0]["name"], "trainer-3");
+  EXPECT_EQ(s["pods"][1]["name"], "trainer-1");
+  EXPECT_EQ(s["pods"][2]["name"], "nb-1");  // lost nothing measurable, but waited 5 %
+  const auto& w10 = s["pods"][1]["windows"][1];
+  EXPECT_EQ(w10["seconds"], 600);
+  EXPECT_DOUBLE_EQ(w10["waitFraction"].get<double>(), 0.2);
+  EXPECT_EQ(w10["waitSource"], "psi");
+  EXPECT_DOUBLE_EQ(w10["gpuLostSeconds"].get<double>(), 60);
+  EXPECT_DOUBLE_EQ(w10["gpuLostMinSeconds"].get<double>(), 30);
+  EXPECT_DOUBLE_EQ(w10["gpuLostMaxSeconds"].get<double>(), 90);
+  ASSERT_EQ(w10["contenders"].size(), 2u);
+  EXPECT_EQ(w10["contenders"][0]["kind"], "Pod");
+  EXPECT_EQ(w10["contenders"][0]["namespace"], "batch");
+  EXPECT_EQ(w10["contenders"][0]["name"], "etl-7");
+  EXPECT_EQ(w10["contenders"][1]["kind"], "Node");
+  EXPECT_FALSE(w10["contenders"][1].contains("uid"));
+  EXPECT_FALSE(s["pods"][2]["windows"][1]["gpuSampled"].get<bool>());
+  EXPECT_FALSE(s["pods"][2]["windows"][1].contains("gpuLostSeconds"));
+
+  const auto& c = s["cluster"];
+  EXPECT_EQ(c["nodesReporting"], 2);
+  EXPECT_EQ(c["gpuPods"], 4);
+  EXPECT_EQ(c["starvingPods"], 3);
+  EXPECT_EQ(c["gpuPodsNotObserved"], 3);
+  EXPECT_DOUBLE_EQ(c["gpuLostSeconds10m"].get<double>(), 260.5);
+  EXPECT_DOUBLE_EQ(c["gpuLostSeconds1h"].get<double>(), 1563);
+  EXPECT_EQ(s["nodes"][0]["name"], "node-b");
+  EXPECT_EQ(s["namespaces"][0]["name"], "ml");
+  EXPECT_EQ(s["namespaces"][0]["gpuPods"], 3);
+  EXPECT_EQ(s["namespaces"][1]["name"], "research");
+}
+
+TEST_F(StarvationReportTest, BoundedAndRenderedTheSameTwice) {
+  NodeReport r;
+  for (int i = 0; i < 80; ++i) AddPod(&r, "p" + std::to_string(i), 10 + i, i);
+  book_.OnReport("n", r);
+  StarvationReportLimits limits;
+  limits.pods = 5;
+  auto s = RenderStarvationStatus(book_.Snapshot(), nullptr, 0, limits);
+  EXPECT_EQ(s["cluster"]["gpuPods"], static_cast<int>(kMaxObservedPodsPerNode));
+  ASSERT_EQ(s["pods"].size(), 5u);
+  EXPECT_EQ(s["pods"][0]["uid"], "p63");  // the worst of those the wire bound kept
+  EXPECT_FALSE(s["pods"][0].contains("name")) << "no pod cache: uid only";
+  EXPECT_EQ(s, RenderStarvationStatus(book_.Snapshot(), nullptr, 0, limits));
+}
+
+TEST_F(StarvationReportTest, HostileFiguresAreCleanedAndDuplicateWindowsIgnored) {
+  NodeReport r;
+  auto* o = r.add_observations();
+  o->set_uid("x");
+  for (int rep = 0; rep < 2; ++rep) {
+    auto* w = o->add_windows();
+    w->set_window_seconds(600);
+    w->set_covered_seconds(600);
+    w->set_wait_seconds(rep == 0 ? 1e12 : 1);  // more than it sampled
+    w->set_gpu_sampled(true);
+    w->set_gpu_busy_fraction(std::numeric_limits<double>::quiet_NaN());
+    w->set_gpu_lost_seconds(-5);
+    w->set_gpu_lost_max_seconds(std::numeric_limits<double>::infinity());
+    for (int i = 0; i < 40; ++i) w->add_contenders()->set_pod_uid(std::string(500, 'u'));
+  }
+  auto* odd = o->add_windows();
+  odd->set_window_seconds(7);  // not a window the report shows
+  odd->set_covered_seconds(7);
+  r.add_observations()->set_uid("");  // no uid: dropped
+  book_.OnReport("n", r);
+  auto s = RenderStarvationStatus(book_.Snapshot(), nullptr, 0);
+  ASSERT_EQ(s["cluster"]["gpuPods"], 1) << s.dump(2);
+  ASSERT_EQ(s["pods"].size(), 1u);
+  ASSERT_EQ(s["pods"][0]["windows"].size(), 1u);
+  const auto& w = s["pods"][0]["windows"][0];
+  EXPECT_DOUBLE_EQ(w["waitSeconds"].get<double>(), 600);
+  EXPECT_DOUBLE_EQ(w["gpuBusyFraction"].get<double>(), 0);
+  EXPECT_DOUBLE_EQ(w["gpuLostSeconds"].get<double>(), 0);
+  EXPECT_LE(w["gpuLostMaxSeconds"].get<double>(), 600);
+  EXPECT_EQ(w["contenders"].size(), kMaxObservedContenders);
+  EXPECT_LE(w["contenders"][0]["uid"].get<std::string>().size(), 64u);
+}
+
+TEST_F(StarvationReportTest, NodesAgeOutAndAnEmptyReportClearsTheNode) {
+  NodeReport r;
+  AddPod(&r, "t", 100, 50);
+  book_.OnReport("old", r);
+  clock_->Advance(std::chrono::minutes(11));
+  book_.OnReport("fresh", r);
+  auto snap = book_.Snapshot();
+  EXPECT_EQ(snap.size(), 1u);
+  EXPECT_TRUE(snap.count("fresh"));
+  book_.OnReport("fresh", NodeReport{});
+  EXPECT_TRUE(book_.Snapshot().empty());
+  book_.OnReport("gone", r);
+  book_.ForgetNode("gone");
+  EXPECT_EQ(book_.nodes(), 0u);
+}
+
+}  // namespace
+}  // namespace feedguard::controller
