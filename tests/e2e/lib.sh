@@ -28,6 +28,7 @@ FG_LIB_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 FG_REPO="$(cd "$FG_LIB_DIR/../.." && pwd)"
 FG_TESTBED_SH="$FG_REPO/tests/testbed/testbed.sh"
 FG_CRD="$FG_REPO/crds/fencepolicy.yaml"
+FG_STARVATION_CRD="$FG_REPO/crds/starvationreport.yaml"
 # fence_policy NAME FENCE [TRAINER-CPU] (shared with the node tier).
 # shellcheck source=../fixtures/fence_policy.sh
 source "$FG_REPO/tests/fixtures/fence_policy.sh"
@@ -177,9 +178,10 @@ fg_testbed_down() {
 }
 fg_kubectl() { "$FG_KUBECTL" --kubeconfig "$FG_KUBECONFIG" --request-timeout=30s "$@"; }
 
-fg_install_crd() {
-  fg_kubectl apply -f "$FG_CRD" >/dev/null || return 1
-  fg_kubectl wait --for=condition=Established --timeout=60s crd/fencepolicies.feedguard.io >/dev/null
+fg_install_crd() {  # both CRDs, as the chart installs them
+  fg_kubectl apply -f "$FG_CRD" -f "$FG_STARVATION_CRD" >/dev/null || return 1
+  fg_kubectl wait --for=condition=Established --timeout=60s crd/fencepolicies.feedguard.io \
+    crd/starvationreports.feedguard.io >/dev/null
 }
 
 # fg_create_node NAME [LABEL=VALUE...]

@@ -60,6 +60,8 @@ echo "# helm $("$HELM_BIN" version --short), kubectl $("$KUBECTL" version --clie
 # ---- the chart ships the repository's CRD unchanged -------------------------------------------
 check "charts/feedguard/crds/fencepolicy.yaml is identical to crds/fencepolicy.yaml" \
   diff -u "$ROOT/crds/fencepolicy.yaml" "$CHART/crds/fencepolicy.yaml"
+check "charts/feedguard/crds/starvationreport.yaml is identical to crds/starvationreport.yaml" \
+  diff -u "$ROOT/crds/starvationreport.yaml" "$CHART/crds/starvationreport.yaml"
 
 # ---- helm lint ----------------------------------------------------------------------------
 ALL_ON=(--set tls.certManager.enabled=true --set metrics.serviceMonitor.enabled=true
@@ -203,7 +205,9 @@ dash = json.loads(cm["data"]["feedguard.json"])
 exprs = " ".join(t["expr"] for p in dash["panels"] for t in p["targets"])
 for m in ["feedguard_agents_connected", "feedguard_nodes{state=~\"enforced|failed|stale\"}",
           "feedguard_fence_apply_seconds_bucket", "feedguard_overwrites_total",
-          "feedguard_trainer_cpu_pressure_ratio", "feedguard_neighbour_cpu_seconds_total"]:
+          "feedguard_trainer_cpu_pressure_ratio", "feedguard_neighbour_cpu_seconds_total",
+          "feedguard_observed_pod_gpu_lost_seconds_total", "feedguard_observed_pod_wait_ratio",
+          "feedguard_observed_contender_cpu_seconds"]:
     assert m in exprs, m
 EOF
 
