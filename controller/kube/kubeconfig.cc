@@ -192,16 +192,21 @@ Result<RestConfig> LoadInClusterConfig(const InClusterEnv& env) {
   return cfg;
 }
 
-Result<RestConfig> LoadDefaultConfig() {
+Result<RestConfig> LoadDefaultConfig(const std::string& context) {
   const char* kc = std::getenv("KUBECONFIG");
   if (kc && *kc) {
     std::string first(kc);
     first = first.substr(0, first.find(':'));
-    return LoadKubeconfig(first);
+    return LoadKubeconfig(first, context);
   }
   const char* home = std::getenv("HOME");
   if (home && std::filesystem::exists(std::string(home) + "/.kube/config")) {
-    return LoadKubeconfig(std::string(home) + "/.kube/config");
+    return LoadKubeconfig(std::string(home) + "/.kube/config", context);
+  }
+  if (!context.empty()) {
+    return NotFound("context '" + context +
+                    "' asked for, but there is no kubeconfig ($KUBECONFIG unset, no "
+                    "~/.kube/config) and in-cluster configuration has no contexts");
   }
   return LoadInClusterConfig(InClusterEnvFromProcess());
 }

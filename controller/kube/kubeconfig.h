@@ -44,8 +44,10 @@ struct InClusterEnv {
 InClusterEnv InClusterEnvFromProcess(const std::string& root = "/");
 Result<RestConfig> LoadInClusterConfig(const InClusterEnv& env);
 
-// Kubeconfig from $KUBECONFIG (first entry) or ~/.kube/config, else in-cluster.
-Result<RestConfig> LoadDefaultConfig();
+// Kubeconfig from $KUBECONFIG (first entry) or ~/.kube/config, else in-cluster. `context`
+// empty: the kubeconfig's current-context; else that context (kubectl's --context), which needs
+// a kubeconfig: in-cluster configuration has no contexts and is refused with one.
+Result<RestConfig> LoadDefaultConfig(const std::string& context = "");
 
 // Decodes standard base64 (padding optional, whitespace ignored).
 Result<std::string> Base64Decode(std::string_view in);

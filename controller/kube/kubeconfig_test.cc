@@ -179,6 +179,80 @@ contexts:
   EXPECT_EQ(t->token, "abc");
 }
 
+// Sets an environment variable for one scope (nullptr: unset), then puts the old value back.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    const char* old = getenv(name);
+    if (old) old_ = old;
+    had_ = old != nullptr;
+    if (value) {
+      setenv(name, value, 1);
+    } else {
+      unsetenv(name);
+    }
+  }
+  ~ScopedEnv() {
+    if (had_) {
+      setenv(name_, old_.c_str(), 1);
+    } else {
+      unsetenv(name_);
+    }
+  }
+
+ private:
+  const char* name_;
+  std::string old_;
+  bool had_ = false;
+};
+
+// kubectl's --context through LoadDefaultConfig: the default stays the current-context; a named
+// context is taken from $KUBECONFIG (or ~/.kube/config); without a kubeconfig a context is
+// refused by name instead of silently falling back to in-cluster configuration.
+TEST(KubeconfigDefaultTest, TakesANamedContext) {
+  TempDir dir_;
+  ASSERT_FALSE(dir_.path().empty());
+  const std::string yaml = R"(current-context: a
+clusters:
+- {name: ka, cluster: {server: "https://a:1"}}
+- {name: kb, cluster: {server: "https://b:2"}}
+users: [{name: u, user: {token: t}}]
+contexts:
+- {name: a, context: {cluster: ka, user: u}}
+- {name: b, context: {cluster: kb, user: u, namespace: team-b}}
+)";
+  Write(dir_.path() + "/kc", yaml);
+  {
+    ScopedEnv kubeconfig("KUBECONFIG", (dir_.path() + "/kc").c_str());
+    auto current = LoadDefaultConfig();
+    ASSERT_TRUE(current.ok()) << current.status().ToString();
+    EXPECT_EQ(current->server, "https://a:1");
+    EXPECT_EQ(current->default_namespace, "default");
+    auto b = LoadDefaultConfig("b");
+    ASSERT_TRUE(b.ok()) << b.status().ToString();
+    EXPECT_EQ(b->server, "https://b:2");
+    EXPECT_EQ(b->default_namespace, "team-b");
+    EXPECT_TRUE(
+        feedguard::testing::FailsWith(LoadDefaultConfig("c"), StatusCode::kNotFound, "'c'"));
+  }
+  // ~/.kube/config when $KUBECONFIG is unset.
+  fs::create_directories(dir_.path() + "/home/.kube");
+  Write(dir_.path() + "/home/.kube/config", yaml);
+  ScopedEnv no_kubeconfig("KUBECONFIG", nullptr);
+  {
+    ScopedEnv home("HOME", (dir_.path() + "/home").c_str());
+    auto b = LoadDefaultConfig("b");
+    ASSERT_TRUE(b.ok()) << b.status().ToString();
+    EXPECT_EQ(b->server, "https://b:2");
+  }
+  // No kubeconfig anywhere: a context is refused by name, even where in-cluster would work.
+  ScopedEnv home("HOME", (dir_.path() + "/nohome").c_str());
+  ScopedEnv host("KUBERNETES_SERVICE_HOST", "10.96.0.1");
+  ScopedEnv port("KUBERNETES_SERVICE_PORT", "443");
+  EXPECT_TRUE(feedguard::testing::FailsWith(LoadDefaultConfig("b"), StatusCode::kNotFound,
+                                            "context 'b' asked for, but there is no kubeconfig"));
+}
+
 TEST_F(KubeconfigTest, CertWithoutKeyIsInvalid) {
   const std::string yaml = R"(current-context: c
 clusters: [{name: k, cluster: {server: "https://h:1"}}]
