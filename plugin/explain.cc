@@ -13,11 +13,13 @@ namespace {
 
 using Json = nlohmann::json;
 
-constexpr EnumNames<Absence, 6> kAbsenceNames{{{Absence::kPodNotFound, "PodNotFound"},
+constexpr EnumNames<Absence, 8> kAbsenceNames{{{Absence::kPodNotFound, "PodNotFound"},
                                                {Absence::kNotAGpuPod, "NotAGPUPod"},
                                                {Absence::kNotRunning, "NotRunning"},
                                                {Absence::kNoReportYet, "NoReportYet"},
+                                               {Absence::kNotObserved, "NotObserved"},
                                                {Absence::kNotAmongWorst, "NotAmongWorst"},
+                                               {Absence::kNotStarving, "NotStarving"},
                                                {Absence::kNotReported, "NotReported"}}};
 static_assert(EnumTableComplete(kAbsenceNames));
 
@@ -145,8 +147,8 @@ std::string RenderExplain(const ReportPod& pod, const PolicySuggestion* policy) 
                ? Fixed(static_cast<double>(pod.cpu_request_milli) / 1000.0, 2) + " cores."
                : std::string("none."));
   WrapInto(head, &lines);
-  lines.push_back(pod.policy.empty() ? "No FencePolicy covers it as a trainer."
-                                     : "FencePolicy " + pod.policy + " covers it as a trainer.");
+  if (!pod.policy.empty())
+    lines.push_back("FencePolicy " + pod.policy + " covers it as a trainer.");
   lines.push_back("");
 
   // The windows.
@@ -190,7 +192,7 @@ std::string RenderExplain(const ReportPod& pod, const PolicySuggestion* policy) 
     std::string who;
     for (const auto& c : w.contenders) who += (who.empty() ? "" : ", ") + ContenderLabel(c);
     if (who.empty()) who = "none";
-    WrapInto("  " + WindowName(w.seconds) + ": " + who, &lines);
+    lines.push_back("  " + WindowName(w.seconds) + ": " + who);  // one line each: greppable
   }
   const std::vector<std::string> advice = NodeContenderAdvice(pod);
   if (!advice.empty()) {
@@ -272,26 +274,44 @@ AbsenceExplained ExplainAbsence(const StarvationReport& report, std::string_view
                 " is not in the StarvationReport: no agent has reported yet (the report has no "
                 "status)."};
   }
+  // The report lists only starving pods (>= 1 % of 10 min), the worst 50; its nodes are every
+  // node whose agent reported observations, the worst 20.
+  const ReportNode* reporting = nullptr;
+  for (const auto& n : report.nodes) {
+    if (n.name == node) reporting = &n;
+  }
+  const bool nodes_complete = report.nodes.size() < static_cast<size_t>(kReportMaxNodes);
   const std::string cap_note =
       report.cluster.gpu_pods_not_observed > 0
-          ? " (" + std::to_string(report.cluster.gpu_pods_not_observed) +
-                " GPU pods cluster-wide are not observed: over their node's --max-observed-pods)"
+          ? " (unless it is one of the " + std::to_string(report.cluster.gpu_pods_not_observed) +
+                " GPU pods over their node's --max-observed-pods, not observed)"
           : "";
+  if (reporting == nullptr && nodes_complete) {
+    return {Absence::kNotObserved,
+            who +
+                " is not in the StarvationReport: it is not observed, because no agent on its "
+                "node " +
+                node +
+                " has reported observations (the agent not running there, or observation off)."};
+  }
   if (report.pods.size() >= static_cast<size_t>(kReportMaxPods)) {
     return {Absence::kNotAmongWorst,
             who + " is not among the " + std::to_string(kReportMaxPods) +
                 " GPU pods with the most wait; it did not starve noticeably" + cap_note + "."};
   }
+  if (reporting != nullptr) {
+    return {Absence::kNotStarving,
+            who +
+                " is not in the StarvationReport: it did not starve noticeably (waited less "
+                "than 1% of the last 10 min; its node " +
+                node + " reports " + std::to_string(reporting->gpu_pods) + " GPU pods, " +
+                std::to_string(reporting->starving_pods) + " starving)" + cap_note + "."};
+  }
   return {Absence::kNotReported,
-          who + " is a GPU pod on node " + node +
-              " but is not in the StarvationReport, which lists " +
-              std::to_string(report.pods.size()) + " of at most " + std::to_string(kReportMaxPods) +
-              " pods: its node's agent has not reported it (the agent not running or not "
-              "observing on " +
-              node +
-              ", the pod newer than the last report, or over the node's "
-              "--max-observed-pods)" +
-              cap_note + "."};
+          who +
+              " is not in the StarvationReport: it did not starve noticeably (waited less than "
+              "1% of the last 10 min), or no agent on its node " +
+              node + " observes it" + cap_note + "."};
 }
 
 }  // namespace feedguard::plugin

@@ -52,10 +52,12 @@ nlohmann::json ExplainJson(const ReportPod& pod, const PolicySuggestion* policy)
 enum class Absence {
   kPodNotFound,    // no such pod (an error: exit 1)
   kNotAGpuPod,     // it requests no GPU: not observed
-  kNotRunning,     // not on a node / not running: not observed
+  kNotRunning,     // not on a node / ended: not observed
   kNoReportYet,    // the report has no status yet
-  kNotAmongWorst,  // the report is full (50 pods) and this one waited less
-  kNotReported,    // the report has room, yet no agent reported it
+  kNotObserved,    // its node's agent reports no observations (the node is not in status.nodes)
+  kNotAmongWorst,  // the report is full (50 starving pods) and this one is not among them
+  kNotStarving,    // its node reports, the report has room: it waited < 1 % of 10 min
+  kNotReported,    // either of the last two: its node is not among the 20 nodes listed
 };
 std::string_view AbsenceName(Absence a);
 

@@ -61,11 +61,13 @@ TEST(ExplainTest, ContendersAndTheMainOne) {
       (std::vector<P>{
           {"batch", "spin-a"}, {"batch", "spin-c"}, {"etl", "loader-0"}, {"batch", "spin-gone"}}));
   EXPECT_EQ(ContenderPods(*r.Find("vision", "trainer-c")), (std::vector<P>{{"batch", "spin-c"}}));
-  EXPECT_TRUE(ContenderPods(*r.Find("ml", "trainer-d")).empty());
+  ReportPod quiet;  // windows without contenders
+  quiet.windows = {{.seconds = 60}, {.seconds = 600}};
+  EXPECT_TRUE(ContenderPods(quiet).empty());
 
   EXPECT_EQ(MainContender(*r.Find("ml", "trainer-a"))->name, "spin-a");
   EXPECT_EQ(MainContender(*r.Find("vision", "trainer-c"))->kind, "Node");
-  EXPECT_EQ(MainContender(*r.Find("ml", "trainer-d")), nullptr);
+  EXPECT_EQ(MainContender(quiet), nullptr);
   EXPECT_TRUE(NodeContenderAdvice(*r.Find("ml", "trainer-a")).empty());
   // trainer-b's node is a contender, but not the main one.
   EXPECT_TRUE(NodeContenderAdvice(*r.Find("ml", "trainer-b")).empty());
@@ -97,9 +99,8 @@ TEST(ExplainTest, RendersWindowsContendersAndThePolicy) {
   EXPECT_EQ(doc["spec"]["neighbours"]["podSelector"]["matchLabels"]["tier"].as<std::string>(),
             "batch");
 
-  EXPECT_TRUE(Has(out,
-                  "# GPU pod ml/trainer-a on node gpu-node-1, CPU request 4.00 cores.\n"
-                  "# No FencePolicy covers it as a trainer.\n"))
+  // The report names no policy for it: nothing is said about one.
+  EXPECT_TRUE(Has(out, "# GPU pod ml/trainer-a on node gpu-node-1, CPU request 4.00 cores.\n#\n"))
       << out;
   // One row per window: covered, wait (%), source, CPU used of request, throttled, GPU busy, lost.
   EXPECT_TRUE(Has(out, "# WINDOW   COVERED   WAIT             SOURCE   CPU USED")) << out;
@@ -120,7 +121,9 @@ TEST(ExplainTest, RendersWindowsContendersAndThePolicy) {
                   "#   10m: batch/spin-a (60.0s), batch/spin-c (40.0s), etl/loader-0 "
                   "(30.0s), node (10.0s)\n"))
       << out;
-  EXPECT_TRUE(Has(out, "#   1h: batch/spin-a (300.0s), batch/spin-gone (100.0s)\n")) << out;
+  EXPECT_TRUE(Has(
+      out, "#   1h: batch/spin-a (300.0s), batch/spin-gone (100.0s), pod uid-vanished (50.0s)\n"))
+      << out;
   EXPECT_TRUE(Has(out, "# neighbours: the 3 contender pods found all carry tier=batch.\n"));
   EXPECT_TRUE(Has(out, "kubectl feedguard explain trainer-a -n ml | kubectl apply -f -")) << out;
   EXPECT_FALSE(Has(out, "no NVML"));
@@ -158,7 +161,7 @@ TEST(ExplainTest, Json) {
   const StarvationReport r = Fixture();
   const PolicySuggestion policy = TrainerAPolicy();
   const Json j = ExplainJson(*r.Find("ml", "trainer-a"), &policy);
-  EXPECT_EQ(j["pod"], ReportFixture()["status"]["pods"][1]);
+  EXPECT_EQ(j["pod"], ReportFixture()["status"]["pods"][0]);
   EXPECT_EQ(j["suggestedPolicy"], policy.policy);
   EXPECT_EQ(j["mainContender"]["name"], "spin-a");
   EXPECT_EQ(j["mainContender"]["namespace"], "batch");
@@ -194,28 +197,48 @@ TEST(ExplainTest, WhyAPodIsNotInTheReport) {
   EXPECT_EQ(ended.absence, Absence::kNotRunning);
   EXPECT_TRUE(Has(ended.message, "(phase Succeeded)")) << ended.message;
 
-  // Room in the report (4 of 50), yet not in it: its agent did not report it.
-  auto unreported = why(r, "ml", "trainer-e", PodFixture("ml", "trainer-e"));
-  EXPECT_EQ(unreported.absence, Absence::kNotReported);
-  EXPECT_TRUE(Has(unreported.message,
-                  "pod ml/trainer-e is a GPU pod on node gpu-node-2 but is not in the "
-                  "StarvationReport, which lists 4 of at most 50 pods"))
-      << unreported.message;
+  // Its node reports and the report has room (3 of 50): it did not starve.
+  auto calm = why(r, "ml", "trainer-e", PodFixture("ml", "trainer-e"));
+  EXPECT_EQ(calm.absence, Absence::kNotStarving);
+  EXPECT_EQ(calm.message,
+            "pod ml/trainer-e is not in the StarvationReport: it did not starve noticeably (waited "
+            "less than 1% of the last 10 min; its node gpu-node-2 reports 2 GPU pods, 1 "
+            "starving).");
+  // Its node reports nothing (and the report lists every reporting node): not observed.
+  auto unobserved = why(r, "ml", "trainer-f", PodFixture("ml", "trainer-f"));
+  EXPECT_EQ(unobserved.absence, Absence::kNotObserved);
+  EXPECT_TRUE(Has(unobserved.message,
+                  "it is not observed, because no agent on its node "
+                  "gpu-node-3 has reported observations"))
+      << unobserved.message;
 
-  // A full report: the pod waited less than the 50 in it.
+  // A full report: the pod is not among the 50 worst.
   StarvationReport full = r;
   while (full.pods.size() < 50) {
     full.pods.push_back(r.pods[0]);
     full.pods.back().name = "filler-" + std::to_string(full.pods.size());
   }
-  auto calm = why(full, "ml", "trainer-e", PodFixture("ml", "trainer-e"));
-  EXPECT_EQ(calm.absence, Absence::kNotAmongWorst);
-  EXPECT_EQ(calm.message,
+  auto worst = why(full, "ml", "trainer-e", PodFixture("ml", "trainer-e"));
+  EXPECT_EQ(worst.absence, Absence::kNotAmongWorst);
+  EXPECT_EQ(worst.message,
             "pod ml/trainer-e is not among the 50 GPU pods with the most wait; it did not starve "
             "noticeably.");
   full.cluster.gpu_pods_not_observed = 3;
   EXPECT_TRUE(Has(why(full, "ml", "trainer-e", PodFixture("ml", "trainer-e")).message,
-                  "3 GPU pods cluster-wide are not observed"));
+                  "(unless it is one of the 3 GPU pods over their node's --max-observed-pods, not "
+                  "observed)"));
+
+  // 20 nodes listed, its own not among them: either.
+  StarvationReport many = r;
+  while (many.nodes.size() < 20) {
+    many.nodes.push_back({.name = "other-" + std::to_string(many.nodes.size())});
+  }
+  auto unsure = why(many, "ml", "trainer-f", PodFixture("ml", "trainer-f"));
+  EXPECT_EQ(unsure.absence, Absence::kNotReported);
+  EXPECT_TRUE(Has(unsure.message,
+                  "it did not starve noticeably (waited less than 1% of the "
+                  "last 10 min), or no agent on its node gpu-node-3 observes it"))
+      << unsure.message;
 
   StarvationReport empty;
   EXPECT_EQ(why(empty, "ml", "trainer-e", PodFixture("ml", "trainer-e")).absence,

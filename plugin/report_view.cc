@@ -95,7 +95,8 @@ std::string Fixed1(double v) {
   return buf;
 }
 
-std::string PodKey(const ReportPod& p) { return p.ns + "/" + p.name; }
+// The controller's sort key: namespace/name, or the uid of a pod it could not name.
+std::string PodKey(const ReportPod& p) { return p.name.empty() ? p.uid : p.ns + "/" + p.name; }
 
 // The age in seconds, or nullopt when `updated` does not parse.
 std::optional<std::chrono::seconds> AgeOf(const StarvationReport& r,
@@ -148,11 +149,24 @@ Result<StarvationReport> ParseStarvationReport(const Json& obj) {
       if (p.is_object()) r.pods.push_back(ParsePod(p));
     }
   }
+  const Json& nodes = JsonMember(status, "nodes");
+  if (nodes.is_array()) {
+    for (const Json& n : nodes) {
+      if (!n.is_object()) continue;
+      ReportNode node;
+      node.name = JsonStringOr(n, "name", "");
+      node.gpu_pods = IntOr(n, "gpuPods");
+      node.starving_pods = IntOr(n, "starvingPods");
+      node.wait_seconds_10m = NumberOr(n, "waitSeconds10m");
+      node.gpu_lost_seconds_10m = NumberOr(n, "gpuLostSeconds10m");
+      r.nodes.push_back(std::move(node));
+    }
+  }
   return r;
 }
 
-double RankSeconds(const ReportWindow& w) {
-  return w.gpu_sampled ? w.gpu_lost_seconds : w.wait_seconds;
+bool Starving(const ReportWindow& w) {
+  return w.covered_seconds > 0 && w.wait_seconds >= kStarvingFraction * w.covered_seconds;
 }
 
 TopView BuildTop(const StarvationReport& report, const TopOptions& opts) {
@@ -161,7 +175,7 @@ TopView BuildTop(const StarvationReport& report, const TopOptions& opts) {
   std::vector<TopRow> rows;
   for (const auto& p : report.pods) {
     const ReportWindow* w10 = p.Window(kWindow10m);
-    if (w10 == nullptr || w10->wait_fraction < kStarvingFraction) continue;
+    if (w10 == nullptr || !Starving(*w10)) continue;
     if (!opts.ns.empty() && p.ns != opts.ns) {
       view.starving_elsewhere++;
       continue;
@@ -181,9 +195,9 @@ TopView BuildTop(const StarvationReport& report, const TopOptions& opts) {
     rows.push_back(std::move(row));
   }
   std::stable_sort(rows.begin(), rows.end(), [](const TopRow& a, const TopRow& b) {
-    const double ra = RankSeconds(*a.pod->Window(kWindow10m));
-    const double rb = RankSeconds(*b.pod->Window(kWindow10m));
-    if (ra != rb) return ra > rb;
+    const double la = a.gpu_lost_10m.value_or(0);
+    const double lb = b.gpu_lost_10m.value_or(0);
+    if (la != lb) return la > lb;
     if (a.wait_seconds_10m != b.wait_seconds_10m) return a.wait_seconds_10m > b.wait_seconds_10m;
     return PodKey(*a.pod) < PodKey(*b.pod);
   });
@@ -236,8 +250,10 @@ std::string RenderTopTable(const StarvationReport& report, const TopView& view,
         contenders += ContenderLabel(c);
       }
       if (contenders.empty()) contenders = "-";
-      rows.push_back({r.pod->ns, r.pod->name, r.pod->node.empty() ? "-" : r.pod->node,
-                      FormatPercent(r.wait_fraction_10m), FormatSeconds(r.wait_seconds_10m),
+      rows.push_back({r.pod->ns.empty() ? "-" : r.pod->ns,
+                      r.pod->name.empty() ? "uid " + r.pod->uid : r.pod->name,
+                      r.pod->node.empty() ? "-" : r.pod->node, FormatPercent(r.wait_fraction_10m),
+                      FormatSeconds(r.wait_seconds_10m),
                       r.gpu_lost_10m ? FormatSeconds(*r.gpu_lost_10m) : "n/a",
                       r.gpu_lost_1h ? FormatSeconds(*r.gpu_lost_1h) : "n/a", contenders});
     }
@@ -282,6 +298,7 @@ Json TopJson(const StarvationReport& report, const TopView& view,
     }
     Json pj = {{"namespace", r.pod->ns},
                {"name", r.pod->name},
+               {"uid", r.pod->uid},
                {"node", r.pod->node},
                {"waitFraction10m", r.wait_fraction_10m},
                {"waitSeconds10m", r.wait_seconds_10m},

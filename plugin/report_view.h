@@ -29,6 +29,7 @@ using Json = nlohmann::json;
 
 // The report's contract (crds/starvationreport.yaml).
 inline constexpr int kReportMaxPods = 50;          // status.pods maxItems
+inline constexpr int kReportMaxNodes = 20;         // status.nodes maxItems
 inline constexpr double kStarvingFraction = 0.01;  // "starving": waited >= 1 % of 10 min
 inline constexpr int64_t kWindow1m = 60;
 inline constexpr int64_t kWindow10m = 600;
@@ -89,11 +90,21 @@ struct ClusterTotals {
   double gpu_lost_seconds_1h = 0;
 };
 
+// One of the report's worst nodes (status.nodes: every node whose agent reported, worst 20).
+struct ReportNode {
+  std::string name;
+  int64_t gpu_pods = 0;
+  int64_t starving_pods = 0;
+  double wait_seconds_10m = 0;
+  double gpu_lost_seconds_10m = 0;
+};
+
 struct StarvationReport {
   bool has_status = false;  // false: the object exists but no controller has written it yet
   std::string updated;      // RFC 3339, as written
   ClusterTotals cluster;
-  std::vector<ReportPod> pods;  // in the report's order
+  std::vector<ReportPod> pods;    // in the report's order
+  std::vector<ReportNode> nodes;  // worst first
 
   // The entry for namespace/name, or null.
   const ReportPod* Find(std::string_view ns, std::string_view name) const;
@@ -127,12 +138,13 @@ struct TopView {
   bool wait_only = false;      // some row has no GPU figure (no NVML on its node)
 };
 
-// The ranking figure of a pod over 10 min: GPU seconds lost where NVML sampled its GPUs, else
-// its wait seconds (the CRD: "else the wait alone is the figure").
-double RankSeconds(const ReportWindow& w);
+// Starving over a window: waited at least 1 % of the time it covers (the controller's rule,
+// controller/observe/starvation_book.h Starving).
+bool Starving(const ReportWindow& w);
 
-// The starving pods (10 min wait >= 1 %) of `opts.ns` (or all), worst first: by RankSeconds,
-// then by wait, then namespace/name. At most `opts.limit` rows.
+// The starving pods (10 min window) of `opts.ns` (or all), worst first in the controller's order
+// (controller/observe/starvation_report.h): GPU seconds lost over 10 min (0 where NVML did not
+// sample the GPUs), then wait over 10 min, then namespace/name. At most `opts.limit` rows.
 TopView BuildTop(const StarvationReport& report, const TopOptions& opts);
 
 // The header line: cluster totals and the report's age.
@@ -143,7 +155,7 @@ std::string RenderTopHeader(const StarvationReport& report,
 std::string RenderTopTable(const StarvationReport& report, const TopView& view,
                            std::chrono::system_clock::time_point now);
 // The same as one JSON object with stable camelCase names:
-//   {updated, ageSeconds, cluster:{...}, namespace (null = all), pods:[{namespace, name, node,
+//   {updated, ageSeconds, cluster:{...}, namespace (null = all), pods:[{namespace, name, uid, node,
 //    waitFraction10m, waitSeconds10m, gpuSampled, gpuLostSeconds10m, gpuLostSeconds1h (null
 //    without NVML), contenders:[{kind, namespace, name, cpuSeconds}]}], starvingElsewhere,
 //    omittedByLimit}
@@ -152,7 +164,8 @@ Json TopJson(const StarvationReport& report, const TopView& view,
 
 // ---- formatting shared with explain --------------------------------------------------------
 
-// "ns/name (12.3s)" for a Pod, "node (4.1s)" for the node itself.
+// "ns/name (12.3s)" for a Pod, "node (4.1s)" for the node itself, "pod <uid> (1.0s)" for a pod
+// the controller could not name (gone when it wrote the report).
 std::string ContenderLabel(const Contender& c);
 // "12.3s"; minutes from 10 min on ("12m5s"), hours from 1 h ("1h2m").
 std::string FormatSeconds(double s);

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "plugin/testdata/fixtures.h"
 
 namespace feedguard::plugin {
@@ -35,7 +37,11 @@ TEST(ReportViewTest, ParsesTheReport) {
   EXPECT_EQ(r.cluster.gpu_pods, 4);
   EXPECT_EQ(r.cluster.starving_pods, 3);
   EXPECT_DOUBLE_EQ(r.cluster.gpu_lost_seconds_10m, 92.0);
-  ASSERT_EQ(r.pods.size(), 4u);
+  ASSERT_EQ(r.pods.size(), 3u);
+  ASSERT_EQ(r.nodes.size(), 2u);
+  EXPECT_EQ(r.nodes[1].name, "gpu-node-2");
+  EXPECT_EQ(r.nodes[1].gpu_pods, 2);
+  EXPECT_EQ(r.nodes[1].starving_pods, 1);
   const ReportPod* b = r.Find("ml", "trainer-b");
   ASSERT_NE(b, nullptr);
   EXPECT_EQ(b->node, "gpu-node-2");
@@ -49,6 +55,7 @@ TEST(ReportViewTest, ParsesTheReport) {
   ASSERT_EQ(w->contenders.size(), 3u);
   EXPECT_EQ(w->contenders[0].name, "spin-a");
   EXPECT_EQ(w->contenders[2].kind, "Node");
+  EXPECT_EQ(w->contenders[2].name, "");
   EXPECT_EQ(w->wait_source, "psi");
   EXPECT_TRUE(w->gpu_sampled);
   EXPECT_EQ(r.Find("vision", "trainer-c")->policy, "vision-trainers");
@@ -87,22 +94,28 @@ TEST(ReportViewTest, WrongTypesReadAsEmptyAndNeverThrow) {
             std::string::npos);
 }
 
-// Worst first by GPU seconds lost over 10 min, or the wait where NVML did not sample the GPUs
-// (trainer-c: 90 s of wait, no GPU figure, ranks above trainer-a's 80 s lost); trainer-d waited
-// 0.17 % of 10 min and is not starving.
+// Worst first as the controller orders them: GPU seconds lost over 10 min (trainer-c has no
+// NVML sample: 0), then the wait, then namespace/name; whatever order the report holds them in.
 TEST(ReportViewTest, TopRanksTheStarvingPodsWorstFirst) {
+  Json reversed = ReportFixture();
+  std::reverse(reversed["status"]["pods"].begin(), reversed["status"]["pods"].end());
+  for (const Json& fixture : {ReportFixture(), reversed}) {
+    auto r = ParseStarvationReport(fixture);
+    ASSERT_TRUE(r.ok());
+    const TopView all = BuildTop(*r, {.ns = "", .limit = 20});
+    EXPECT_EQ(RowNames(all),
+              (std::vector<std::string>{"ml/trainer-a", "ml/trainer-b", "vision/trainer-c"}));
+  }
   const StarvationReport r = Fixture();
   const TopView all = BuildTop(r, {.ns = "", .limit = 20});
-  EXPECT_EQ(RowNames(all),
-            (std::vector<std::string>{"vision/trainer-c", "ml/trainer-a", "ml/trainer-b"}));
   EXPECT_TRUE(all.wait_only);
   EXPECT_EQ(all.starving_elsewhere, 0);
   EXPECT_EQ(all.omitted_by_limit, 0);
-  EXPECT_FALSE(all.rows[0].gpu_lost_10m.has_value());
-  EXPECT_DOUBLE_EQ(*all.rows[1].gpu_lost_10m, 80.0);
-  EXPECT_DOUBLE_EQ(*all.rows[1].gpu_lost_1h, 534.5);
-  ASSERT_EQ(all.rows[1].contenders.size(), 3u);  // of 4: the top 3
-  EXPECT_EQ(all.rows[1].contenders[2].name, "loader-0");
+  EXPECT_DOUBLE_EQ(*all.rows[0].gpu_lost_10m, 80.0);
+  EXPECT_DOUBLE_EQ(*all.rows[0].gpu_lost_1h, 534.5);
+  ASSERT_EQ(all.rows[0].contenders.size(), 3u);  // of 4: the top 3
+  EXPECT_EQ(all.rows[0].contenders[2].name, "loader-0");
+  EXPECT_FALSE(all.rows[2].gpu_lost_10m.has_value());
 
   const TopView ml = BuildTop(r, {.ns = "ml", .limit = 20});
   EXPECT_EQ(RowNames(ml), (std::vector<std::string>{"ml/trainer-a", "ml/trainer-b"}));
@@ -110,10 +123,11 @@ TEST(ReportViewTest, TopRanksTheStarvingPodsWorstFirst) {
   EXPECT_FALSE(ml.wait_only);
 
   const TopView one = BuildTop(r, {.ns = "", .limit = 1});
-  EXPECT_EQ(RowNames(one), (std::vector<std::string>{"vision/trainer-c"}));
+  EXPECT_EQ(RowNames(one), (std::vector<std::string>{"ml/trainer-a"}));
   EXPECT_EQ(one.omitted_by_limit, 2);
 
-  // Ties on the figure: more wait first, then by name.
+  // Ties on the GPU figure: more wait first, then by name (a pod the controller could not name
+  // by its uid).
   Json tie = ReportFixture();
   for (auto& p : tie["status"]["pods"]) {
     for (auto& w : p["windows"]) {
@@ -121,10 +135,27 @@ TEST(ReportViewTest, TopRanksTheStarvingPodsWorstFirst) {
       w["gpuLostSeconds"] = 5.0;
     }
   }
+  Json unnamed = tie["status"]["pods"][1];
+  unnamed.erase("name");
+  unnamed.erase("namespace");
+  unnamed["uid"] = "0-uid";
+  tie["status"]["pods"].push_back(unnamed);
   auto tied = ParseStarvationReport(tie);
   ASSERT_TRUE(tied.ok());
   EXPECT_EQ(RowNames(BuildTop(*tied, {.ns = "", .limit = 0})),
-            (std::vector<std::string>{"ml/trainer-a", "vision/trainer-c", "ml/trainer-b"}));
+            (std::vector<std::string>{"ml/trainer-a", "vision/trainer-c", "/", "ml/trainer-b"}));
+
+  // A pod that waited under 1 % of what its 10 min window covered is not starving.
+  Json calm = ReportFixture();
+  calm["status"]["pods"][0]["windows"][1]["waitSeconds"] = 5.9;  // of 600 s covered
+  calm["status"]["pods"][1]["windows"][1]["coveredSeconds"] = 0;
+  auto c = ParseStarvationReport(calm);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(RowNames(BuildTop(*c, {.ns = "", .limit = 0})),
+            (std::vector<std::string>{"vision/trainer-c"}));
+  calm["status"]["pods"][0]["windows"][1]["waitSeconds"] = 6.0;
+  EXPECT_EQ(RowNames(BuildTop(*ParseStarvationReport(calm), {.ns = "", .limit = 0})),
+            (std::vector<std::string>{"ml/trainer-a", "vision/trainer-c"}));
 }
 
 TEST(ReportViewTest, TableGolden) {
@@ -147,17 +178,28 @@ TEST(ReportViewTest, TableGolden) {
 TEST(ReportViewTest, TableSaysWhereThereIsNoGpuFigure) {
   const StarvationReport r = Fixture();
   const std::string got =
-      RenderTopTable(r, BuildTop(r, {.ns = "", .limit = 2}), At("2026-11-28T10:00:40Z"));
+      RenderTopTable(r, BuildTop(r, {.ns = "", .limit = 0}), At("2026-11-28T10:00:40Z"));
   EXPECT_NE(got.find("(updated 40s ago)"), std::string::npos) << got;
   // trainer-c's row: wait figures, "n/a" for both GPU columns, the node as its top contender.
-  EXPECT_NE(got.find("vision      trainer-c   gpu-node-1   15.0%   90.0s    n/a            n/a   "
-                     "        node (50.0s), batch/spin-c (20.0s)\n"),
+  EXPECT_NE(got.find("\nvision      trainer-c   gpu-node-1   15.0%   90.0s    n/a            n/a "
+                     "          node (50.0s), batch/spin-c (20.0s)\n"),
             std::string::npos)
       << got;
   EXPECT_NE(got.find("\nn/a: no NVML on some nodes: wait only\n"), std::string::npos) << got;
-  EXPECT_NE(got.find("\n1 more starving pod not shown (--limit 0 shows all)\n"), std::string::npos)
-      << got;
-  EXPECT_EQ(got.find("trainer-b"), std::string::npos) << got;
+  const std::string two =
+      RenderTopTable(r, BuildTop(r, {.ns = "", .limit = 2}), At("2026-11-28T10:00:40Z"));
+  EXPECT_NE(two.find("\n1 more starving pod not shown (--limit 0 shows all)\n"), std::string::npos)
+      << two;
+  EXPECT_EQ(two.find("trainer-c"), std::string::npos) << two;
+  EXPECT_EQ(two.find("n/a"), std::string::npos) << two;
+
+  Json unnamed = ReportFixture();
+  unnamed["status"]["pods"][0].erase("name");
+  unnamed["status"]["pods"][0].erase("namespace");
+  auto u = ParseStarvationReport(unnamed);
+  ASSERT_TRUE(u.ok());
+  const std::string gone = RenderTopTable(*u, BuildTop(*u, {}), At("2026-11-28T10:00:40Z"));
+  EXPECT_NE(gone.find("\n-           uid uid-trainer-a   gpu-node-1"), std::string::npos) << gone;
 }
 
 TEST(ReportViewTest, JsonHasStableNames) {
@@ -169,22 +211,29 @@ TEST(ReportViewTest, JsonHasStableNames) {
   EXPECT_EQ(j["cluster"]["starvingPods"], 3);
   EXPECT_EQ(j["cluster"]["gpuLostSeconds10m"], 92.0);
   ASSERT_EQ(j["pods"].size(), 3u);
-  const Json& c = j["pods"][0];
-  EXPECT_EQ(c["namespace"], "vision");
+  const Json& a = j["pods"][0];
+  EXPECT_EQ(a["namespace"], "ml");
+  EXPECT_EQ(a["name"], "trainer-a");
+  EXPECT_EQ(a["uid"], "uid-trainer-a");
+  EXPECT_EQ(a["node"], "gpu-node-1");
+  EXPECT_EQ(a["waitFraction10m"], 0.2);
+  EXPECT_EQ(a["waitSeconds10m"], 120.0);
+  EXPECT_EQ(a["gpuSampled"], true);
+  EXPECT_EQ(a["gpuLostSeconds10m"], 80.0);
+  EXPECT_EQ(a["gpuLostSeconds1h"], 534.5);
+  EXPECT_TRUE(a["policy"].is_null());
+  ASSERT_EQ(a["contenders"].size(), 3u);
+  EXPECT_EQ(
+      a["contenders"][0],
+      Json({{"kind", "Pod"}, {"namespace", "batch"}, {"name", "spin-a"}, {"cpuSeconds", 60.0}}));
+  const Json& c = j["pods"][2];
   EXPECT_EQ(c["name"], "trainer-c");
-  EXPECT_EQ(c["node"], "gpu-node-1");
-  EXPECT_EQ(c["waitFraction10m"], 0.15);
-  EXPECT_EQ(c["waitSeconds10m"], 90.0);
   EXPECT_EQ(c["gpuSampled"], false);
   EXPECT_TRUE(c["gpuLostSeconds10m"].is_null());
   EXPECT_TRUE(c["gpuLostSeconds1h"].is_null());
   EXPECT_EQ(c["policy"], "vision-trainers");
   EXPECT_EQ(c["contenders"][0]["kind"], "Node");
   EXPECT_TRUE(c["contenders"][0]["namespace"].is_null());
-  EXPECT_EQ(c["contenders"][1]["namespace"], "batch");
-  EXPECT_EQ(c["contenders"][1]["cpuSeconds"], 20.0);
-  EXPECT_EQ(j["pods"][1]["gpuLostSeconds10m"], 80.0);
-  EXPECT_TRUE(j["pods"][1]["policy"].is_null());
   EXPECT_EQ(j["starvingElsewhere"], 0);
   EXPECT_EQ(j["omittedByLimit"], 0);
   const Json ml = TopJson(r, BuildTop(r, {.ns = "ml", .limit = 1}), At("2026-11-28T10:02:15Z"));
@@ -209,7 +258,8 @@ TEST(ReportViewTest, Formats) {
   EXPECT_EQ(FormatAge(std::chrono::seconds(3 * 86400 + 4 * 3600)), "3d4h");
   EXPECT_EQ(ContenderLabel({.kind = "Pod", .ns = "b", .name = "x", .cpu_seconds = 1.25}),
             "b/x (1.2s)");
-  EXPECT_EQ(ContenderLabel({.kind = "Node", .name = "gpu-1", .cpu_seconds = 4.1}), "node (4.1s)");
+  EXPECT_EQ(ContenderLabel({.kind = "Node", .cpu_seconds = 4.1}), "node (4.1s)");
+  EXPECT_EQ(ContenderLabel({.kind = "Pod", .uid = "u-1", .cpu_seconds = 1}), "pod u-1 (1.0s)");
 }
 
 TEST(ReportViewTest, ParsesRfc3339) {
