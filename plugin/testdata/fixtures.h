@@ -1,7 +1,9 @@
-// fixtures.h — the plugin's test data (test-only, header-only): a realistic StarvationReport
-// (starvation_report.json: four GPU pods on two nodes, one without NVML, one not starving) and
-// the pods it names (pods.json, with per-instance labels). The apiserver tier
-// (tests/integration/plugin) writes the same two files into a real API server.
+// fixtures.h — the plugin's test data (test-only, header-only): a StarvationReport in the shape
+// the controller writes (starvation_report.json: three starving GPU pods of four observed on two
+// nodes, worst first; one without NVML, one whose main contender is its node, contenders gone or
+// unnamed) and the pods it names (pods.json, with per-instance labels; plus GPU pods that are not
+// in the report and a pod without a GPU). The apiserver tier (tests/integration/plugin) writes the
+// same two files into a real API server.
 #pragma once
 
 #include <fstream>
