@@ -27,6 +27,8 @@ constexpr char kFooter[] =
     "Exit codes: 0 done, 1 error (no report, API refused or unreachable, no such pod), 2 bad "
     "flags.";
 
+// The report's resource (the controller spells it in controller/observe/report_writer.h, a
+// library the plugin does not link: it carries the controller's gRPC and protobuf parts).
 const kube::Gvr& ReportGvr() {
   static const kube::Gvr kGvr{"feedguard.io", "v1alpha1", "starvationreports"};
   return kGvr;
@@ -48,7 +50,7 @@ int Fail(std::ostream& err, const std::string& message) {
   return 1;
 }
 
-// "pod ml/x" from the report; "?" parts stay as given.
+// "ns/name".
 std::string NsName(const std::string& ns, const std::string& name) { return ns + "/" + name; }
 
 // GET StarvationReport/cluster; nullopt with `*code` set when the command must end.

@@ -236,6 +236,9 @@ std::string RenderTopHeader(const StarvationReport& report,
 std::string RenderTopTable(const StarvationReport& report, const TopView& view,
                            std::chrono::system_clock::time_point now) {
   std::string out = RenderTopHeader(report, now) + "\n";
+  if (!report.has_status) {
+    return out + "the report is empty: the controller has not written it yet\n";
+  }
   if (view.rows.empty()) {
     out += view.ns.empty() ? "no GPU pod is starving: none waited for a CPU >= 1% of 10 min\n"
                            : "no GPU pod is starving in namespace " + view.ns + "\n";
@@ -268,9 +271,6 @@ std::string RenderTopTable(const StarvationReport& report, const TopView& view,
   if (view.omitted_by_limit > 0) {
     out += std::to_string(view.omitted_by_limit) + " more starving pod" +
            (view.omitted_by_limit == 1 ? "" : "s") + " not shown (--limit 0 shows all)\n";
-  }
-  if (!report.has_status) {
-    out += "the report is empty: the controller has not written it yet\n";
   }
   return out;
 }

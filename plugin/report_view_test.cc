@@ -89,9 +89,12 @@ TEST(ReportViewTest, WrongTypesReadAsEmptyAndNeverThrow) {
   auto empty = ParseStarvationReport(Json{{"kind", "StarvationReport"}});
   ASSERT_TRUE(empty.ok());
   EXPECT_FALSE(empty->has_status);
-  EXPECT_NE(RenderTopTable(*empty, BuildTop(*empty, {}), At("2026-11-28T10:00:00Z"))
-                .find("the report is empty: the controller has not written it yet"),
-            std::string::npos);
+  const std::string empty_table =
+      RenderTopTable(*empty, BuildTop(*empty, {}), At("2026-11-28T10:00:00Z"));
+  EXPECT_NE(empty_table.find("\nthe report is empty: the controller has not written it yet\n"),
+            std::string::npos)
+      << empty_table;
+  EXPECT_EQ(empty_table.find("no GPU pod is starving"), std::string::npos) << empty_table;
 }
 
 // Worst first as the controller orders them: GPU seconds lost over 10 min (trainer-c has no
