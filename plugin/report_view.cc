@@ -195,8 +195,10 @@ TopView BuildTop(const StarvationReport& report, const TopOptions& opts) {
     rows.push_back(std::move(row));
   }
   std::stable_sort(rows.begin(), rows.end(), [](const TopRow& a, const TopRow& b) {
-    const double la = a.gpu_lost_10m.value_or(0);
-    const double lb = b.gpu_lost_10m.value_or(0);
+    // As the controller ranks (controller/observe/starvation_report.h): the loss where NVML
+    // read the GPUs, else the wait, which bounds it from above.
+    const double la = a.gpu_lost_10m.value_or(a.wait_seconds_10m);
+    const double lb = b.gpu_lost_10m.value_or(b.wait_seconds_10m);
     if (la != lb) return la > lb;
     if (a.wait_seconds_10m != b.wait_seconds_10m) return a.wait_seconds_10m > b.wait_seconds_10m;
     return PodKey(*a.pod) < PodKey(*b.pod);

@@ -14,15 +14,22 @@ using nlohmann::json;
 // object (and so no rewrite for a change in the 7th digit).
 double Ms(double s) { return std::round(s * 1000.0) / 1000.0; }
 
+// What ranks a pod: its GPU time lost over 10 min where NVML read its GPUs, else its wait, which
+// bounds that loss from above (the GPU cannot have lost more than its feeders waited). Without
+// it a pod on a node with no NVML would rank below any pod with a measured loss, however long
+// it waited.
+double RankSeconds(const SeenPod& p) { return p.gpu_sampled ? p.lost_10m_s : p.wait_10m_s; }
+
 struct Tally {
   int64_t gpu_pods = 0, starving = 0;
-  double wait_10m = 0, lost_10m = 0, lost_1h = 0;
+  double wait_10m = 0, lost_10m = 0, lost_1h = 0, rank = 0;
   void Add(const SeenPod& p) {
     ++gpu_pods;
     if (p.starving) ++starving;
     wait_10m += p.wait_10m_s;
     lost_10m += p.lost_10m_s;
     lost_1h += p.lost_1h_s;
+    rank += RankSeconds(p);
   }
   json ToJson(const std::string& name) const {
     return {{"name", name},
@@ -33,10 +40,10 @@ struct Tally {
   }
 };
 
-// Worst first: lost, then wait, then the name given.
-bool Worse(double lost_a, double wait_a, const std::string& a, double lost_b, double wait_b,
+// Worst first: the rank (RankSeconds), then wait, then the name given.
+bool Worse(double rank_a, double wait_a, const std::string& a, double rank_b, double wait_b,
            const std::string& b) {
-  return std::tie(lost_b, wait_b, a) < std::tie(lost_a, wait_a, b);
+  return std::tie(rank_b, wait_b, a) < std::tie(rank_a, wait_a, b);
 }
 
 template <typename T, typename Key>
@@ -111,8 +118,8 @@ json RenderStarvationStatus(const std::map<std::string, SeenNode>& nodes, const 
     }
   }
   std::sort(starving.begin(), starving.end(), [](const Candidate& a, const Candidate& b) {
-    return Worse(a.pod->lost_10m_s, a.pod->wait_10m_s, a.key, b.pod->lost_10m_s, b.pod->wait_10m_s,
-                 b.key);
+    return Worse(RankSeconds(*a.pod), a.pod->wait_10m_s, a.key, RankSeconds(*b.pod),
+                 b.pod->wait_10m_s, b.key);
   });
   if (starving.size() > limits.pods) starving.resize(limits.pods);
 
@@ -130,7 +137,7 @@ json RenderStarvationStatus(const std::map<std::string, SeenNode>& nodes, const 
     p["windows"] = std::move(windows);
     pods.push_back(std::move(p));
   }
-  auto key = [](const Tally& t) { return std::pair{t.lost_10m, t.wait_10m}; };
+  auto key = [](const Tally& t) { return std::pair{t.rank, t.wait_10m}; };
   json top_nodes = json::array();
   for (const auto& [name, t] : TopOf(by_node, limits.nodes, key)) {
     top_nodes.push_back(t.ToJson(name));

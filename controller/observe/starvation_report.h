@@ -2,7 +2,8 @@
 // agents saw (StarvationBook): the starving GPU pods worst first with their windows and named
 // contenders, the worst nodes and namespaces, the cluster's totals. Pure.
 //
-// Order: GPU time lost over 10 min (the estimate), then wait over 10 min, then namespace/name.
+// Order: GPU time lost over 10 min (the estimate) where NVML read the pod's GPUs, else its wait
+// over 10 min (which bounds that loss from above); then wait; then namespace/name.
 // A pod, contender or node the controller's cache no longer knows keeps its uid and an empty
 // name (it went away since the agent sampled it).
 #pragma once

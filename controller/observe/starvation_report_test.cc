@@ -63,7 +63,7 @@ TEST_F(StarvationReportTest, WorstFirstWithNamedContendersAndTotals) {
   AddPod(&a, "t1", 120, 60, {{"n1", 90}, {"", 10}});  // 20 % wait, 60 s lost
   AddPod(&a, "t2", 1, 0.5);                           // 0.17 %: not starving
   AddPod(&b, "t3", 300, 200, {{"n2", 250}});          // the worst
-  AddPod(&b, "t4", 30, -1);                           // no NVML: wait only
+  AddPod(&b, "t4", 100, -1);  // no NVML: ranked by its wait, which bounds its loss
   book_.OnReport("node-a", a);
   book_.OnReport("node-b", b);
   auto names = Names({{"node-a",
@@ -78,9 +78,9 @@ TEST_F(StarvationReportTest, WorstFirstWithNamedContendersAndTotals) {
 
   ASSERT_EQ(s["pods"].size(), 3u) << s.dump(2);  // t2 did not starve
   EXPECT_EQ(s["pods"][0]["name"], "trainer-3");
-  EXPECT_EQ(s["pods"][1]["name"], "trainer-1");
-  EXPECT_EQ(s["pods"][2]["name"], "nb-1");  // lost nothing measurable, but waited 5 %
-  const auto& w10 = s["pods"][1]["windows"][1];
+  EXPECT_EQ(s["pods"][1]["name"], "nb-1");  // no GPU figure: its 100 s wait outranks a 60 s loss
+  EXPECT_EQ(s["pods"][2]["name"], "trainer-1");
+  const auto& w10 = s["pods"][2]["windows"][1];
   EXPECT_EQ(w10["seconds"], 600);
   EXPECT_DOUBLE_EQ(w10["waitFraction"].get<double>(), 0.2);
   EXPECT_EQ(w10["waitSource"], "psi");
@@ -93,8 +93,8 @@ TEST_F(StarvationReportTest, WorstFirstWithNamedContendersAndTotals) {
   EXPECT_EQ(w10["contenders"][0]["name"], "etl-7");
   EXPECT_EQ(w10["contenders"][1]["kind"], "Node");
   EXPECT_FALSE(w10["contenders"][1].contains("uid"));
-  EXPECT_FALSE(s["pods"][2]["windows"][1]["gpuSampled"].get<bool>());
-  EXPECT_FALSE(s["pods"][2]["windows"][1].contains("gpuLostSeconds"));
+  EXPECT_FALSE(s["pods"][1]["windows"][1]["gpuSampled"].get<bool>());
+  EXPECT_FALSE(s["pods"][1]["windows"][1].contains("gpuLostSeconds"));
 
   const auto& c = s["cluster"];
   EXPECT_EQ(c["nodesReporting"], 2);
