@@ -12,6 +12,22 @@ std::string Num(double v) {
   return buf;
 }
 
+std::string EscapeLabelValue(const std::string& v) {
+  std::string out;
+  out.reserve(v.size());
+  for (char c : v) {
+    if (c == '\\' || c == '"') {
+      out += '\\';
+      out += c;
+    } else if (c == '\n') {
+      out += "\\n";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 Histogram::Histogram(std::vector<double> upper_bounds)
@@ -67,6 +83,24 @@ std::string RenderLabelled(const std::string& name, const std::string& help,
   std::string out = "# HELP " + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
   for (const auto& [lv, v] : label_values) {
     out += name + "{" + label + "=\"" + lv + "\"} " + Num(v) + "\n";
+  }
+  return out;
+}
+
+std::string RenderSeries(const std::string& name, const std::string& help, const std::string& type,
+                         const std::vector<Series>& series) {
+  std::string out = "# HELP " + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
+  for (const Series& s : series) {
+    out += name;
+    if (!s.labels.empty()) {
+      out += '{';
+      for (size_t i = 0; i < s.labels.size(); ++i) {
+        if (i > 0) out += ',';
+        out += s.labels[i].first + "=\"" + EscapeLabelValue(s.labels[i].second) + "\"";
+      }
+      out += '}';
+    }
+    out += " " + Num(s.value) + "\n";
   }
   return out;
 }

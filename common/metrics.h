@@ -56,6 +56,20 @@ std::string RenderLabelled(const std::string& name, const std::string& help,
                            const std::vector<std::pair<std::string, double>>& label_values,
                            const std::string& label);
 
+// One series of a family: its labels (name, value) in the order given, and its value.
+struct Series {
+  std::vector<std::pair<std::string, std::string>> labels;
+  double value = 0;
+};
+// A family whose series carry any number of labels; label values are escaped as the text
+// format asks (backslash, double quote, line feed).
+//
+// Example:
+//   RenderSeries("x_total", "help", "counter", {{{{"pod", "a"}, {"source", "psi"}}, 2}})
+//   → "# HELP x_total help\n# TYPE x_total counter\nx_total{pod=\"a\",source=\"psi\"} 2\n"
+std::string RenderSeries(const std::string& name, const std::string& help, const std::string& type,
+                         const std::vector<Series>& series);
+
 // How the endpoint stands up to slow, idle or hostile clients: http_endpoint.h (one event loop,
 // deadlines per request, a bounded number of connections, a deep listen backlog; the collector
 // on a thread of its own so /healthz never waits for it).

@@ -47,6 +47,16 @@ TEST(CounterSumTest, NeverDecreasesAcrossRestartsAndDepartures) {
   EXPECT_EQ(sum.Update({{"a", 2}, {"b", 4}, {"c", 1}}), 12);
 }
 
+TEST(RenderSeriesTest, LabelsInOrderAndValuesEscaped) {
+  EXPECT_EQ(RenderSeries("x_total", "what it counts", "counter",
+                         {{{{"namespace", "ml"}, {"pod", "a"}}, 2.5},
+                          {{{"namespace", "ml"}, {"pod", "q\"uo\\te\nd"}}, 0}}),
+            "# HELP x_total what it counts\n# TYPE x_total counter\n"
+            "x_total{namespace=\"ml\",pod=\"a\"} 2.5\n"
+            "x_total{namespace=\"ml\",pod=\"q\\\"uo\\\\te\\nd\"} 0\n");
+  EXPECT_EQ(RenderSeries("y", "h", "gauge", {{{}, 1}}), "# HELP y h\n# TYPE y gauge\ny 1\n");
+}
+
 TEST(MetricsServerTest, ServesMetricsHealthAndReadiness) {
   std::atomic<bool> ready{false};
   auto s = MetricsServer::Start(
