@@ -37,6 +37,7 @@ NodeObserver::NodeObserver(const cgroup::Cgroups* cgroups, cgroup::CgroupLayout 
 void NodeObserver::Observe(const std::vector<std::string>& uids) {
   const std::set<std::string> want(uids.begin(), uids.end());
   std::erase_if(pods_, [&](const auto& p) { return !want.count(p.first); });
+  std::erase_if(last_samples_, [&](const auto& p) { return !want.count(p.first); });
   for (const auto& uid : want) {
     if (!pods_.count(uid)) {
       pods_.emplace(
@@ -48,6 +49,7 @@ void NodeObserver::Observe(const std::vector<std::string>& uids) {
 std::vector<std::string> NodeObserver::Step(double dt_s,
                                             const std::map<std::string, double>& gpu_busy) {
   std::vector<std::string> problems;
+  last_samples_.clear();
   // The node's per-CPU busy time and every pod cgroup's usage now, against the last interval.
   std::optional<std::map<int, double>> busy;
   auto stat = cgroup::ReadCgroupFile(options_.proc_root + "/stat");
@@ -98,6 +100,7 @@ std::vector<std::string> NodeObserver::Step(double dt_s,
       s.contenders =
           ContendersOn(cpus, s.cpu_s, others, BusyOn(*last_busy_, *busy, cpus), options_.top_k);
     }
+    last_samples_[uid] = s;
     pod.windows.Add(std::move(s));
   }
   last_usage_ = std::move(usage);

@@ -42,6 +42,9 @@ class NodeObserver {
   std::vector<std::string> Step(double dt_s, const std::map<std::string, double>& gpu_busy);
   // Each observed pod's summary over `window` (pods with no interval yet are left out).
   std::map<std::string, Summary> Summaries(std::chrono::seconds window) const;
+  // The samples the last Step added, by pod uid (a pod that got none, a baseline or a failed
+  // read, is absent): what cumulative counters add up.
+  const std::map<std::string, PodSample>& last_samples() const { return last_samples_; }
 
  private:
   struct Observed {
@@ -57,6 +60,7 @@ class NodeObserver {
   const cgroup::CgroupLayout layout_;
   const NodeObserverOptions options_;
   std::map<std::string, Observed> pods_;
+  std::map<std::string, PodSample> last_samples_;
   std::map<std::string, OtherUsage> last_usage_;  // every pod cgroup, by uid
   std::optional<std::map<int, double>> last_busy_;
 };

@@ -93,6 +93,7 @@ TEST_F(NodeObserverTest, NamesWhoRanWhileThePodWaitedAndWhatItCostTheGpu) {
   ASSERT_EQ(problems.size(), 1u) << "the pod with no cgroup here is said";
   EXPECT_NE(problems[0].find("no cgroup"), std::string::npos) << problems[0];
   EXPECT_TRUE(o.Summaries(std::chrono::seconds(60)).empty()) << "the first interval is a baseline";
+  EXPECT_TRUE(o.last_samples().empty());
 
   // Over 10 s: the trainer used 4 s and waited 3 s; the neighbour took 6 s on the same CPUs;
   // the four CPUs were busy 12 s in all (so the node itself took 12 - 4 - 6 - 0 = 2 s).
@@ -102,6 +103,11 @@ TEST_F(NodeObserverTest, NamesWhoRanWhileThePodWaitedAndWhatItCostTheGpu) {
   const auto written = Tree();
   EXPECT_TRUE(o.Step(10, {{kTrainer, 0.5}}).size() == 1);  // still the missing pod
   EXPECT_EQ(Tree(), written) << "observing writes nothing";
+  // The interval's own samples, as the step added them.
+  ASSERT_EQ(o.last_samples().size(), 2u);
+  EXPECT_DOUBLE_EQ(o.last_samples().at(kTrainer).wait_s, 3);
+  EXPECT_EQ(o.last_samples().at(kTrainer).gpu_busy, 0.5);
+  EXPECT_FALSE(o.last_samples().at(kCalm).gpu_busy);
 
   auto s = o.Summaries(std::chrono::seconds(60));
   ASSERT_TRUE(s.count(kTrainer));
@@ -128,8 +134,10 @@ TEST_F(NodeObserverTest, APodNoLongerObservedIsDropped) {
   Set(kTrainer, 1, 0);
   o.Step(10, {});
   EXPECT_EQ(o.Summaries(std::chrono::seconds(60)).size(), 1u);
+  EXPECT_EQ(o.last_samples().size(), 1u);
   o.Observe({});
   EXPECT_TRUE(o.Summaries(std::chrono::seconds(60)).empty());
+  EXPECT_TRUE(o.last_samples().empty()) << "a dropped pod's last sample goes with it";
 }
 
 }  // namespace
