@@ -300,6 +300,7 @@ void NodeEngine::LogDecisions(const Plan& plan, const ApplyReport& r) {
 
 Result<v1::NodeReport> NodeEngine::Apply(const v1::NodeFence& fence) {
   std::lock_guard<std::mutex> serial(apply_mu_);
+  if (options_.observer) options_.observer->SetPods(fence.observe());
   FG_ASSIGN_OR_RETURN(Plan plan, MakePlanFor(fence));
   ApplyReport r = options_.enforcer->Apply(plan);
   LogDecisions(plan, r);
@@ -309,6 +310,7 @@ Result<v1::NodeReport> NodeEngine::Apply(const v1::NodeFence& fence) {
   }
   v1::NodeReport report = ToReport(r, plan);
   AddObservations(&report);
+  AddObservedPods(&report);
   std::lock_guard<std::mutex> l(mu_);
   SampleNeighbourUsageLocked(&plan);
   last_plan_ = plan;
@@ -369,6 +371,7 @@ std::optional<v1::NodeReport> NodeEngine::CurrentReport() {
     LogDecisions(*plan, seen);
   }
   AddObservations(&*report);
+  AddObservedPods(&*report);
   return report;
 }
 
@@ -452,6 +455,14 @@ v1::NodeReport NodeEngine::ToReport(const ApplyReport& r, const Plan& plan) cons
     if (auto it = why.find(pr.uid()); it != why.end()) pr.set_message(*it->second);
   }
   return out;
+}
+
+void NodeEngine::AddObservedPods(v1::NodeReport* report) const {
+  report->clear_observations();  // the last report's, kept with it
+  if (!options_.observer) return;
+  for (v1::PodObservation& o : options_.observer->Observations()) {
+    *report->add_observations() = std::move(o);
+  }
 }
 
 void NodeEngine::AddObservations(v1::NodeReport* report) const {

@@ -17,6 +17,7 @@
 #include "agent/enforcer/enforcer.h"
 #include "agent/engine/decision_log.h"
 #include "agent/gpu/nvml.h"
+#include "agent/observe/observe_loop.h"
 #include "agent/planner/planner.h"
 #include "agent/topology/gpu_ids.h"
 #include "agent/topology/podresources_client.h"
@@ -49,6 +50,9 @@ struct NodeEngineOptions {
   // Where each fence decision is said once (decision_log.h): info, warn for pods not fenced for
   // a reason to act on. Null: not logged (the local commands print their report instead).
   std::shared_ptr<spdlog::logger> decision_log;
+  // The node's GPU pods observed with no policy (docs/DESIGN.md §4b): each Apply hands it the
+  // fence's `observe` list, each report carries its observations. Null: observation off.
+  std::shared_ptr<observe::ObserveLoop> observer;
 };
 
 class NodeEngine final : public FenceApplier {
@@ -61,7 +65,9 @@ class NodeEngine final : public FenceApplier {
   // that do not. (The daemon reports such pods per pod instead; the CLI refuses the whole file.)
   Status CheckPodsExist(const feedguard::v1::NodeFence& fence) const;
 
-  // FenceApplier: plan, enforce, report.
+  // FenceApplier: plan, enforce, report. The fence's `observe` list goes to the observer first
+  // (whatever the plan's fate): observing writes nothing, so a fence that only names pods to
+  // observe changes no file on the node.
   Result<feedguard::v1::NodeReport> Apply(const feedguard::v1::NodeFence& fence) override;
   // The last fence's report as the node holds it now: overwrite counts and contested pods, and,
   // while a pod's fence waits on kubelet (ResizePending: lifted for an in-place resize), the
@@ -82,7 +88,10 @@ class NodeEngine final : public FenceApplier {
 
  private:
   feedguard::v1::NodeReport ToReport(const ApplyReport& r, const Plan& plan) const;
+  // Each trainer's GPU busy % (NVML) and cpu.pressure avg10.
   void AddObservations(feedguard::v1::NodeReport* report) const;
+  // The observer's pods (NodeReport.observations), replacing any the report held.
+  void AddObservedPods(feedguard::v1::NodeReport* report) const;
   // Adds the growth of every fenced neighbour's (last_plan_'s) usage since the previous sample
   // to neighbour_cpu_ns_ and makes the neighbours of `next_plan` (null: none) the baselines.
   void SampleNeighbourUsageLocked(const Plan* next_plan);

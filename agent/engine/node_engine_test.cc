@@ -10,7 +10,9 @@
 
 #include "agent/enforcer/fake_node.h"
 #include "agent/engine/engine_testing.h"
+#include "agent/observe/observe_loop.h"
 #include "agent/topology/topology.h"
+#include "tests/fixtures/temp_dir.h"
 
 namespace feedguard::agent {
 namespace {
@@ -487,6 +489,73 @@ TEST(NodeEngineCpuManagerTest, ExclusiveCpusOutsideTheAgentsCpusetAreTakenNotUnk
   ASSERT_EQ(plan->trainers.size(), 1u);
   EXPECT_EQ(plan->trainers[0].cpus.ToString(), "2-3,10-11");
   EXPECT_EQ(plan->off_limits.ToString(), "0,8-9");
+}
+
+// A fence that only names pods to observe (no policy covers them) changes no file on the node:
+// neither applying it nor the observer's readings after it write anything. The reports carry
+// the observations, once each (a periodic report replaces the last one's).
+TEST_F(NodeEngineTest, AnObserveOnlyFenceWritesNothing) {
+  feedguard::testing::TempDir proc;
+  Put(proc.path() + "/stat", "cpu  0 0 0 0 0 0 0 0 0 0\ncpu0 100 0 0 1000 0 0 0 0 0 0\n");
+  auto clock = std::make_shared<ManualTimeSource>();
+  observe::ObserveLoopOptions oo;
+  oo.cgroups = node_.cgroups();
+  oo.proc_root = proc.path();
+  oo.clock = clock;
+  auto observer = std::make_shared<observe::ObserveLoop>(oo);
+  engine_.reset();  // one engine over the state dir: this one, with the observer
+  auto o = testutil::FakeNodeEngineOptions(
+      node_, std::string(FEEDGUARD_TOPOLOGY_FIXTURES) + "/ws-1s-1gpu.xml");
+  ASSERT_TRUE(o.enforcer);
+  o.state_dir = node_.state_dir();
+  o.observer = observer;
+  auto engine = std::make_shared<NodeEngine>(std::move(o));
+
+  const auto before = node_.Snapshot();
+  v1::NodeFence f;
+  f.set_node_name("node-a");
+  f.set_version(1);
+  *f.add_observe() = Ref(trainer_);
+  *f.add_observe() = Ref(n1_);
+  auto r = engine->Apply(f);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->pods_size(), 0);
+  EXPECT_EQ(r->observations_size(), 0) << "nothing read yet";
+  observer->Tick();  // the baseline
+  EXPECT_EQ(node_.Snapshot(), before) << "applying an observe-only fence wrote to the node";
+  // The pods run (the test writes their usage counters, as the kernel would) ...
+  SetUsage(trainer_, 4'000'000'000);
+  SetUsage(n1_, 1'000'000'000);
+  const auto running = node_.Snapshot();
+  // ... and from here on nothing but the kernel may change a file.
+  clock->Advance(std::chrono::seconds(10));
+  observer->Tick();
+  for (int i = 0; i < 2; ++i) {  // twice: the last report's observations are replaced, not added to
+    auto current = engine->CurrentReport();
+    ASSERT_TRUE(current.has_value());
+    EXPECT_EQ(current->pods_size(), 0);
+    ASSERT_EQ(current->observations_size(), 2);
+    for (const auto& obs : current->observations()) {
+      if (obs.uid() == trainer_.uid) {
+        EXPECT_DOUBLE_EQ(obs.windows(0).cpu_seconds(), 4);
+      }
+    }
+  }
+  // A later fence (a new version) with the same observe list: observed as before.
+  f.set_version(2);
+  r = engine->Apply(f);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->observations_size(), 2);
+  EXPECT_EQ(engine->CurrentReport()->observations_size(), 2) << "the fence's report's, replaced";
+  EXPECT_EQ(node_.Snapshot(), running) << "observing, or a second observe-only fence, wrote";
+
+  // Observation off in the controller: the next fence names none, and the report carries none.
+  f.clear_observe();
+  f.set_version(3);
+  r = engine->Apply(f);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->observations_size(), 0);
+  EXPECT_EQ(engine->CurrentReport()->observations_size(), 0);
 }
 
 }  // namespace
