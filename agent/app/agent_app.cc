@@ -7,6 +7,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "feedguard/common/wire_limits.h"
+
 namespace feedguard::agent {
 
 // The engine as the client's FenceApplier, timing every Apply for fence_apply_seconds and
@@ -50,6 +52,15 @@ Status AgentApp::Validate(const AgentConfig& c) {
   if (c.max_fence_bytes < (64u << 10) || c.max_fence_bytes > (1u << 30)) {
     return InvalidArgument("--max-fence-bytes must be between 65536 and 1073741824");
   }
+  if (c.observe.period < kMinObservePeriod || c.observe.period > kMaxObservePeriod) {
+    return InvalidArgument("--observe-period-s must be between " +
+                           std::to_string(kMinObservePeriod.count()) + " and " +
+                           std::to_string(kMaxObservePeriod.count()));
+  }
+  if (c.observe.top_k < 1 || c.observe.top_k > kMaxObservedContenders) {
+    return InvalidArgument("--observe-top-k must be between 1 and " +
+                           std::to_string(kMaxObservedContenders));
+  }
   return OkStatus();
 }
 
@@ -60,7 +71,7 @@ Result<std::unique_ptr<AgentApp>> AgentApp::Create(AgentConfig config) {
   config.node.log_decisions = true;  // the daemon says each decision once (info)
   std::unique_ptr<AgentApp> app(new AgentApp(std::move(config)));
   FG_RETURN_IF_ERROR(app->signals_.status());
-  FG_ASSIGN_OR_RETURN(app->node_, BuildNode(app->config_.node));
+  FG_ASSIGN_OR_RETURN(app->node_, BuildNode(app->config_.node, app->config_.observe));
   return app;
 }
 
@@ -96,6 +107,16 @@ Status AgentApp::Start() {
   FG_ASSIGN_OR_RETURN(client_, FenceClient::Start(ClientOptions(), applier_));
   spdlog::info("feedguard-agent: node {} dialing {}", config_.node.node_name, config_.controller);
 
+  // Observation is a report's extra, never worth the agent: a thread that cannot start is said.
+  if (node_.observer) {
+    if (Status st = node_.observer->Start(); !st.ok()) {
+      spdlog::warn("observer: {}", st.ToString());
+    } else {
+      spdlog::info("feedguard-agent: observing the GPU pods the controller names every {} s",
+                   config_.observe.period.count());
+    }
+  }
+
   WatcherOptions wo;
   wo.sweep_interval = config_.verify_interval;
   watcher_ = std::make_unique<Watcher>(node_.enforcer, wo);
@@ -120,11 +141,50 @@ void AgentApp::Stop() {
   if (stopped_) return;
   stopped_ = true;
   if (watcher_) watcher_->Stop();
+  if (node_.observer) node_.observer->Stop();
   if (client_) {
     spdlog::info("feedguard-agent: stopping; fences stay in place (use `revert` to remove them)");
     client_->Stop();
   }
   metrics_.reset();
+}
+
+std::string RenderObservedMetrics(const observe::ObserveMetrics& m) {
+  std::vector<Series> wait, lost, ratio, contenders;
+  for (const observe::ObservedPodMetrics& p : m.pods) {
+    for (const auto& [source, s] : p.wait_s_total) {
+      wait.push_back(
+          {{{"namespace", p.ns},
+            {"pod", p.name},
+            {"source", std::string(NameOf(observe::kWaitSourceNames, source, "unknown"))}},
+           s});
+    }
+    if (p.gpu_lost_s_total) {
+      lost.push_back({{{"namespace", p.ns}, {"pod", p.name}}, *p.gpu_lost_s_total});
+    }
+    ratio.push_back({{{"namespace", p.ns}, {"pod", p.name}, {"window", "10m"}}, p.wait_ratio_10m});
+  }
+  for (const observe::Contention& c : m.contenders) {
+    contenders.push_back({{{"contender_uid", c.contender}, {"window", "10m"}}, c.cpu_s});
+  }
+  std::string out;
+  out += RenderSeries("feedguard_observed_pod_cpu_wait_seconds_total",
+                      "time an observed GPU pod's CPU feeders waited for a CPU since the agent "
+                      "first observed it (source psi: cpu.pressure some; schedstat: its tasks' run "
+                      "delay, an upper bound)",
+                      "counter", wait);
+  out += RenderSeries("feedguard_observed_pod_gpu_lost_seconds_total",
+                      "estimated GPU time an observed pod lost to its feeders' CPU wait (wait x "
+                      "GPU idle / interval, per interval; pods with an NVML reading only)",
+                      "counter", lost);
+  out += RenderSeries("feedguard_observed_pod_wait_ratio",
+                      "share of the window an observed GPU pod's feeders waited for a CPU", "gauge",
+                      ratio);
+  out += RenderSeries("feedguard_observed_contender_cpu_seconds",
+                      "CPU time the node's top contenders took on observed pods' CPUs while they "
+                      "waited, summed over those pods (contender_uid: a pod uid, or node)",
+                      "gauge", contenders);
+  return out;
 }
 
 std::string AgentApp::RenderMetrics() const {
@@ -171,6 +231,7 @@ std::string AgentApp::RenderMetrics() const {
                             busy, "pod");
     }
   }
+  if (node_.observer) out += RenderObservedMetrics(node_.observer->Metrics());
   return out;
 }
 

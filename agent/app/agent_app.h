@@ -1,6 +1,7 @@
 // agent_app.h — `feedguard-agent run`: the node agent daemon as one object. It builds the node
 // (agent/app/node_setup.h), dials the controller (FenceClient hands each NodeFence to the node
-// engine), watches the files it wrote (Watcher) and serves /metrics, /healthz and /readyz, until
+// engine), observes the node's GPU pods the controller names (observe::ObserveLoop, reads only),
+// watches the files it wrote (Watcher) and serves /metrics, /healthz and /readyz, until
 // SIGTERM/SIGINT. Fences stay in place when it stops (`feedguard-agent revert` removes them).
 #pragma once
 
@@ -31,20 +32,30 @@ struct AgentConfig {
   std::string metrics_addr;  // /metrics, /healthz, /readyz (host:port; "" = off)
   // Largest message read from the controller (≥ the controller's --max-fence-bytes).
   size_t max_fence_bytes = kAgentMaxReceiveBytes;
+  ObserveConfig observe;  // the GPU pods of NodeFence.observe (docs/DESIGN.md §4b)
 };
+
+// The /metrics families of the observed GPU pods (docs/DESIGN.md §4b), of bounded cardinality:
+// per observed pod (at most kMaxObservedPodsPerNode) its feeder wait and estimated GPU time lost
+// since the agent first observed it, and its wait ratio over 10 min; per node only the top-k
+// contenders over 10 min, by uid ("node" for the node itself: dashboards join kube_pod_info on
+// uid for names).
+std::string RenderObservedMetrics(const observe::ObserveMetrics& m);
 
 class TimedApplier;
 
 // The parts, in the order their members are declared below and Create()/Start() bring them up:
 //
 //   signals_   SIGTERM/SIGINT, blocked before any thread exists (taken only by Wait())
-//   node_      cgroups, topology, enforcer (state dir opened and locked), engine   [Create]
+//   node_      cgroups, topology, enforcer (state dir opened and locked), engine, and the
+//              observer the engine hands each fence's observe list (--observe)   [Create]
 //   client_    the stream to the controller: hello, fences → engine, ACK/NACK, reports
+//   node_.observer's thread: a reading of the observed pods every --observe-period-s
 //   watcher_   inotify + periodic sweep over the files we wrote (overwrites → write back)
 //   metrics_   /metrics, /healthz, /readyz (--metrics-addr)
 //
-// Stop: watcher_ → client_ (the applied fence stays) → metrics_ (last: probes answered until the
-// end); the node and then the signal mask go with the object.
+// Stop: watcher_ → the observer's thread → client_ (the applied fence stays) → metrics_ (last:
+// probes answered until the end); the node and then the signal mask go with the object.
 class AgentApp {
  public:
   // Bad input (InvalidArgument), checked before anything is built: the CLI exits 2 for it.
@@ -56,7 +67,8 @@ class AgentApp {
   AgentApp(const AgentApp&) = delete;
   AgentApp& operator=(const AgentApp&) = delete;
 
-  // Starts the stream client, the overwrite watcher and the metrics server, in that order.
+  // Starts the stream client, the observer, the overwrite watcher and the metrics server, in
+  // that order.
   Status Start();
   // Until SIGTERM or SIGINT; returns 0.
   int Wait();

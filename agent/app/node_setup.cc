@@ -6,6 +6,7 @@
 #include <utility>
 
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include "agent/cgroup/fs_cgroups.h"
 #include "agent/cgroup/kernel_facts.h"
@@ -105,11 +106,12 @@ NodeParts MakeNodeParts(NodeEngineOptions o) {
   n.cgroups = o.cgroups;
   n.enforcer = o.enforcer;
   n.topology = o.topology;
+  n.observer = o.observer;
   n.engine = std::make_shared<NodeEngine>(std::move(o));
   return n;
 }
 
-Result<NodeParts> BuildNode(const NodeConfig& c) {
+Result<NodeParts> BuildNode(const NodeConfig& c, std::optional<ObserveConfig> observe) {
   FG_ASSIGN_OR_RETURN(NodeEngineOptions o, NodeEngineOptionsFor(c));
   FG_RETURN_IF_ERROR(OpenState(c, o));
   // The GPU's own signal (per-trainer GPU busy %) where NVML is present; absent is no error.
@@ -124,6 +126,17 @@ Result<NodeParts> BuildNode(const NodeConfig& c) {
       spdlog::warn("feedguard-agent: NVML unusable ({}); GPU utilisation not reported",
                    nvml.status().message());
     }
+  }
+  if (observe && observe->enabled) {
+    observe::ObserveLoopOptions oo;
+    oo.cgroups = o.cgroups;
+    oo.pod_resources = o.pod_resources;
+    oo.gpu_resolver = o.gpu_resolver;
+    oo.gpu_monitor = o.gpu_monitor;
+    oo.period = observe->period;
+    oo.top_k = observe->top_k;
+    if (const long hz = ::sysconf(_SC_CLK_TCK); hz > 0) oo.user_hz = hz;
+    o.observer = std::make_shared<observe::ObserveLoop>(std::move(oo));
   }
   return MakeNodeParts(std::move(o));
 }

@@ -4,6 +4,9 @@
 // (`plan`, `apply`, `revert`) alike, so they see the node the same way.
 #pragma once
 
+#include <chrono>
+#include <cstddef>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -12,6 +15,7 @@
 #include "agent/enforcer/enforcer.h"
 #include "agent/engine/node_engine.h"
 #include "agent/gpu/nvml.h"
+#include "agent/observe/observe_loop.h"
 #include "agent/topology/topology.h"
 #include "common/cpuset.h"
 #include "feedguard/common/status.h"
@@ -46,11 +50,22 @@ struct NodeConfig {
   bool log_decisions = false;
 };
 
+// The daemon's observation of the node's GPU pods with no policy (docs/DESIGN.md §4b): the
+// `run` flags --observe, --observe-period-s, --observe-top-k. The local commands observe nothing.
+struct ObserveConfig {
+  bool enabled = true;
+  std::chrono::seconds period{10};  // one interval per pod: 1..300 s
+  size_t top_k = 5;                 // contenders per pod and window, and on /metrics
+};
+inline constexpr std::chrono::seconds kMinObservePeriod{1}, kMaxObservePeriod{300};
+
 struct NodeParts {
   NodeEnginePtr engine;
   cgroup::CgroupsPtr cgroups;
   EnforcerPtr enforcer;
   Topology topology;
+  // The engine's observer (NodeEngineOptions::observer), its thread not started; null: off.
+  std::shared_ptr<observe::ObserveLoop> observer;
 };
 
 // The topology the config names: the hwloc XML file, else this machine.
@@ -66,7 +81,9 @@ Status OpenState(const NodeConfig& c, NodeEngineOptions& o);
 
 NodeParts MakeNodeParts(NodeEngineOptions o);
 
-// Everything, state dir opened; with NVML when the library is there (absent is no error).
-Result<NodeParts> BuildNode(const NodeConfig& c);
+// Everything, state dir opened; with NVML when the library is there (absent is no error); with
+// `observe` enabled, the observer over the same cgroups, kubelet client, GPU ids and NVML.
+Result<NodeParts> BuildNode(const NodeConfig& c,
+                            std::optional<ObserveConfig> observe = std::nullopt);
 
 }  // namespace feedguard::agent

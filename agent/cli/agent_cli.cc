@@ -14,6 +14,7 @@
 #include "agent/app/agent_app.h"
 #include "agent/app/node_setup.h"
 #include "agent/cgroup/kubelet_facts.h"
+#include "feedguard/common/wire_limits.h"
 
 namespace feedguard::agent {
 namespace {
@@ -174,6 +175,21 @@ void AddRunFlags(CLI::App* app, AgentConfig* c) {
       ->capture_default_str();
   app->add_option("--metrics-addr", c->metrics_addr,
                   "/metrics, /healthz, /readyz (host:port; \"\" = off)");
+  // Observation of the node's GPU pods with no policy (docs/DESIGN.md §4b).
+  app->add_flag("--observe", c->observe.enabled,
+                "observe the GPU pods the controller names (NodeFence.observe): their CPU "
+                "feeders' wait, who ran on their CPUs, the GPU time that cost; reads only, "
+                "writes nothing (default: on; --observe=false turns it off)");
+  app->add_option_function<int64_t>(
+         "--observe-period-s", [c](int64_t s) { c->observe.period = std::chrono::seconds(s); },
+         "seconds per observation interval (NVML read every 2 s and averaged over it)")
+      ->type_name("S")
+      ->default_str(std::to_string(c->observe.period.count()))
+      ->check(CLI::Range(kMinObservePeriod.count(), kMaxObservePeriod.count()));
+  app->add_option("--observe-top-k", c->observe.top_k,
+                  "contenders kept per observed pod and window, and per node on /metrics")
+      ->capture_default_str()
+      ->check(CLI::Range(size_t{1}, kMaxObservedContenders));
 }
 
 // ---- the commands -----------------------------------------------------------------------

@@ -145,6 +145,19 @@ expect 2 "--verify-interval-ms=-1 is refused" "--verify-interval-ms" \
 expect 2 "run without --controller is refused" "--controller" run --node-name n --state-dir "$t/run-state"
 expect 2 "run with an empty --controller= is refused" "--controller" \
   run --controller= --node-name n --state-dir "$t/run-state"
+# Issue 30: the observe flags, held to their ranges (--observe=false still checks the others).
+expect 2 "--observe-period-s 0 is refused" "--observe-period-s" \
+  run --controller 127.0.0.1:1 --node-name n --observe-period-s 0 --state-dir "$t/run-state"
+expect 2 "--observe-period-s 301 is refused" "--observe-period-s" \
+  run --controller 127.0.0.1:1 --node-name n --observe-period-s 301 --state-dir "$t/run-state"
+expect 2 "--observe-top-k 9 (over the wire's 8) is refused" "--observe-top-k" \
+  run --controller 127.0.0.1:1 --node-name n --observe=false --observe-top-k 9 --state-dir "$t/run-state"
+expect 2 "--observe=bogus is refused" "--observe" \
+  run --controller 127.0.0.1:1 --node-name n --observe=bogus --state-dir "$t/run-state"
+expect 2 "--observe is a run flag only" "--observe" plan --fence "$t/known.json" --observe
+expect 0 "run --help" - run --help
+grep -q -- "--observe-period-s" "$t/out" && grep -q -- "--observe-top-k" "$t/out" \
+  && ok "run --help lists the observe flags" || bad "run --help: $(grep -c observe "$t/out") observe lines"
 [[ ! -e $t/run-state ]] && ok "refused runs create no state dir" || bad "a refused run created $t/run-state"
 expect 2 "--cgroup-driver bogus is refused" "--cgroup-driver" topology --topology-xml "$topo" --cgroup-driver bogus
 expect 2 "--reserved-cpus x is refused" "--reserved-cpus" topology --topology-xml "$topo" --reserved-cpus x
