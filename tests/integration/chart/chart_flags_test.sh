@@ -51,6 +51,7 @@ VARIANTS=(
   "--set agent.kubelet.cpuManagerState=false --set agent.kubelet.podResources=false --set agent.nvidiaProcDriver=false"
   "--set agent.kubelet.reservedCPUs=0-1 --set agent.cgroup.driver=systemd --set agent.cgroup.version=v2 --set agent.cgroup.root=/k --set agent.cgroup.runtime=containerd"
   "--set controller.leaderElection.enabled=false --set controller.replicas=1"
+  "--set observe.enabled=false"
 )
 declare -A seen=()
 for v in "${VARIANTS[@]}"; do
