@@ -127,7 +127,7 @@ nanoseconds ObserveLoop::Tick() {
   TakePodsLocked();
   if (!baseline_done_) {
     baseline_done_ = true;
-    node_.Step(0, {});  // every counter's first reading
+    StepLocked(0);  // every counter's first reading
     last_step_ = now;
     next_step_ = now + options_.period;
     next_gpu_ = now + options_.gpu_sample_interval;
@@ -222,6 +222,11 @@ void ObserveLoop::ReadGpusLocked() {
 }
 
 void ObserveLoop::StepLocked(double dt_s) {
+  // No pod to observe: nothing is read (a pod named later starts from a baseline anyway).
+  if (pods_.empty()) {
+    PublishLocked();
+    return;
+  }
   std::map<std::string, double> gpu_busy;
   for (auto& [uid, pod] : pods_) {
     if (pod.gpu_readings > 0) gpu_busy[uid] = pod.gpu_busy_sum / pod.gpu_readings;

@@ -116,8 +116,9 @@ class ObserveLoop {
 
   // One pass at the clock's now: takes up a changed pod list, reads the GPUs when a reading is
   // due and steps every pod when `period` has passed since the last step (the interval is the
-  // time that really passed). The first pass is every counter's baseline. Returns how long until
-  // the next reading is due. The thread calls it; tests call it with a ManualTimeSource.
+  // time that really passed). The first pass is every counter's baseline. With no pod to
+  // observe nothing is read. Returns how long until the next reading is due. The thread calls
+  // it; tests call it with a ManualTimeSource.
   std::chrono::nanoseconds Tick();
 
   // Each observed pod with at least one interval: its windows (kReportWindows) with at most

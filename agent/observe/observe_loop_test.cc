@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -9,6 +10,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -80,6 +82,68 @@ class FakeKubelet final : public PodResourcesSource {
   mutable std::mutex mu_;
   PodGpuMap gpus_;  // guarded by mu_
   int calls_ = 0;   // guarded by mu_
+};
+
+// The node's cgroups, counting what the loop asks of them.
+class CountingCgroups final : public cgroup::Cgroups {
+ public:
+  explicit CountingCgroups(cgroup::CgroupsPtr inner) : inner_(std::move(inner)) {}
+  const cgroup::CgroupLayout& layout() const override { return inner_->layout(); }
+  Result<cgroup::ResolvedPod> ResolvePod(const PodIdentity& pod) const override {
+    ++reads;
+    return inner_->ResolvePod(pod);
+  }
+  bool IsKubeletOwned(const std::string& dir) const override { return inner_->IsKubeletOwned(dir); }
+  std::vector<std::string> KnobFiles(const cgroup::CgroupPaths& dirs,
+                                     cgroup::Knob knob) const override {
+    return inner_->KnobFiles(dirs, knob);
+  }
+  Result<std::string> ReadRaw(const std::string& file) const override {
+    ++reads;
+    return inner_->ReadRaw(file);
+  }
+  Status WriteRaw(const std::string& file, std::string_view bytes) override {
+    ++writes;
+    return inner_->WriteRaw(file, bytes);
+  }
+  Result<CpuSet> ReadEffectiveCpus(const cgroup::CgroupPaths& dirs) const override {
+    ++reads;
+    return inner_->ReadEffectiveCpus(dirs);
+  }
+  Result<std::vector<cgroup::FileWrite>> PlanCpusetTree(const cgroup::CgroupPaths& dirs,
+                                                        cgroup::Knob knob,
+                                                        const CpuSet& target) const override {
+    ++reads;
+    return inner_->PlanCpusetTree(dirs, knob, target);
+  }
+  Result<std::vector<std::string>> CpusetTreeFiles(const cgroup::CgroupPaths& dirs,
+                                                   cgroup::Knob knob) const override {
+    ++reads;
+    return inner_->CpusetTreeFiles(dirs, knob);
+  }
+  Status ApplyWrites(const std::vector<cgroup::FileWrite>& w) override {
+    ++writes;
+    return inner_->ApplyWrites(w);
+  }
+  Result<cgroup::CpuUsage> ReadUsage(const cgroup::CgroupPaths& dirs) const override {
+    ++reads;
+    return inner_->ReadUsage(dirs);
+  }
+  Result<std::optional<cgroup::CpuPressure>> ReadPressure(
+      const cgroup::CgroupPaths& dirs) const override {
+    ++reads;
+    return inner_->ReadPressure(dirs);
+  }
+  Result<std::vector<int>> ListPids(const cgroup::CgroupPaths& dirs) const override {
+    ++reads;
+    return inner_->ListPids(dirs);
+  }
+
+  mutable std::atomic<int> reads{0};
+  std::atomic<int> writes{0};
+
+ private:
+  cgroup::CgroupsPtr inner_;
 };
 
 v1::PodRef Ref(const std::string& uid) {
@@ -451,6 +515,29 @@ TEST_P(ObserveLoopTest, ObservingWritesNothing) {
   After(loop, 10);
   ASSERT_FALSE(loop.Observations().empty());
   EXPECT_EQ(Tree(), before) << "observing wrote to the cgroup tree or /proc";
+}
+
+TEST_P(ObserveLoopTest, WithNoPodToObserveNothingIsReadAndNeverAnythingWritten) {
+  AddPod(kA);
+  AddPod(kB);
+  auto counting = std::make_shared<CountingCgroups>(cg_);
+  ObserveLoopOptions o = Options(true);
+  o.cgroups = counting;
+  ObserveLoop loop(o);
+  loop.Tick();
+  for (int i = 0; i < 30; ++i) After(loop, 2);  // six periods, no pod named
+  EXPECT_EQ(counting->reads, 0) << "an idle loop reads the node's cgroups";
+  EXPECT_EQ(gpus_->readings(), 0);
+  loop.SetPods(Refs({kA}));
+  for (int i = 0; i < 10; ++i) After(loop, 2);
+  EXPECT_GT(counting->reads, 0);
+  EXPECT_EQ(loop.Observations().size(), 1u);
+  loop.SetPods(Refs({}));
+  const int reads = counting->reads;
+  for (int i = 0; i < 10; ++i) After(loop, 2);
+  EXPECT_EQ(counting->reads, reads) << "the last pod gone, reading stops";
+  EXPECT_TRUE(loop.Observations().empty());
+  EXPECT_EQ(counting->writes, 0);
 }
 
 TEST_P(ObserveLoopTest, AtMostTheWireLimitOfPodsTheFirstGiven) {
