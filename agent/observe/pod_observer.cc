@@ -1,8 +1,27 @@
 #include "agent/observe/pod_observer.h"
 
+#include <filesystem>
+#include <system_error>
 #include <utility>
 
 namespace feedguard::agent::observe {
+
+Result<std::vector<int>> ListPodPids(const cgroup::Cgroups& cgroups,
+                                     const cgroup::CgroupPaths& pod) {
+  FG_ASSIGN_OR_RETURN(std::vector<int> pids, cgroups.ListPids(pod));
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::recursive_directory_iterator it(pod.cpu, fs::directory_options::skip_permission_denied, ec);
+  for (; !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    if (!it->is_directory(ec)) continue;
+    const std::string dir = it->path().string();
+    // A container that went away meanwhile is skipped.
+    if (auto more = cgroups.ListPids({dir, dir, dir}); more.ok()) {
+      pids.insert(pids.end(), more->begin(), more->end());
+    }
+  }
+  return pids;
+}
 
 Result<PodCounters> ReadPodCounters(const cgroup::Cgroups& cgroups,
                                     const cgroup::CgroupPaths& pod) {
@@ -24,7 +43,7 @@ Result<std::optional<PodSample>> PodObserver::Read(const cgroup::Cgroups& cgroup
   double run_delay_s = 0;
   if (!now.psi_some_s) {
     // No PSI for this cgroup: the tasks' own run delay, per task (schedstat.h).
-    FG_ASSIGN_OR_RETURN(std::vector<int> pids, cgroups.ListPids(pod_));
+    FG_ASSIGN_OR_RETURN(std::vector<int> pids, ListPodPids(cgroups, pod_));
     run_delay_s = run_delay_.Sample(ReadRunDelays(proc_root_, pids));
   }
   std::optional<PodSample> sample;

@@ -7,6 +7,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "agent/cgroup/cgroups.h"
 #include "agent/observe/counters.h"
@@ -18,6 +19,13 @@ namespace feedguard::agent::observe {
 
 // The pod's cumulative counters now (no PSI: psi_some_s empty).
 Result<PodCounters> ReadPodCounters(const cgroup::Cgroups& cgroups, const cgroup::CgroupPaths& pod);
+
+// Every process of the pod: kubelet's pod cgroup holds none itself (they sit in its containers'
+// cgroups and below, e.g. crun's "container" child), so each cgroup.procs of the pod's subtree
+// under the cpu mount. The pids are as the reader's PID namespace numbers them: an agent in a
+// PID namespace of its own gets none of another pod's (docs/DESIGN.md §4b, the known gap).
+Result<std::vector<int>> ListPodPids(const cgroup::Cgroups& cgroups,
+                                     const cgroup::CgroupPaths& pod);
 
 class PodObserver {
  public:

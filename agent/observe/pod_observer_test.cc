@@ -2,8 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <unistd.h>
 
@@ -93,6 +96,55 @@ TEST_P(PodObserverTest, APodThatWentAwayIsAnErrorAndKeepsTheLastReading) {
   std::filesystem::remove_all(pod_.cpu);
   EXPECT_FALSE(o.Read(*cg_, 10).ok());
   EXPECT_EQ(o.cpus(), CpuSet::Range(0, 3));
+}
+
+// kubelet's pod cgroup holds no process itself: they sit in its containers' cgroups and below
+// (crun's "container" child). Without PSI the wait is their run delay, found through the pod's
+// whole subtree — reading the pod cgroup's own cgroup.procs alone found none, on every real node.
+TEST(PodObserverTasksTest, WithoutPsiTheWaitIsEveryContainersTasksRunDelay) {
+  for (CgroupVersion v : {CgroupVersion::kV1, CgroupVersion::kV2}) {
+    SCOPED_TRACE(v == CgroupVersion::kV1 ? "v1" : "v2");
+    feedguard::testing::TempDir dir;
+    cgroup::FakeCgroupOptions no_psi;
+    no_psi.psi = false;
+    auto l = cgroup::MakeFakeLayout(dir.path() + "/cg", v, KubeletDriver::kCgroupfs, "fg", no_psi);
+    ASSERT_TRUE(l.ok()) << l.status().ToString();
+    auto cg = cgroup::NewFsCgroups(*l);
+    const cgroup::CgroupPaths pod{l->cpu_mount + "/pod", l->cpuacct_mount + "/pod",
+                                  l->cpuset_mount + "/pod"};
+    for (const auto& [mount, controller] :
+         {std::pair{pod.cpu, "cpu"}, std::pair{pod.cpuacct, "cpuacct"},
+          std::pair{pod.cpuset, "cpuset"}}) {
+      ASSERT_TRUE(cgroup::MakeFakeCgroupDir(mount, v, controller, no_psi).ok());
+    }
+    ASSERT_TRUE(cgroup::MakeFakeCgroupDir(pod.cpu + "/c1", v, "cpu", no_psi).ok());
+    ASSERT_TRUE(cgroup::MakeFakeCgroupDir(pod.cpu + "/c2/container", v, "cpu", no_psi).ok());
+    cgroup::Put(pod.cpu + "/c1/cgroup.procs", "101\n");
+    cgroup::Put(pod.cpu + "/c2/container/cgroup.procs", "102\n");
+    const std::string proc = dir.path() + "/proc";
+    // Process 101 has two threads; 102 one. Run delays in ns.
+    auto delays = [&](uint64_t a, uint64_t b, uint64_t c) {
+      for (const auto& [task, ns] : {std::pair{"101/task/101", a}, std::pair{"101/task/111", b},
+                                     std::pair{"102/task/102", c}}) {
+        std::filesystem::create_directories(proc + "/" + task);
+        cgroup::Put(proc + "/" + task + "/schedstat", "5000 " + std::to_string(ns) + " 7\n");
+      }
+    };
+    delays(1'000'000'000, 0, 500'000'000);
+    auto pids = ListPodPids(*cg, pod);
+    ASSERT_TRUE(pids.ok()) << pids.status().ToString();
+    std::sort(pids->begin(), pids->end());
+    EXPECT_EQ(*pids, (std::vector<int>{101, 102}));
+
+    PodObserver o(pod, proc);
+    ASSERT_TRUE(o.Read(*cg, 10).ok());
+    delays(2'000'000'000, 500'000'000, 2'500'000'000);  // +1 s, +0.5 s, +2 s
+    auto s = o.Read(*cg, 10);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    ASSERT_TRUE(s->has_value());
+    EXPECT_EQ((*s)->source, WaitSource::kSchedstat);
+    EXPECT_NEAR((*s)->wait_s, 3.5, 1e-9);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Version, PodObserverTest,
