@@ -97,8 +97,9 @@ TEST(ReportViewTest, WrongTypesReadAsEmptyAndNeverThrow) {
   EXPECT_EQ(empty_table.find("no GPU pod is starving"), std::string::npos) << empty_table;
 }
 
-// Worst first as the controller orders them: GPU seconds lost over 10 min (trainer-c has no
-// NVML sample: 0), then the wait, then namespace/name; whatever order the report holds them in.
+// Worst first as the controller orders them: GPU seconds lost over 10 min, or the wait for a pod
+// with no NVML sample (trainer-c: its 90 s wait bounds its loss and outranks trainer-a's 80 s
+// lost), then the wait, then namespace/name; whatever order the report holds them in.
 TEST(ReportViewTest, TopRanksTheStarvingPodsWorstFirst) {
   Json reversed = ReportFixture();
   std::reverse(reversed["status"]["pods"].begin(), reversed["status"]["pods"].end());
@@ -107,18 +108,18 @@ TEST(ReportViewTest, TopRanksTheStarvingPodsWorstFirst) {
     ASSERT_TRUE(r.ok());
     const TopView all = BuildTop(*r, {.ns = "", .limit = 20});
     EXPECT_EQ(RowNames(all),
-              (std::vector<std::string>{"ml/trainer-a", "ml/trainer-b", "vision/trainer-c"}));
+              (std::vector<std::string>{"vision/trainer-c", "ml/trainer-a", "ml/trainer-b"}));
   }
   const StarvationReport r = Fixture();
   const TopView all = BuildTop(r, {.ns = "", .limit = 20});
   EXPECT_TRUE(all.wait_only);
   EXPECT_EQ(all.starving_elsewhere, 0);
   EXPECT_EQ(all.omitted_by_limit, 0);
-  EXPECT_DOUBLE_EQ(*all.rows[0].gpu_lost_10m, 80.0);
-  EXPECT_DOUBLE_EQ(*all.rows[0].gpu_lost_1h, 534.5);
-  ASSERT_EQ(all.rows[0].contenders.size(), 3u);  // of 4: the top 3
-  EXPECT_EQ(all.rows[0].contenders[2].name, "loader-0");
-  EXPECT_FALSE(all.rows[2].gpu_lost_10m.has_value());
+  EXPECT_DOUBLE_EQ(*all.rows[1].gpu_lost_10m, 80.0);
+  EXPECT_DOUBLE_EQ(*all.rows[1].gpu_lost_1h, 534.5);
+  ASSERT_EQ(all.rows[1].contenders.size(), 3u);  // of 4: the top 3
+  EXPECT_EQ(all.rows[1].contenders[2].name, "loader-0");
+  EXPECT_FALSE(all.rows[0].gpu_lost_10m.has_value());
 
   const TopView ml = BuildTop(r, {.ns = "ml", .limit = 20});
   EXPECT_EQ(RowNames(ml), (std::vector<std::string>{"ml/trainer-a", "ml/trainer-b"}));
@@ -126,7 +127,7 @@ TEST(ReportViewTest, TopRanksTheStarvingPodsWorstFirst) {
   EXPECT_FALSE(ml.wait_only);
 
   const TopView one = BuildTop(r, {.ns = "", .limit = 1});
-  EXPECT_EQ(RowNames(one), (std::vector<std::string>{"ml/trainer-a"}));
+  EXPECT_EQ(RowNames(one), (std::vector<std::string>{"vision/trainer-c"}));
   EXPECT_EQ(one.omitted_by_limit, 2);
 
   // Ties on the GPU figure: more wait first, then by name (a pod the controller could not name
@@ -158,7 +159,7 @@ TEST(ReportViewTest, TopRanksTheStarvingPodsWorstFirst) {
             (std::vector<std::string>{"vision/trainer-c"}));
   calm["status"]["pods"][0]["windows"][1]["waitSeconds"] = 6.0;
   EXPECT_EQ(RowNames(BuildTop(*ParseStarvationReport(calm), {.ns = "", .limit = 0})),
-            (std::vector<std::string>{"ml/trainer-a", "vision/trainer-c"}));
+            (std::vector<std::string>{"vision/trainer-c", "ml/trainer-a"}));  // 90 s wait > 6 s
 }
 
 TEST(ReportViewTest, TableGolden) {
@@ -193,8 +194,12 @@ TEST(ReportViewTest, TableSaysWhereThereIsNoGpuFigure) {
       RenderTopTable(r, BuildTop(r, {.ns = "", .limit = 2}), At("2026-11-28T10:00:40Z"));
   EXPECT_NE(two.find("\n1 more starving pod not shown (--limit 0 shows all)\n"), std::string::npos)
       << two;
-  EXPECT_EQ(two.find("trainer-c"), std::string::npos) << two;
-  EXPECT_EQ(two.find("n/a"), std::string::npos) << two;
+  EXPECT_EQ(two.find("trainer-b"), std::string::npos) << two;
+  // Where every pod shown has a GPU figure, no "n/a" and no footnote.
+  const std::string ml =
+      RenderTopTable(r, BuildTop(r, {.ns = "ml", .limit = 20}), At("2026-11-28T10:00:40Z"));
+  EXPECT_EQ(ml.find("trainer-c"), std::string::npos) << ml;
+  EXPECT_EQ(ml.find("n/a"), std::string::npos) << ml;
 
   Json unnamed = ReportFixture();
   unnamed["status"]["pods"][0].erase("name");
@@ -214,7 +219,7 @@ TEST(ReportViewTest, JsonHasStableNames) {
   EXPECT_EQ(j["cluster"]["starvingPods"], 3);
   EXPECT_EQ(j["cluster"]["gpuLostSeconds10m"], 92.0);
   ASSERT_EQ(j["pods"].size(), 3u);
-  const Json& a = j["pods"][0];
+  const Json& a = j["pods"][1];
   EXPECT_EQ(a["namespace"], "ml");
   EXPECT_EQ(a["name"], "trainer-a");
   EXPECT_EQ(a["uid"], "uid-trainer-a");
@@ -229,7 +234,7 @@ TEST(ReportViewTest, JsonHasStableNames) {
   EXPECT_EQ(
       a["contenders"][0],
       Json({{"kind", "Pod"}, {"namespace", "batch"}, {"name", "spin-a"}, {"cpuSeconds", 60.0}}));
-  const Json& c = j["pods"][2];
+  const Json& c = j["pods"][0];
   EXPECT_EQ(c["name"], "trainer-c");
   EXPECT_EQ(c["gpuSampled"], false);
   EXPECT_TRUE(c["gpuLostSeconds10m"].is_null());
