@@ -164,7 +164,7 @@ install_and_build() {
   say "Installing dependencies (tests/install_deps.sh; the first run builds the Kubernetes binaries, etcd, CoreDNS and helm)"
   "$REPO/tests/install_deps.sh" --demo 2>&1 | indent
   ((PIPESTATUS[0] == 0)) || die "tests/install_deps.sh failed (see above)"
-  say "Building the demo's binaries in $BUILD_DIR (only the four it needs)"
+  say "Building the demo's binaries in $BUILD_DIR (only the five it needs)"
   mkdir -p "$BUILD_DIR" || die "cannot create $BUILD_DIR"
   if [[ "$BUILD_DIR" == "$REPO/build/release" ]]; then
     (cd "$REPO" && cmake --preset release >"$BUILD_DIR/demo-configure.log" 2>&1)
@@ -173,7 +173,7 @@ install_and_build() {
   fi || { tail -n 30 "$BUILD_DIR/demo-configure.log" >&2; die "cmake configure of $BUILD_DIR failed"; }
   local log="$BUILD_DIR/demo-build.log" rc
   cmake --build "$BUILD_DIR" -j"$(nproc)" --target feedguard-controller feedguard-agent \
-    fg-wedge-trainer fg-wedge-spinner 2>&1 | tee "$log" | build_counter
+    fg-wedge-trainer fg-wedge-spinner kubectl-feedguard 2>&1 | tee "$log" | build_counter
   rc=${PIPESTATUS[0]}
   if ((rc != 0)); then
     grep -B2 -A20 -m3 'FAILED\|error' "$log" | head -n 60 | indent >&2
@@ -204,8 +204,9 @@ find_binaries() {
   FG_AGENT="${FG_AGENT:-$BUILD_DIR/agent/feedguard-agent}"
   FG_TRAINER="${FG_TRAINER:-$BUILD_DIR/bench/wedge/fg-wedge-trainer}"
   FG_SPINNER="${FG_SPINNER:-$BUILD_DIR/bench/wedge/fg-wedge-spinner}"
+  FG_PLUGIN="${FG_PLUGIN:-$BUILD_DIR/plugin/kubectl-feedguard}"
   local b
-  for b in "$FG_CONTROLLER" "$FG_AGENT" "$FG_TRAINER" "$FG_SPINNER"; do
+  for b in "$FG_CONTROLLER" "$FG_AGENT" "$FG_TRAINER" "$FG_SPINNER" "$FG_PLUGIN"; do
     [[ -x "$b" ]] || die "$b is not built (run without --no-build, or pass --build-dir)"
   done
 }
@@ -258,6 +259,7 @@ install_chart() {
   [[ "$(stat -fc %T /sys/fs/cgroup)" == cgroup2fs ]] && cgv=v2
   say "helm install $HELM_RELEASE charts/feedguard -n $SYSTEM_NS (controller Deployment + agent DaemonSet)"
   info "--set controller.image.pullPolicy=Never,agent.image.pullPolicy=Never,agent.cgroup.root=$CGROUP_ROOT,agent.cgroup.driver=cgroupfs,agent.cgroup.version=$cgv"
+  info "--set observe.periodSeconds=2,observe.topK=8,observe.reportIntervalSeconds=2 (observation is on by default; sampled faster than its 10 s so a ${DURATION} s phase shows)"
   HELM_INSTALLED=1
   # helm's cache/config/data under the demo's temp dir: nothing left in root's home.
   if ! HELM_CACHE_HOME="$WORK/helm/cache" HELM_CONFIG_HOME="$WORK/helm/config" HELM_DATA_HOME="$WORK/helm/data" \
@@ -265,6 +267,7 @@ install_chart() {
     --set controller.image.pullPolicy=Never --set agent.image.pullPolicy=Never \
     --set "agent.cgroup.root=$CGROUP_ROOT" --set agent.cgroup.driver=cgroupfs \
     --set "agent.cgroup.version=$cgv" \
+    --set observe.periodSeconds=2 --set observe.topK=8 --set observe.reportIntervalSeconds=2 \
     --wait --timeout 240s >"$WORK/logs/helm-install.log" 2>&1; then
     tail -n 20 "$WORK/logs/helm-install.log" | indent >&2
     die "helm install failed"
@@ -282,9 +285,15 @@ install_chart() {
   K -n "$SYSTEM_NS" get pods -o wide 2>&1 | indent
   AGENT_POD="$(K -n "$SYSTEM_NS" get pods -l app.kubernetes.io/component=agent -o 'jsonpath={.items[0].metadata.name}')"
   K label node "$NODE_NAME" nvidia.com/gpu.present=true --overwrite >/dev/null || die "kubectl label node failed"
+  # One GPU, advertised as Kubernetes documents for extended resources (no device plugin, no
+  # NVML here): the trainer holds it, so it is a GPU pod and observed with no policy.
+  K patch node "$NODE_NAME" --subresource=status --type=json -p \
+    '[{"op": "add", "path": "/status/capacity/nvidia.com~1gpu", "value": "1"},
+      {"op": "add", "path": "/status/allocatable/nvidia.com~1gpu", "value": "1"}]' >/dev/null ||
+    die "advertising nvidia.com/gpu on the node failed"
   K create namespace "$TRAINER_NS" >/dev/null || die "kubectl create namespace $TRAINER_NS failed"
   K create namespace "$BATCH_NS" >/dev/null || die "kubectl create namespace $BATCH_NS failed"
-  info "node labelled nvidia.com/gpu.present=true; namespaces $TRAINER_NS (trainer) and $BATCH_NS (neighbours)"
+  info "node labelled nvidia.com/gpu.present=true, 1 nvidia.com/gpu advertised; namespaces $TRAINER_NS (trainer) and $BATCH_NS (neighbours)"
 }
 
 # size_neighbours — the neighbours' CPU request: 100m each while everything fits the node's
@@ -332,6 +341,7 @@ spec:
         command: ["/bin/sh", "-c", "i=0; while [ ! -e /tmp/GO ] && [ \$i -lt 12000 ]; do sleep 0.05; i=\$((i+1)); done; [ -e /tmp/GO ] || exit 1; fg-wedge-trainer \"\$@\"; echo \"trainer exit \$?\"; exec sleep 86400", "gate"$args]
         resources:
           requests: {cpu: ${TRAINER_REQUEST_M}m, memory: 256Mi}
+          limits: {nvidia.com/gpu: 1}
 YAML
 }
 
@@ -479,6 +489,49 @@ measure() {
   info "$(printf '%.0f samples/s, accelerator busy %.0f%%, trainer %.2f cores, neighbours %s cores' \
     "${RES[$r.$phase.sps]}" "$(awk -v b="${RES[$r.$phase.busy]}" 'BEGIN {print b * 100}')" \
     "${RES[$r.$phase.tcores]}" "${RES[$r.$phase.ncores]}")"
+}
+
+# ---- observation (no policy needed) -----------------------------------------------------------
+# KF ARGS — `kubectl feedguard ARGS` as a user runs it: the plugin found on PATH by kubectl, in the
+# cluster's network namespace.
+KF() {
+  PATH="$(dirname "$FG_PLUGIN"):$PATH" KUBECONFIG="$KUBECONFIG" \
+    nsenter --net="/run/netns/$NETNS" -- kubectl feedguard "$@"
+}
+# observe_trainer PHASE — what observation says of the trainer that just ran (its pod still up):
+# `kubectl feedguard top`, then its minute as `explain` reports it (wait, contenders). Before the
+# policy the contenders must be the neighbour pods; returns the trainer's wait fraction over its
+# last minute in OBS_WAIT[PHASE] ("" when it is not in the report: it did not starve).
+declare -A OBS_WAIT OBS_NAMED
+observe_trainer() {
+  local phase="$1" j="" i w named n
+  # The report is rewritten every 2 s from the agent's 2 s samples: let it see the whole phase.
+  for ((i = 0; i < 20; i++)); do
+    j="$(KF explain "$TRAINER_POD" -n "$TRAINER_NS" -o json 2>/dev/null)"
+    jq -e '.pod.windows[0].coveredSeconds >= 10' <<<"$j" >/dev/null 2>&1 && break
+    j=""
+    sleep 1
+  done
+  say "kubectl feedguard top -A   (observation: every GPU pod, policy or not)"
+  KF top -A 2>&1 | indent
+  if [[ -z "$j" ]]; then
+    OBS_WAIT[$phase]=""
+    info "kubectl feedguard explain $TRAINER_POD -n $TRAINER_NS: not in the StarvationReport (it did not starve)"
+    return 0
+  fi
+  w="$(jq -r '.pod.windows[0]' <<<"$j")"
+  OBS_WAIT[$phase]="$(jq -r '.waitFraction' <<<"$w")"
+  named="$(jq -r '[.contenders[] | select(.kind == "Pod") | .name] | join(" ")' <<<"$w")"
+  n="$(jq '[.contenders[] | select(.kind == "Pod" and ((.name // "") | startswith("spinner-")))] | length' <<<"$w")"
+  OBS_NAMED[$phase]="$n"
+  info "kubectl feedguard explain $TRAINER_POD -n $TRAINER_NS: over its last $(jq -r '.coveredSeconds' <<<"$w") s the trainer's" \
+    "tasks waited $(awk -v f="${OBS_WAIT[$phase]}" 'BEGIN {printf "%.0f%%", f * 100}') of the time ($(jq -r '.waitSource' <<<"$w"));" \
+    "no NVML here, so no GPU-time figure (the wait bounds it)"
+  info "contenders (CPU-s on its CPUs while it waited): $(jq -r '[.contenders[] | "\(if .kind == "Node" then "node" else .name end) \(.cpuSeconds)s"] | join(", ")' <<<"$w")"
+  if [[ "$phase" == cfs ]]; then
+    local want=$((NEIGHBOURS < 8 ? NEIGHBOURS : 7))
+    ((n >= want)) || die "observation named $n of the $NEIGHBOURS neighbour pods as the trainer's contenders (want >= $want): $named"
+  fi
 }
 
 # ---- the fence -------------------------------------------------------------------------------
@@ -808,12 +861,14 @@ main() {
     say "Phase 2/3$tag: the trainer among $NEIGHBOURS neighbour pods, plain CFS weights"
     start_trainer cfs "$ROUND"
     measure cfs "$ROUND"
+    ((ROUND == 1)) && observe_trainer cfs
     delete_trainer
 
     say "Phase 3/3$tag: the same, with a FencePolicy"
     start_trainer fenced "$ROUND"
     apply_policy "$ROUND"
     measure fenced "$ROUND"
+    ((ROUND == 1)) && observe_trainer fenced
     FENCE_HELD[$ROUND]=false
     fence_in_place && FENCE_HELD[$ROUND]=true
     OVERWRITES[$ROUND.after]="$(agent_metric feedguard_overwrites_total)"
@@ -824,6 +879,11 @@ main() {
   done
 
   print_table
+  if [[ -n "${OBS_WAIT[cfs]:-}" ]]; then
+    info "observation, no policy needed (kubectl feedguard): under plain CFS the trainer's tasks waited" \
+      "$(awk -v f="${OBS_WAIT[cfs]}" 'BEGIN {printf "%.0f%%", f * 100}') of their last minute, ${OBS_NAMED[cfs]} neighbour pods named" \
+      "as contenders; fenced: $( [[ -n "${OBS_WAIT[fenced]:-}" ]] && awk -v f="${OBS_WAIT[fenced]}" 'BEGIN {printf "%.0f%%", f * 100}' || echo "not starving (not in the report)")"
+  fi
   # Status is coalesced (at most one write a second): let it catch up with the agent's report.
   for ((t = 0; t < 40; t++)); do
     [[ "$(K get fencepolicy "$POLICY_NAME" -o 'jsonpath={.status.trainers.protected}')" -ge 1 ]] 2>/dev/null && break

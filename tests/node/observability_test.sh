@@ -14,7 +14,11 @@
 #     Prometheus scrapes (so rates and the apply-latency histogram have data in the window);
 #   - EVERY panel query and template-variable query of the Grafana dashboard the chart ships
 #     (metrics.dashboard.enabled=true ConfigMap) must return at least one series with a finite
-#     value through /api/v1/query ($node = .*, $__rate_interval = 1m);
+#     value through /api/v1/query ($node = .*, $__rate_interval = 1m) — but one, named and
+#     counted apart: "GPU time lost to CPU starvation (observed)" needs NVML on the node (no GPU
+#     figure is made up without it), so here it is only checked to evaluate without error. The
+#     trainer is a GPU pod (the node advertises 1 nvidia.com/gpu, no device plugin) with two busy
+#     loops, so observation has a starving pod and contenders to export;
 #   - the chart's alert rules (metrics.prometheusRule.enabled=true PrometheusRule, .spec) pass
 #     `promtool check rules` and `promtool test rules` (synthetic series: each alert fires when it
 #     should), load into that Prometheus with health ok, every series selector in them matches a
@@ -160,16 +164,23 @@ EOF
 
 $K create namespace "$WNS" >/dev/null
 OBS_RESOURCES='{requests: {cpu: 100m, memory: 16Mi}, limits: {cpu: 200m, memory: 64Mi}}'
-# The neighbour burns (at most 0.2 CPU) so that feedguard_neighbour_cpu_seconds_total grows.
+$K patch node "$NODE_NAME" --subresource=status --type=json -p \
+  '[{"op": "add", "path": "/status/capacity/nvidia.com~1gpu", "value": "1"},
+    {"op": "add", "path": "/status/allocatable/nvidia.com~1gpu", "value": "1"}]' >/dev/null ||
+  fail "cannot advertise nvidia.com/gpu on the node"
+# The neighbour burns (at most 0.2 CPU) so that feedguard_neighbour_cpu_seconds_total grows; the
+# trainer, a GPU pod, runs two busy loops on the 2-CPU node so that it waits (the observation
+# panels: its wait, its contenders).
 {
-  deploy trainer trainer "$OBS_RESOURCES" 'exec sleep 86400'
+  deploy trainer trainer '{requests: {cpu: 100m, memory: 16Mi}, limits: {memory: 64Mi, nvidia.com/gpu: 1}}' \
+    'while :; do :; done & while :; do :; done'
   deploy neighbour neighbour "$OBS_RESOURCES" 'while :; do :; done'
 } | $K apply -f - >/dev/null
 
 # ---- helm install: chart defaults + NetworkPolicies ----------------------------------------
 VALUES=(--set controller.image.pullPolicy=Never --set agent.image.pullPolicy=Never
   --set "agent.cgroup.root=$CGROUP_ROOT" --set agent.cgroup.driver=cgroupfs
-  --set agent.cgroup.version=v1 --set networkPolicy.enabled=true)
+  --set agent.cgroup.version=v1 --set networkPolicy.enabled=true --set observe.periodSeconds=2)
 t1=$SECONDS
 "$HELM" install "$RELEASE" "$CHART" --namespace "$RNS" --create-namespace "${VALUES[@]}" \
   --wait --timeout 180s >"$WORK/helm-install.log" 2>&1 || { cat "$WORK/helm-install.log"; fail "helm install failed"; }
@@ -400,9 +411,20 @@ if cmd == "dashboard":
     for p in dash["panels"]:
         for t in p.get("targets", []):
             exprs.append((f'panel "{p["title"]}" {t.get("legendFormat", "")}', t["expr"]))
+    # Panels whose series exist only where NVML reads the GPUs: evaluated, not required to return.
+    needs_nvml = {"GPU time lost to CPU starvation (observed)"}
     bad = 0
+    nvml_only = 0
     for name, e in exprs:
         q = e.replace("$__rate_interval", rate).replace("$node", ".*")
+        if any(f'panel "{t}"' in name for t in needs_nvml):
+            try:
+                r = query(q)
+                print(f"ok   {name}: {len(r)} series (needs NVML: this node has none, so none are required)  <- {q}")
+            except Exception as ex:
+                print(f"FAIL {name}: {q}: {ex}"); bad += 1
+            nvml_only += 1
+            continue
         try:
             r = query(q)
         except Exception as ex:
@@ -413,7 +435,7 @@ if cmd == "dashboard":
         ok = bool(r) and bool(finite)
         bad += not ok
         print(f"{'ok  ' if ok else 'FAIL'} {name}: {len(r)} series, values {vals[:4]} {' '.join(labels)}  <- {q}")
-    print(f"{len(exprs)} queries, {bad} without a finite series")
+    print(f"{len(exprs)} queries ({nvml_only} needing NVML evaluated only), {bad} without a finite series")
     sys.exit(1 if bad else 0)
 if cmd == "rules":
     groups = api("rules")["groups"]
