@@ -2,7 +2,10 @@
 # overhead.sh — the agent's own cost on a full node: 110 pods (kubelet's default maximum: one
 # trainer, 109 neighbours) fenced with Idle, a real feedguard-agent process connected to a real
 # feedguard-controller over a real API server (tests/testbed), pods from the kubelet stand-in
-# fixture (real cgroup v1 dirs and processes, Pod objects in the API).
+# fixture (real cgroup v1 dirs and processes, Pod objects in the API). GPU_PODS of them (default
+# 10: the trainer and 9 neighbours) hold an nvidia.com/gpu, so observation (on by default, every
+# 10 s: docs/DESIGN.md §4b) samples them all the while: with no per-cgroup PSI on v1, from their
+# tasks' schedstat.
 #
 # Phases (each REPS × SECONDS of sampling, interleaved):
 #   steady — nothing changes: the agent's periodic sweep, reports and keepalives only;
@@ -14,7 +17,7 @@
 #   env FG_CONTROLLER FG_AGENT FG_STANDIN: binaries (default build/release)
 set -uo pipefail
 OUT="${1:-bench/results}"
-REPS="${2:-3}" SECONDS_PER="${3:-60}" PODS="${4:-110}" CHURN_S="${CHURN_S:-2}"
+REPS="${2:-3}" SECONDS_PER="${3:-60}" PODS="${4:-110}" CHURN_S="${CHURN_S:-2}" GPU_PODS="${GPU_PODS:-10}"
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO="$(cd "$HERE/../.." && pwd)"
 B="$REPO/build/release"
@@ -50,11 +53,14 @@ fg_wait 30 "agent connected" fg_metric_is ctl feedguard_agents_connected 1 || fa
 
 echo "# creating $PODS pods"
 t0=$(date +%s)
-fg_create_pod ml trainer "$NODE" feedguard.io/role=trainer 500 0 || fatal "trainer"
+FG_POD_GPUS=1 fg_create_pod ml trainer "$NODE" feedguard.io/role=trainer 500 0 || fatal "trainer"
 for ((i = 1; i < PODS; i++)); do
-  fg_create_pod batch "nb-$i" "$NODE" app=spin $((50 + i % 7 * 10)) 0 >/dev/null 2>&1 || fatal "nb-$i"
+  gpus=""
+  ((i < GPU_PODS)) && gpus=1
+  FG_POD_GPUS="$gpus" fg_create_pod batch "nb-$i" "$NODE" app=spin $((50 + i % 7 * 10)) 0 >/dev/null 2>&1 ||
+    fatal "nb-$i"
 done
-echo "  $PODS pods in $(($(date +%s) - t0)) s"
+echo "  $PODS pods ($GPU_PODS GPU pods) in $(($(date +%s) - t0)) s"
 fg_kubectl apply -f - >/dev/null <<EOF2
 apiVersion: feedguard.io/v1alpha1
 kind: FencePolicy
@@ -67,6 +73,15 @@ spec:
 EOF2
 fg_wait 120 "all $((PODS - 1)) neighbours fenced" fg_policy_matches overhead \
   "(.status.neighbours.fenced // 0) == $((PODS - 1))" || fatal "not all fenced"
+# Observation at work: the controller's StarvationReport counts every GPU pod (the agent's report
+# carried them), so the windows below include the observer's reads.
+gpu_pods_observed() {
+  [[ "$(fg_kubectl get starvationreport cluster -o 'jsonpath={.status.cluster.gpuPods}' 2>/dev/null)" == "$GPU_PODS" ]]
+}
+if ((GPU_PODS > 0)); then
+  fg_wait 60 "$GPU_PODS GPU pods observed" gpu_pods_observed ||
+    fatal "the StarvationReport does not count $GPU_PODS observed GPU pods"
+fi
 
 CLK_TCK=$(getconf CLK_TCK)
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$AGENT_PID/stat"; }
@@ -106,10 +121,10 @@ for ((r = 1; r <= REPS; r++)); do
 done
 hwm=$(awk -v k="$(hwm_kb)" 'BEGIN {printf "%.2f", k / 1024}')
 kernel=$(uname -r)
-python3 - "$OUT" "$PODS" "$REPS" "$SECONDS_PER" "$CHURN_S" "$hwm" "$kernel" "${rows[@]}" <<'PY'
+python3 - "$OUT" "$PODS" "$REPS" "$SECONDS_PER" "$CHURN_S" "$hwm" "$kernel" "$GPU_PODS" "${rows[@]}" <<'PY'
 import json, os, statistics, sys, datetime
-out, pods, reps, secs, churn, hwm, kernel = sys.argv[1:8]
-rows = [json.loads(r) for r in sys.argv[8:]]
+out, pods, reps, secs, churn, hwm, kernel, gpu_pods = sys.argv[1:9]
+rows = [json.loads(r) for r in sys.argv[9:]]
 def summary(phase):
     xs = [r for r in rows if r["phase"] == phase]
     c = [r["cpu_percent"] for r in xs]; m = [r["rss_mb"] for r in xs]
@@ -120,6 +135,8 @@ res = {"what": "feedguard-agent process cost with a full node of fenced pods",
        "date": datetime.datetime.utcnow().strftime("%Y-%m-%dT%H:%M:%SZ"), "kernel": kernel,
        "pods": int(pods), "reps": int(reps), "seconds_per_window": int(secs), "churn_every_s": float(churn),
        "pods_from": "kubelet stand-in fixture (real cgroup v1 dirs + processes, Pod objects in a real API server)",
+       "observe": {"enabled": "--observe=false" not in os.environ.get("AGENT_FLAGS", ""), "gpu_pods": int(gpu_pods),
+                   "period_s": 10, "wait_source": "schedstat (cgroup v1: no per-cgroup PSI)"},
        "steady": summary("steady"), "churn": summary("churn"), "rss_high_water_mb": float(hwm),
        "targets": {"cpu_percent": 0.5, "rss_mb": 30}, "rows": rows}
 res["agent_110_pods"] = {"rss_mb": res["steady"]["rss_mb_max"], "cpu_percent": res["steady"]["cpu_percent_median"]}
@@ -127,6 +144,7 @@ json.dump(res, open(f"{out}/agent-overhead.json", "w"), indent=1)
 s, c = res["steady"], res["churn"]
 md = [f"# Agent overhead — {pods} pods on one node ({res['date']}, kernel {kernel}, 2 vCPU)", "",
       f"Agent flags: {res['agent_flags'].strip()}.", "",
+      f"Observation {'on' if res['observe']['enabled'] else 'off'}: {gpu_pods} of the {pods} pods are GPU pods, sampled every 10 s ({res['observe']['wait_source']}).", "",
       f"{reps} interleaved repetitions of {secs} s per phase; churn = one neighbour deleted and one created every {churn} s.",
       "CPU = utime+stime of the agent process over wall time (% of one core); RSS sampled every second.", "",
       "| phase | CPU % median (min–max) | RSS MB median (max) | target |", "|---|---:|---:|---|",

@@ -254,6 +254,10 @@ fg_prepare_pod() {
     res="$(jq -nc --arg r "${req}m" '{requests: {cpu: $r}}')"
     ((lim > 0)) && res="$(jq -c --arg l "${lim}m" '. + {limits: {cpu: $l}}' <<<"$res")"
   fi
+  # FG_POD_GPUS=N: the pod holds N nvidia.com/gpu (a GPU pod: observed with no policy).
+  if [[ -n "${FG_POD_GPUS:-}" ]]; then
+    res="$(jq -c --arg g "$FG_POD_GPUS" '.limits = ((.limits // {}) + {"nvidia.com/gpu": $g})' <<<"$res")"
+  fi
   local n_containers="${FG_POD_CONTAINERS:-1}" names
   names="$(jq -nc --argjson n "$n_containers" '["main"] + [range(1; $n) | "c\(.)"]')"
   uid="$(jq -n --arg ns "$ns" --arg n "$name" --argjson l "$labels" --argjson r "$res" \
