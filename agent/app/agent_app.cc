@@ -162,7 +162,10 @@ std::string RenderObservedMetrics(const observe::ObserveMetrics& m) {
     if (p.gpu_lost_s_total) {
       lost.push_back({{{"namespace", p.ns}, {"pod", p.name}}, *p.gpu_lost_s_total});
     }
-    ratio.push_back({{{"namespace", p.ns}, {"pod", p.name}, {"window", "10m"}}, p.wait_ratio_10m});
+    if (p.wait_ratio_10m) {  // not where the wait was not measured
+      ratio.push_back(
+          {{{"namespace", p.ns}, {"pod", p.name}, {"window", "10m"}}, *p.wait_ratio_10m});
+    }
   }
   for (const observe::Contention& c : m.contenders) {
     contenders.push_back({{{"contender_uid", c.contender}, {"window", "10m"}}, c.cpu_s});
@@ -178,8 +181,9 @@ std::string RenderObservedMetrics(const observe::ObserveMetrics& m) {
                       "GPU idle / interval, per interval; pods with an NVML reading only)",
                       "counter", lost);
   out += RenderSeries("feedguard_observed_pod_wait_ratio",
-                      "share of the window an observed GPU pod's feeders waited for a CPU", "gauge",
-                      ratio);
+                      "share of the window an observed GPU pod's feeders waited for a CPU (absent "
+                      "while its wait is not measured: no PSI and its tasks not seen)",
+                      "gauge", ratio);
   out += RenderSeries("feedguard_observed_contender_cpu_seconds",
                       "CPU time the node's top contenders took on observed pods' CPUs while they "
                       "waited, summed over those pods (contender_uid: a pod uid, or node)",

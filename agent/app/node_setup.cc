@@ -135,6 +135,7 @@ Result<NodeParts> BuildNode(const NodeConfig& c, std::optional<ObserveConfig> ob
     oo.gpu_monitor = o.gpu_monitor;
     oo.period = observe->period;
     oo.top_k = observe->top_k;
+    oo.proc_root = observe->host_proc;
     if (const long hz = ::sysconf(_SC_CLK_TCK); hz > 0) oo.user_hz = hz;
     o.observer = std::make_shared<observe::ObserveLoop>(std::move(oo));
   }

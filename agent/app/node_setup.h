@@ -51,11 +51,16 @@ struct NodeConfig {
 };
 
 // The daemon's observation of the node's GPU pods with no policy (docs/DESIGN.md §4b): the
-// `run` flags --observe, --observe-period-s, --observe-top-k. The local commands observe nothing.
+// `run` flags --observe, --observe-period-s, --observe-top-k, --host-proc. The local commands
+// observe nothing.
 struct ObserveConfig {
   bool enabled = true;
   std::chrono::seconds period{10};  // one interval per pod: 1..300 s
   size_t top_k = 5;                 // contenders per pod and window, and on /metrics
+  // The host's procfs (/proc/stat, the tasks' schedstat): in the agent's pod the host's /proc
+  // mounted read-only (the chart: /host/proc), scanned for the pods' processes when it is not
+  // this process's own PID namespace's (observe/host_tasks.h).
+  std::string host_proc = "/proc";
 };
 inline constexpr std::chrono::seconds kMinObservePeriod{1}, kMaxObservePeriod{300};
 

@@ -190,6 +190,12 @@ void AddRunFlags(CLI::App* app, AgentConfig* c) {
                   "contenders kept per observed pod and window, and per node on /metrics")
       ->capture_default_str()
       ->check(CLI::Range(size_t{1}, kMaxObservedContenders));
+  app->add_option("--host-proc", c->observe.host_proc,
+                  "the host's procfs, read only: /proc/stat, and where a pod has no PSI its "
+                  "processes (each /proc/<pid>/cgroup, scanned when this is not the agent's own "
+                  "PID namespace's /proc) and their run delay (the chart mounts the host's /proc "
+                  "at /host/proc)")
+      ->capture_default_str();
 }
 
 // ---- the commands -----------------------------------------------------------------------

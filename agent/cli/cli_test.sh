@@ -157,7 +157,10 @@ expect 2 "--observe=bogus is refused" "--observe" \
 expect 2 "--observe is a run flag only" "--observe" plan --fence "$t/known.json" --observe
 expect 0 "run --help" - run --help
 grep -q -- "--observe-period-s" "$t/out" && grep -q -- "--observe-top-k" "$t/out" \
-  && ok "run --help lists the observe flags" || bad "run --help: $(grep -c observe "$t/out") observe lines"
+  && grep -q -- "--host-proc TEXT=/proc" "$t/out" \
+  && ok "run --help lists the observe flags (--host-proc defaults to /proc)" \
+  || bad "run --help: $(grep -c observe "$t/out") observe lines"
+expect 2 "--host-proc is a run flag only" "--host-proc" plan --fence "$t/known.json" --host-proc /host/proc
 [[ ! -e $t/run-state ]] && ok "refused runs create no state dir" || bad "a refused run created $t/run-state"
 expect 2 "--cgroup-driver bogus is refused" "--cgroup-driver" topology --topology-xml "$topo" --cgroup-driver bogus
 expect 2 "--reserved-cpus x is refused" "--reserved-cpus" topology --topology-xml "$topo" --reserved-cpus x

@@ -52,7 +52,7 @@ double BusyOn(const std::map<int, double>& before, const std::map<int, double>& 
 }
 
 PodSample SampleBetween(const PodCounters& before, const PodCounters& after, double dt_s,
-                        double run_delay_s) {
+                        std::optional<double> run_delay_s) {
   PodSample s;
   s.dt_s = dt_s;
   s.cpu_s = CounterDelta(before.cpu_s, after.cpu_s);
@@ -60,9 +60,12 @@ PodSample SampleBetween(const PodCounters& before, const PodCounters& after, dou
   if (before.psi_some_s && after.psi_some_s) {
     s.source = WaitSource::kPsi;
     s.wait_s = CounterDelta(*before.psi_some_s, *after.psi_some_s);
-  } else {
+  } else if (run_delay_s || s.cpu_s <= 0) {
     s.source = WaitSource::kSchedstat;
-    s.wait_s = std::max(0.0, run_delay_s);
+    s.wait_s = std::max(0.0, run_delay_s.value_or(0));
+  } else {
+    s.source = WaitSource::kUnknown;
+    s.wait_s = 0;
   }
   s.wait_s = std::min(s.wait_s, dt_s);
   return s;

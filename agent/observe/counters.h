@@ -41,7 +41,10 @@ double BusyOn(const std::map<int, double>& before, const std::map<int, double>& 
 
 // One interval of a pod from two readings `dt_s` apart: CPU, throttling, and the wait from PSI
 // when both readings have it, else `run_delay_s` (the tracker's figure), capped at the interval.
+// `run_delay_s` nullopt: none of the pod's tasks was seen; if its cgroup used CPU meanwhile they
+// exist unseen, and the wait is WaitSource::kUnknown (0, not a measurement); if not, nothing
+// ran, and the wait is a schedstat 0.
 PodSample SampleBetween(const PodCounters& before, const PodCounters& after, double dt_s,
-                        double run_delay_s);
+                        std::optional<double> run_delay_s);
 
 }  // namespace feedguard::agent::observe

@@ -59,5 +59,22 @@ TEST(SampleBetweenTest, PsiWhenBothReadingsHaveItElseRunDelayCapped) {
   EXPECT_DOUBLE_EQ(SampleBetween(b, fresh, 10, 0).cpu_s, 2);
 }
 
+TEST(SampleBetweenTest, NoTaskSeenWhileThePodUsedCpuIsNoMeasurement) {
+  PodCounters a{.cpu_s = 10, .throttled_s = 0, .psi_some_s = std::nullopt, .cpus = {}};
+  PodCounters b{.cpu_s = 14, .throttled_s = 0, .psi_some_s = std::nullopt, .cpus = {}};
+  PodSample s = SampleBetween(a, b, 10, std::nullopt);
+  EXPECT_EQ(s.source, WaitSource::kUnknown) << "its tasks ran unseen: the wait is not known";
+  EXPECT_DOUBLE_EQ(s.wait_s, 0);
+  EXPECT_DOUBLE_EQ(s.cpu_s, 4);
+  // Nothing seen and nothing ran: nothing waited either.
+  s = SampleBetween(a, a, 10, std::nullopt);
+  EXPECT_EQ(s.source, WaitSource::kSchedstat);
+  EXPECT_DOUBLE_EQ(s.wait_s, 0);
+  // PSI needs no task list.
+  a.psi_some_s = 1.0;
+  b.psi_some_s = 3.0;
+  EXPECT_EQ(SampleBetween(a, b, 10, std::nullopt).source, WaitSource::kPsi);
+}
+
 }  // namespace
 }  // namespace feedguard::agent::observe

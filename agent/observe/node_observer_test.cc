@@ -5,6 +5,8 @@
 #include <filesystem>
 #include <map>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "agent/cgroup/fake_tree.h"
 #include "agent/cgroup/fs_cgroups.h"
@@ -138,6 +140,146 @@ TEST_F(NodeObserverTest, APodNoLongerObservedIsDropped) {
   o.Observe({});
   EXPECT_TRUE(o.Summaries(std::chrono::seconds(60)).empty());
   EXPECT_TRUE(o.last_samples().empty()) << "a dropped pod's last sample goes with it";
+}
+
+// A v1 node (no per-cgroup PSI; cgroupfs driver, containerd) seen by an agent in a PID namespace
+// of its own: the pods' cgroup.procs give it none of their processes; the host's /proc (here a
+// fixture, which is not this process's PID namespace's procfs: scanned) names each process's
+// cgroup, and the pods' waits come out of it.
+class NodeObserverHostProcTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    cgroup::FakeCgroupOptions no_psi;
+    no_psi.psi = false;
+    auto l = cgroup::MakeFakeLayout(dir_.path() + "/cg", CgroupVersion::kV1,
+                                    KubeletDriver::kCgroupfs, "/", no_psi);
+    ASSERT_TRUE(l.ok()) << l.status().ToString();
+    layout_ = *l;
+    cg_ = cgroup::NewFsCgroups(layout_);
+    for (auto [uid, q] :
+         {std::pair{kTrainer, QosClass::kBurstable}, std::pair{kNeighbour, QosClass::kBestEffort},
+          std::pair{kCalm, QosClass::kBurstable}}) {
+      rel_[uid] = cgroup::PodRelPath(layout_.driver, "/", q, uid);
+      for (const auto& [mount, controller] :
+           {std::pair{layout_.cpu_mount, "cpu"}, std::pair{layout_.cpuacct_mount, "cpuacct"},
+            std::pair{layout_.cpuset_mount, "cpuset"}}) {
+        ASSERT_TRUE(cgroup::MakeFakeCgroupDir(mount + "/" + rel_[uid], CgroupVersion::kV1,
+                                              controller, no_psi)
+                        .ok());
+      }
+      Usage(uid, 0);
+    }
+    proc_ = dir_.path() + "/proc";
+    fs::create_directories(proc_);
+    cgroup::Put(proc_ + "/stat", "cpu  0 0 0 0 0 0 0 0 0 0\ncpu0 1 0 0 1 0 0 0 0 0 0\n");
+    // The trainer: its sandbox, a two-thread process in c1, one in crun's child of c2. The
+    // neighbour (not observed) waits a lot. The calm pod has no process in the host's /proc
+    // (read as unseen). The host's init and a daemon.
+    Process(100, "/" + rel_[kTrainer] + "/pause", {100});
+    Process(101, "/" + rel_[kTrainer] + "/c1", {101, 111});
+    Process(102, "/" + rel_[kTrainer] + "/c2/container", {102});
+    Process(301, "/" + rel_[kNeighbour] + "/n1", {301});
+    Process(1, "/", {1});
+    Process(410, "/system.slice/containerd.service", {410});
+  }
+  void Usage(const std::string& uid, double s) {
+    cgroup::Put(layout_.cpuacct_mount + "/" + rel_[uid] + "/cpuacct.usage",
+                std::to_string(static_cast<uint64_t>(s * 1e9)) + "\n");
+  }
+  void Process(int pid, const std::string& cgroup, std::vector<int> tids) {
+    const std::string d = proc_ + "/" + std::to_string(pid);
+    fs::create_directories(d);
+    cgroup::Put(d + "/cgroup", "5:cpuset:" + cgroup + "\n4:cpu,cpuacct:" + cgroup + "\n");
+    for (int tid : tids) {
+      fs::create_directories(d + "/task/" + std::to_string(tid));
+      Delay(pid, tid, 0);
+    }
+  }
+  void Delay(int pid, int tid, double s) {
+    cgroup::Put(proc_ + "/" + std::to_string(pid) + "/task/" + std::to_string(tid) + "/schedstat",
+                "1 " + std::to_string(static_cast<uint64_t>(s * 1e9)) + " 1\n");
+  }
+  static bool Says(const std::vector<std::string>& problems, const std::string& uid,
+                   const std::string& what) {
+    for (const auto& p : problems) {
+      if (p.find(uid) != std::string::npos && p.find(what) != std::string::npos) return true;
+    }
+    return false;
+  }
+
+  feedguard::testing::TempDir dir_;
+  cgroup::CgroupLayout layout_;
+  cgroup::CgroupsPtr cg_;
+  std::map<std::string, std::string> rel_;
+  std::string proc_;
+};
+
+TEST_F(NodeObserverHostProcTest, WithoutPsiTheWaitIsTheHostsTasksRunDelay) {
+  NodeObserverOptions o;
+  o.proc_root = proc_;
+  NodeObserver obs(cg_.get(), layout_, o);
+  obs.Observe({kTrainer, kCalm});
+  obs.Step(10, {});
+  // 10 s on: the trainer's tasks waited 0.5 + 1 + 0.25 + 0.75 s, the neighbour's 9 s; the
+  // trainer and the calm pod both used CPU.
+  Delay(100, 100, 0.5);
+  Delay(101, 101, 1);
+  Delay(101, 111, 0.25);
+  Delay(102, 102, 0.75);
+  Delay(301, 301, 9);
+  Usage(kTrainer, 4);
+  Usage(kCalm, 2);
+  auto problems = obs.Step(10, {});
+  const PodSample& t = obs.last_samples().at(kTrainer);
+  EXPECT_EQ(t.source, WaitSource::kSchedstat);
+  EXPECT_NEAR(t.wait_s, 2.5, 1e-9) << "its four tasks, no one else's";
+  // The calm pod ran, but none of its tasks is in the host's /proc: not measured, and said.
+  const PodSample& c = obs.last_samples().at(kCalm);
+  EXPECT_EQ(c.source, WaitSource::kUnknown);
+  EXPECT_DOUBLE_EQ(c.wait_s, 0);
+  EXPECT_TRUE(Says(problems, kCalm, "not measured")) << ::testing::PrintToString(problems);
+  EXPECT_FALSE(Says(problems, kTrainer, "not measured"));
+  EXPECT_EQ(obs.Summaries(std::chrono::seconds(60)).at(kCalm).source, WaitSource::kUnknown);
+
+  // Said once: the next interval still unknown is not said again. A process gone since the last
+  // scan (102) takes its wait with it; the others go on.
+  fs::remove_all(proc_ + "/102");
+  Delay(101, 101, 2);
+  Usage(kTrainer, 8);
+  Usage(kCalm, 3);
+  problems = obs.Step(10, {});
+  EXPECT_FALSE(Says(problems, kCalm, "not measured")) << ::testing::PrintToString(problems);
+  EXPECT_NEAR(obs.last_samples().at(kTrainer).wait_s, 1, 1e-9);
+  EXPECT_EQ(obs.last_samples().at(kCalm).source, WaitSource::kUnknown);
+}
+
+// The same node read the old way, from the pods' own cgroup.procs (which, from the agent's PID
+// namespace, name none of the pods' processes): the waits are not measured, and say so, rather
+// than reading 0 as if measured.
+TEST_F(NodeObserverHostProcTest, FromCgroupProcsThatNameNoneTheWaitIsUnknownNotZero) {
+  NodeObserverOptions o;
+  o.proc_root = proc_;
+  o.tasks = TaskLookup::kCgroupProcs;
+  NodeObserver obs(cg_.get(), layout_, o);
+  obs.Observe({kTrainer});
+  obs.Step(10, {});
+  Delay(101, 101, 3);
+  Usage(kTrainer, 4);
+  auto problems = obs.Step(10, {});
+  EXPECT_EQ(obs.last_samples().at(kTrainer).source, WaitSource::kUnknown);
+  EXPECT_TRUE(Says(problems, kTrainer, "--host-proc")) << ::testing::PrintToString(problems);
+}
+
+TEST_F(NodeObserverHostProcTest, AScanCutShortIsSaidOnce) {
+  NodeObserverOptions o;
+  o.proc_root = proc_;
+  o.max_scanned_pids = 2;
+  NodeObserver obs(cg_.get(), layout_, o);
+  obs.Observe({kTrainer});
+  auto first = obs.Step(10, {});
+  EXPECT_TRUE(Says(first, "tasks", "only the first 2 processes"))
+      << ::testing::PrintToString(first);
+  EXPECT_FALSE(Says(obs.Step(10, {}), "tasks", "only the first")) << "said once";
 }
 
 }  // namespace

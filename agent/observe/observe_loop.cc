@@ -26,6 +26,7 @@ NodeObserverOptions NodeOptionsFor(const ObserveLoopOptions& o) {
   n.horizon = kReportWindows[std::size(kReportWindows) - 1];
   n.top_k = std::clamp<size_t>(o.top_k, 1, kMaxObservedContenders);
   n.proc_root = o.proc_root;
+  n.tasks = o.tasks;
   n.user_hz = o.user_hz;
   return n;
 }
@@ -237,7 +238,9 @@ void ObserveLoop::StepLocked(double dt_s) {
   for (const auto& [uid, s] : node_.last_samples()) {
     auto pod = pods_.find(uid);
     if (pod == pods_.end()) continue;
-    pod->second.wait_s_total[s.source] += std::clamp(s.wait_s, 0.0, s.dt_s);
+    if (s.source != WaitSource::kUnknown) {
+      pod->second.wait_s_total[s.source] += std::clamp(s.wait_s, 0.0, s.dt_s);
+    }
     if (auto lost = GpuLostIn(s)) {
       pod->second.gpu_lost_s_total = pod->second.gpu_lost_s_total.value_or(0) + lost->estimate_s;
     }
@@ -258,7 +261,7 @@ void ObserveLoop::PublishLocked() {
     }
     p.wait_1h_s = hour.wait_s;
     const Summary& ten = windows.at(kMetricsWindow).at(uid);
-    p.wait_ratio_10m = ten.wait_fraction;
+    if (ten.source != WaitSource::kUnknown) p.wait_ratio_10m = ten.wait_fraction;
     p.contenders_10m = ten.contenders;
     if (auto pod = pods_.find(uid); pod != pods_.end()) {
       p.wait_s_total = pod->second.wait_s_total;

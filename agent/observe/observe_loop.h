@@ -51,10 +51,11 @@
 
 namespace feedguard::agent::observe {
 
-// WaitSource and its twin on the wire.
-inline constexpr EnumTable<WaitSource, v1::ObservationWindow::WaitSource, 2> kWaitSourceWire{
+// WaitSource and its twin on the wire (not measured: WAIT_SOURCE_UNSPECIFIED).
+inline constexpr EnumTable<WaitSource, v1::ObservationWindow::WaitSource, 3> kWaitSourceWire{
     {{WaitSource::kPsi, v1::ObservationWindow::PSI},
-     {WaitSource::kSchedstat, v1::ObservationWindow::SCHEDSTAT}}};
+     {WaitSource::kSchedstat, v1::ObservationWindow::SCHEDSTAT},
+     {WaitSource::kUnknown, v1::ObservationWindow::WAIT_SOURCE_UNSPECIFIED}}};
 static_assert(EnumTableComplete(kWaitSourceWire));
 
 // The windows each report carries per pod, and the one /metrics shows.
@@ -73,20 +74,25 @@ struct ObserveLoopOptions {
   // Contenders kept per pod and window, and per node on /metrics: 1..kMaxObservedContenders
   // (outside: clamped).
   size_t top_k = 5;
+  // /proc/stat and the tasks' schedstat: in the agent's pod the host's procfs (--host-proc), whose
+  // processes are then mapped to pods by their /proc/<pid>/cgroup (host_tasks.h).
   std::string proc_root = "/proc";
-  long user_hz = 100;   // sysconf(_SC_CLK_TCK)
-  TimeSourcePtr clock;  // null: the real clock
+  TaskLookup tasks = TaskLookup::kAuto;  // NodeObserverOptions::tasks
+  long user_hz = 100;                    // sysconf(_SC_CLK_TCK)
+  TimeSourcePtr clock;                   // null: the real clock
 };
 
 // One observed pod as /metrics shows it.
 struct ObservedPodMetrics {
   std::string uid, ns, name;
   // Feeder wait since this agent first observed the pod, by where each interval's figure came
-  // from (a counter per source: never decreases while the pod is observed).
+  // from (a counter per source: never decreases while the pod is observed). Intervals whose wait
+  // was not measured (WaitSource::kUnknown) add to none.
   std::map<WaitSource, double> wait_s_total;
   // GPU time lost (the estimate) over the same time; nullopt until an interval had a GPU reading.
   std::optional<double> gpu_lost_s_total;
-  double wait_ratio_10m = 0;  // over its newest kMetricsWindow of samples
+  // Over its newest kMetricsWindow of samples; nullopt where that window's wait is not known.
+  std::optional<double> wait_ratio_10m;
 };
 struct ObserveMetrics {
   std::vector<ObservedPodMetrics> pods;  // those with at least one interval, by uid
@@ -141,7 +147,7 @@ class ObserveLoop {
     double wait_1h_s = 0;
     std::map<WaitSource, double> wait_s_total;
     std::optional<double> gpu_lost_s_total;
-    double wait_ratio_10m = 0;
+    std::optional<double> wait_ratio_10m;
     std::vector<Contention> contenders_10m;
   };
 

@@ -167,7 +167,9 @@ const v1::PodObservation* Find(const std::vector<v1::PodObservation>& obs, const
 }
 
 // A node in a temp dir (v1 or v2, systemd driver): pods made on demand with their counters, a
-// fake /proc (stat, and on v1 one task per pod whose schedstat run delay is the pod's wait).
+// fake /proc (stat, and on v1 one task per pod whose schedstat run delay is the pod's wait, its
+// /proc/<pid>/cgroup naming the pod's cgroup as the host's procfs would: a fake /proc is not the
+// test's own PID namespace's, so the loop scans it, as the agent scans the host's).
 class ObserveLoopTest : public ::testing::TestWithParam<CgroupVersion> {
  protected:
   void SetUp() override {
@@ -195,6 +197,8 @@ class ObserveLoopTest : public ::testing::TestWithParam<CgroupVersion> {
       cgroup::Put(d.cpu + "/cgroup.procs", std::to_string(pid) + "\n");
       fs::create_directories(dir_.path() + "/proc/" + std::to_string(pid) + "/task/" +
                              std::to_string(pid));
+      cgroup::Put(dir_.path() + "/proc/" + std::to_string(pid) + "/cgroup",
+                  "5:cpuset:/" + rel + "\n4:cpu,cpuacct:/" + rel + "\n1:name=systemd:/\n");
     }
     dirs_[uid] = d;
     Set(uid, 0, 0);
@@ -213,9 +217,21 @@ class ObserveLoopTest : public ::testing::TestWithParam<CgroupVersion> {
     } else {
       cgroup::Put(d.cpu + "/cpu.stat", "usage_usec " + us(usage_s) +
                                            "\nnr_periods 0\nnr_throttled 0\nthrottled_usec 0\n");
+      if (unseen_.count(uid)) return;  // no PSI: its wait is its unseen tasks'
       cgroup::Put(d.cpu + "/cpu.pressure",
                   "some avg10=0.00 avg60=0.00 avg300=0.00 total=" + us(wait_s) +
                       "\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n");
+    }
+  }
+  // A pod without PSI whose tasks the agent cannot see: on v1 its process's /proc/<pid>/cgroup
+  // unreadable (the scan places it in no pod); on v2 its cgroup without cpu.pressure (a kernel
+  // booted with psi=0) and no process of it in /proc.
+  void Unseen(const std::string& uid) {
+    unseen_.insert(uid);
+    if (v1()) {
+      fs::remove(dir_.path() + "/proc/" + std::to_string(pids_.at(uid)) + "/cgroup");
+    } else {
+      fs::remove(dirs_.at(uid).cpu + "/cpu.pressure");
     }
   }
   // CPUs 0-3 each `busy_s` seconds busy (user time, USER_HZ 100).
@@ -262,6 +278,7 @@ class ObserveLoopTest : public ::testing::TestWithParam<CgroupVersion> {
   cgroup::CgroupsPtr cg_;
   std::map<std::string, cgroup::CgroupPaths> dirs_;
   std::map<std::string, int> pids_;
+  std::set<std::string> unseen_;
   std::shared_ptr<ManualTimeSource> clock_ = std::make_shared<ManualTimeSource>();
   std::shared_ptr<FakeGpus> gpus_;
   std::shared_ptr<FakeKubelet> kubelet_;
@@ -344,11 +361,57 @@ TEST_P(ObserveLoopTest, WindowsAreTheReportsAndTheWorstComesFirst) {
   EXPECT_EQ(pb.uid, kB);
   EXPECT_EQ(pb.ns, "ml");
   EXPECT_EQ(pb.name, "pod-0b");
-  EXPECT_NEAR(pb.wait_ratio_10m, 0.3, 1e-9);
+  ASSERT_TRUE(pb.wait_ratio_10m);
+  EXPECT_NEAR(*pb.wait_ratio_10m, 0.3, 1e-9);
   const WaitSource src = v1() ? WaitSource::kSchedstat : WaitSource::kPsi;
   ASSERT_EQ(pb.wait_s_total.size(), 1u);
   EXPECT_NEAR(pb.wait_s_total.at(src), 21, 1e-6);
   EXPECT_FALSE(pb.gpu_lost_s_total) << "no GPU reading, no GPU figure";
+}
+
+// Without PSI a pod none of whose tasks can be seen while it runs (Unseen) has its wait reported
+// as not measured (WAIT_SOURCE_UNSPECIFIED, the controller's "unknown"), not as a measured 0: no
+// wait counter, no ratio, no GPU time lost.
+TEST_P(ObserveLoopTest, AWaitNotMeasuredIsReportedAsSuchNotAsZero) {
+  AddPod(kA);
+  AddPod(kB);
+  Unseen(kB);
+  kubelet_->Give("ml", "pod-0b", {kUuid0});
+  gpus_->Set(kGpu0, 50);
+  ObserveLoop loop(Options(true));
+  loop.SetPods(Refs({kA, kB}));
+  loop.Tick();
+  for (int i = 1; i <= 3; ++i) {
+    Set(kA, 2 * i, 1 * i);
+    Set(kB, 2 * i, 5 * i);  // it did wait, unseen
+    for (int t = 0; t < 5; ++t) After(loop, 2);
+  }
+  auto obs = loop.Observations();
+  ASSERT_EQ(obs.size(), 2u);
+  EXPECT_EQ(obs[0].uid(), kA) << "the measured wait ranks first";
+  const v1::PodObservation* b = Find(obs, kB);
+  ASSERT_TRUE(b);
+  for (const auto& w : b->windows()) {
+    EXPECT_EQ(w.wait_source(), v1::ObservationWindow::WAIT_SOURCE_UNSPECIFIED)
+        << w.window_seconds();
+    EXPECT_EQ(w.wait_seconds(), 0);
+    EXPECT_DOUBLE_EQ(w.covered_seconds(), 30);
+    EXPECT_NEAR(w.cpu_seconds(), 6, 1e-6) << "its CPU use is measured";
+    EXPECT_FALSE(w.gpu_sampled()) << "no GPU time lost without a wait";
+  }
+  for (const auto& w : Find(obs, kA)->windows()) {
+    EXPECT_EQ(w.wait_source(),
+              v1() ? v1::ObservationWindow::SCHEDSTAT : v1::ObservationWindow::PSI);
+    EXPECT_NEAR(w.wait_seconds(), 3, 1e-6);
+  }
+  ObserveMetrics m = loop.Metrics();
+  ASSERT_EQ(m.pods.size(), 2u);
+  EXPECT_EQ(m.pods[0].uid, kA);
+  ASSERT_TRUE(m.pods[0].wait_ratio_10m);
+  EXPECT_EQ(m.pods[1].uid, kB);
+  EXPECT_TRUE(m.pods[1].wait_s_total.empty()) << "no wait counted for an unmeasured interval";
+  EXPECT_FALSE(m.pods[1].wait_ratio_10m);
+  EXPECT_FALSE(m.pods[1].gpu_lost_s_total);
 }
 
 TEST_P(ObserveLoopTest, CountersKeepGrowingPastTheWindowsAndThroughARecreatedCgroup) {

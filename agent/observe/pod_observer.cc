@@ -1,6 +1,7 @@
 #include "agent/observe/pod_observer.h"
 
 #include <filesystem>
+#include <map>
 #include <system_error>
 #include <utility>
 
@@ -38,13 +39,18 @@ Result<PodCounters> ReadPodCounters(const cgroup::Cgroups& cgroups,
 PodObserver::PodObserver(cgroup::CgroupPaths pod, std::string proc_root)
     : pod_(std::move(pod)), proc_root_(std::move(proc_root)) {}
 
-Result<std::optional<PodSample>> PodObserver::Read(const cgroup::Cgroups& cgroups, double dt_s) {
+Result<std::optional<PodSample>> PodObserver::Read(const cgroup::Cgroups& cgroups, double dt_s,
+                                                   std::optional<std::vector<int>> pids) {
   FG_ASSIGN_OR_RETURN(PodCounters now, ReadPodCounters(cgroups, pod_));
-  double run_delay_s = 0;
+  std::optional<double> run_delay_s;
   if (!now.psi_some_s) {
     // No PSI for this cgroup: the tasks' own run delay, per task (schedstat.h).
-    FG_ASSIGN_OR_RETURN(std::vector<int> pids, ListPodPids(cgroups, pod_));
-    run_delay_s = run_delay_.Sample(ReadRunDelays(proc_root_, pids));
+    if (!pids) {
+      FG_ASSIGN_OR_RETURN(pids, ListPodPids(cgroups, pod_));
+    }
+    const std::map<int, uint64_t> delays = ReadRunDelays(proc_root_, *pids);
+    const double s = run_delay_.Sample(delays);
+    if (!delays.empty()) run_delay_s = s;  // else none of its tasks was seen
   }
   std::optional<PodSample> sample;
   if (last_) sample = SampleBetween(*last_, now, dt_s, run_delay_s);

@@ -147,6 +147,60 @@ TEST(PodObserverTasksTest, WithoutPsiTheWaitIsEveryContainersTasksRunDelay) {
   }
 }
 
+// The pids the node's scan of the host's /proc found (numbered as that proc root numbers them),
+// given to the pod: their tasks' run delay is the wait; none seen while the pod's cgroup used CPU
+// is no measurement (kUnknown), none seen while it used none is a schedstat 0.
+TEST(PodObserverTasksTest, GivenPidsAreTheTasksAndNoneSeenWhileRunningIsNotMeasured) {
+  feedguard::testing::TempDir dir;
+  cgroup::FakeCgroupOptions no_psi;
+  no_psi.psi = false;
+  auto l = cgroup::MakeFakeLayout(dir.path() + "/cg", CgroupVersion::kV1, KubeletDriver::kCgroupfs,
+                                  "", no_psi);
+  ASSERT_TRUE(l.ok()) << l.status().ToString();
+  auto cg = cgroup::NewFsCgroups(*l);
+  const cgroup::CgroupPaths pod{l->cpu_mount + "/pod", l->cpuacct_mount + "/pod",
+                                l->cpuset_mount + "/pod"};
+  for (const auto& [mount, controller] :
+       {std::pair{pod.cpu, "cpu"}, std::pair{pod.cpuacct, "cpuacct"},
+        std::pair{pod.cpuset, "cpuset"}}) {
+    ASSERT_TRUE(cgroup::MakeFakeCgroupDir(mount, CgroupVersion::kV1, controller, no_psi).ok());
+  }
+  // Its cgroup.procs, read from this PID namespace, names none of them (the agent's case).
+  const std::string proc = dir.path() + "/proc";
+  auto at = [&](double usage_s, uint64_t delay_ns) {
+    cgroup::Put(pod.cpuacct + "/cpuacct.usage",
+                std::to_string(static_cast<uint64_t>(usage_s * 1e9)) + "\n");
+    for (const char* task : {"501/task/501", "501/task/502"}) {
+      std::filesystem::create_directories(proc + "/" + task);
+      cgroup::Put(proc + "/" + task + "/schedstat", "1 " + std::to_string(delay_ns) + " 1\n");
+    }
+  };
+  PodObserver o(pod, proc);
+  at(1, 100'000'000);
+  ASSERT_TRUE(o.Read(*cg, 10, std::vector<int>{501}).ok());
+  EXPECT_EQ(o.had_psi(), false);
+  at(3, 1'100'000'000);  // +1 s on each of its two threads
+  auto s = o.Read(*cg, 10, std::vector<int>{501});
+  ASSERT_TRUE(s.ok() && s->has_value());
+  EXPECT_EQ((*s)->source, WaitSource::kSchedstat);
+  EXPECT_NEAR((*s)->wait_s, 2, 1e-9);
+
+  at(5, 2'100'000'000);
+  s = o.Read(*cg, 10, std::vector<int>{});  // the scan found none of its processes
+  ASSERT_TRUE(s.ok() && s->has_value());
+  EXPECT_EQ((*s)->source, WaitSource::kUnknown) << "it used 2 s of CPU: its tasks exist, unseen";
+  EXPECT_DOUBLE_EQ((*s)->wait_s, 0);
+  s = o.Read(*cg, 10, std::vector<int>{});  // and its cgroup used no CPU since
+  ASSERT_TRUE(s.ok() && s->has_value());
+  EXPECT_EQ((*s)->source, WaitSource::kSchedstat);
+  EXPECT_DOUBLE_EQ((*s)->wait_s, 0);
+  // Without pids given, its own cgroup.procs: empty here, so nothing seen either.
+  at(6, 2'100'000'000);
+  s = o.Read(*cg, 10);
+  ASSERT_TRUE(s.ok() && s->has_value());
+  EXPECT_EQ((*s)->source, WaitSource::kUnknown);
+}
+
 INSTANTIATE_TEST_SUITE_P(Version, PodObserverTest,
                          ::testing::Values(CgroupVersion::kV1, CgroupVersion::kV2),
                          [](const auto& info) {

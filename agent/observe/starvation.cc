@@ -26,7 +26,7 @@ std::vector<Contention> Ranked(std::map<std::string, double> by_contender, size_
 }  // namespace
 
 std::optional<GpuLost> GpuLostIn(const PodSample& s) {
-  if (!s.gpu_busy || s.dt_s <= 0) return std::nullopt;
+  if (!s.gpu_busy || s.dt_s <= 0 || s.source == WaitSource::kUnknown) return std::nullopt;
   const double dt = s.dt_s;
   const double wait = std::clamp(s.wait_s, 0.0, dt);
   const double idle = (1.0 - std::clamp(*s.gpu_busy, 0.0, 1.0)) * dt;
@@ -80,7 +80,7 @@ Summary PodWindows::Over(std::chrono::seconds window) const {
   std::map<std::string, double> contenders;
   for (auto it = samples_.rbegin(); it != samples_.rend() && sum.window_s < want; ++it) {
     const PodSample& s = *it;
-    if (!sum.source) sum.source = s.source;
+    if (!sum.source || s.source == WaitSource::kUnknown) sum.source = s.source;
     sum.window_s += s.dt_s;
     sum.wait_s += std::clamp(s.wait_s, 0.0, s.dt_s);
     sum.cpu_s += s.cpu_s;

@@ -29,9 +29,13 @@ namespace feedguard::agent::observe {
 // Where a wait figure came from: the pod cgroup's cpu.pressure ("some" total: wall time in
 // which at least one of its tasks waited), or the tasks' own run delay (/proc/<pid>/task/<tid>/
 // schedstat, summed over the pod's tasks and capped at the interval: an upper bound of "some").
-enum class WaitSource : uint8_t { kPsi, kSchedstat };
-inline constexpr EnumNames<WaitSource, 2> kWaitSourceNames{
-    {{WaitSource::kPsi, "psi"}, {WaitSource::kSchedstat, "schedstat"}}};
+// kUnknown: not measured — no PSI, and none of the pod's tasks could be seen while its cgroup
+// used CPU (an agent in its own PID namespace without the host's /proc, host_tasks.h); its wait
+// then reads 0 and is no measurement.
+enum class WaitSource : uint8_t { kPsi, kSchedstat, kUnknown };
+inline constexpr EnumNames<WaitSource, 3> kWaitSourceNames{{{WaitSource::kPsi, "psi"},
+                                                            {WaitSource::kSchedstat, "schedstat"},
+                                                            {WaitSource::kUnknown, "unknown"}}};
 static_assert(EnumTableComplete(kWaitSourceNames));
 
 // Who took CPU time on a pod's CPUs: another pod (its uid) or the node itself (system daemons,
@@ -57,7 +61,8 @@ struct PodSample {
 struct GpuLost {
   double estimate_s = 0, low_s = 0, high_s = 0;
 };
-// The GPU time one interval lost to its feeders' wait; nullopt without a GPU reading.
+// The GPU time one interval lost to its feeders' wait; nullopt without a GPU reading or where the
+// wait was not measured (WaitSource::kUnknown).
 std::optional<GpuLost> GpuLostIn(const PodSample& s);
 
 // Whether the pod waited in an interval enough to name who ran meanwhile: at least 1 % of it.
@@ -80,8 +85,10 @@ std::vector<Contention> ContendersOn(const CpuSet& cpus, double own_cpu_s,
 struct Summary {
   double window_s = 0;  // covered by samples (≤ the window asked for)
   double wait_s = 0;
-  double wait_fraction = 0;          // wait_s / window_s
-  std::optional<WaitSource> source;  // of the newest sample
+  double wait_fraction = 0;  // wait_s / window_s
+  // Of the newest sample; kUnknown where any sample in the window was not measured (wait_s then
+  // sums the measured ones only: the window's wait is not known).
+  std::optional<WaitSource> source;
   double cpu_s = 0, throttled_s = 0;
   std::optional<double> gpu_busy;  // time-weighted over the intervals that had a reading
   std::optional<GpuLost> gpu_lost;

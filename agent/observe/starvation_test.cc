@@ -95,5 +95,22 @@ TEST(PodWindowsTest, ContendersOnlyFromIntervalsItWaitedSummedAndRanked) {
   EXPECT_TRUE(PodWindows(seconds(10), seconds(60), 3).Over(seconds(60)).contenders.empty());
 }
 
+TEST(PodWindowsTest, AWindowWithAnIntervalNotMeasuredIsNotMeasured) {
+  PodWindows w(seconds(10), seconds(600), 2);
+  PodSample unseen = Sample(0, 0.2);
+  unseen.source = WaitSource::kUnknown;
+  EXPECT_FALSE(GpuLostIn(unseen)) << "an unknown wait gives no GPU time lost";
+  w.Add(Sample(3, 0.5));
+  w.Add(unseen);
+  w.Add(Sample(2, 0.5));  // the newest measured again
+  auto s = w.Over(seconds(600));
+  EXPECT_EQ(s.source, WaitSource::kUnknown) << "any interval not measured: the window is not";
+  EXPECT_DOUBLE_EQ(s.wait_s, 5) << "the measured intervals' wait";
+  ASSERT_TRUE(s.gpu_lost);
+  EXPECT_DOUBLE_EQ(s.gpu_lost->estimate_s, 1.5 + 1.0) << "from the measured intervals only";
+  EXPECT_DOUBLE_EQ(*s.gpu_busy, 0.5);
+  EXPECT_EQ(w.Over(seconds(10)).source, WaitSource::kPsi) << "the newest interval alone";
+}
+
 }  // namespace
 }  // namespace feedguard::agent::observe

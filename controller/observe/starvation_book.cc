@@ -26,7 +26,10 @@ SeenWindow FromWire(const feedguard::v1::ObservationWindow& w) {
   s.wait_s = std::min(Clean(w.wait_seconds()), s.covered_s);
   s.cpu_s = Clean(w.cpu_seconds());
   s.throttled_s = Clean(w.throttled_seconds());
-  s.psi = w.wait_source() == feedguard::v1::ObservationWindow::PSI;
+  if (w.wait_source() == feedguard::v1::ObservationWindow::PSI ||
+      w.wait_source() == feedguard::v1::ObservationWindow::SCHEDSTAT) {
+    s.source = w.wait_source();
+  }
   s.gpu_sampled = w.gpu_sampled();
   if (s.gpu_sampled) {
     const double busy = w.gpu_busy_fraction();
@@ -76,7 +79,8 @@ void StarvationBook::OnReport(const std::string& node, const feedguard::v1::Node
       if (w.seconds == kTenMinutes) {
         p.wait_10m_s = w.wait_s;
         p.lost_10m_s = w.gpu_lost_s;
-        p.starving = Starving(w.wait_s, w.covered_s);
+        p.starving = w.source != feedguard::v1::ObservationWindow::WAIT_SOURCE_UNSPECIFIED &&
+                     Starving(w.wait_s, w.covered_s);
       } else if (w.seconds == kOneHour) {
         p.lost_1h_s = w.gpu_lost_s;
       }

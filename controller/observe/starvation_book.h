@@ -28,7 +28,10 @@ namespace feedguard::controller {
 struct SeenWindow {
   uint32_t seconds = 0;
   float covered_s = 0, wait_s = 0, cpu_s = 0, throttled_s = 0;
-  bool psi = false;  // else schedstat
+  // PSI, SCHEDSTAT, or WAIT_SOURCE_UNSPECIFIED where the agent could not measure the wait (no
+  // PSI and the pod's tasks not seen: its wait_s is no measurement) or sent something else.
+  feedguard::v1::ObservationWindow::WaitSource source =
+      feedguard::v1::ObservationWindow::WAIT_SOURCE_UNSPECIFIED;
   bool gpu_sampled = false;
   float gpu_busy = 0, gpu_lost_s = 0, gpu_lost_min_s = 0, gpu_lost_max_s = 0;
   std::vector<std::pair<std::string, float>> contenders;  // pod uid ("" = the node), CPU-s
@@ -40,7 +43,9 @@ struct SeenPod {
   float lost_10m_s = 0;
   float lost_1h_s = 0;
   bool gpu_sampled = false;
-  bool starving = false;            // waited ≥ 1 % of the 10 min window
+  // Waited ≥ 1 % of the 10 min window, as measured: a window whose wait was not measured is no
+  // starvation.
+  bool starving = false;
   std::vector<SeenWindow> windows;  // starving pods only
 };
 

@@ -59,12 +59,24 @@ std::vector<std::pair<std::string, T>> TopOf(const std::map<std::string, T>& all
   return v;
 }
 
+// The CRD's waitSource: "unknown" where the agent could not measure the wait.
+const char* WaitSourceName(feedguard::v1::ObservationWindow::WaitSource s) {
+  switch (s) {
+    case feedguard::v1::ObservationWindow::PSI:
+      return "psi";
+    case feedguard::v1::ObservationWindow::SCHEDSTAT:
+      return "schedstat";
+    default:
+      return "unknown";
+  }
+}
+
 json WindowJson(const SeenWindow& w, const std::map<std::string, PodName>& on_node) {
   json j = {{"seconds", w.seconds},
             {"coveredSeconds", Ms(w.covered_s)},
             {"waitSeconds", Ms(w.wait_s)},
             {"waitFraction", w.covered_s > 0 ? Ms(w.wait_s / w.covered_s) : 0.0},
-            {"waitSource", w.psi ? "psi" : "schedstat"},
+            {"waitSource", WaitSourceName(w.source)},
             {"cpuSeconds", Ms(w.cpu_s)},
             {"throttledSeconds", Ms(w.throttled_s)},
             {"gpuSampled", w.gpu_sampled}};

@@ -132,6 +132,7 @@ TEST_F(StarvationReportTest, HostileFiguresAreCleanedAndDuplicateWindowsIgnored)
     w->set_window_seconds(600);
     w->set_covered_seconds(600);
     w->set_wait_seconds(rep == 0 ? 1e12 : 1);  // more than it sampled
+    w->set_wait_source(ObservationWindow::SCHEDSTAT);
     w->set_gpu_sampled(true);
     w->set_gpu_busy_fraction(std::numeric_limits<double>::quiet_NaN());
     w->set_gpu_lost_seconds(-5);
@@ -154,6 +155,47 @@ TEST_F(StarvationReportTest, HostileFiguresAreCleanedAndDuplicateWindowsIgnored)
   EXPECT_LE(w["gpuLostMaxSeconds"].get<double>(), 600);
   EXPECT_EQ(w["contenders"].size(), kMaxObservedContenders);
   EXPECT_LE(w["contenders"][0]["uid"].get<std::string>().size(), 64u);
+}
+
+// An agent that could not measure a pod's wait (no PSI, its tasks not seen) sends
+// WAIT_SOURCE_UNSPECIFIED: such a window is "unknown" and never makes the pod starving, whatever
+// wait it carries (what it sums is the measured part only).
+TEST_F(StarvationReportTest, AWaitNotMeasuredIsUnknownAndNoStarvation) {
+  NodeReport r;
+  AddPod(&r, "blind", 0, -1);
+  AddPod(&r, "partly", 300, -1);  // waited half of each window, but not all of it measured
+  AddPod(&r, "recent", 120, -1);  // its newest minute not measured, the 10 min window measured
+  for (int i = 0; i < 2; ++i) {
+    for (auto& w : *r.mutable_observations(i)->mutable_windows()) {
+      w.set_wait_source(ObservationWindow::WAIT_SOURCE_UNSPECIFIED);
+    }
+  }
+  r.mutable_observations(2)->mutable_windows(0)->set_wait_source(
+      ObservationWindow::WAIT_SOURCE_UNSPECIFIED);
+  book_.OnReport("n", r);
+  auto snap = book_.Snapshot();
+  ASSERT_EQ(snap.at("n").pods.size(), 3u);
+  EXPECT_FALSE(snap.at("n").pods[0].starving);
+  EXPECT_FALSE(snap.at("n").pods[1].starving) << "an unmeasured window is no starvation";
+  EXPECT_TRUE(snap.at("n").pods[2].starving);
+  auto s = RenderStarvationStatus(snap, nullptr, 0);
+  EXPECT_EQ(s["cluster"]["gpuPods"], 3);
+  EXPECT_EQ(s["cluster"]["starvingPods"], 1);
+  ASSERT_EQ(s["pods"].size(), 1u) << s.dump(2);
+  EXPECT_EQ(s["pods"][0]["uid"], "recent");
+  const auto& windows = s["pods"][0]["windows"];
+  ASSERT_EQ(windows.size(), 3u);
+  EXPECT_EQ(windows[0]["seconds"], 60);
+  EXPECT_EQ(windows[0]["waitSource"], "unknown");
+  EXPECT_EQ(windows[1]["waitSource"], "psi");
+  // A source the wire does not know (a newer agent's) is no measurement either.
+  NodeReport odd;
+  AddPod(&odd, "future", 300, -1);
+  for (auto& w : *odd.mutable_observations(0)->mutable_windows()) {
+    w.set_wait_source(static_cast<ObservationWindow::WaitSource>(7));
+  }
+  book_.OnReport("m", odd);
+  EXPECT_FALSE(book_.Snapshot().at("m").pods[0].starving);
 }
 
 TEST_F(StarvationReportTest, NodesAgeOutAndAnEmptyReportClearsTheNode) {

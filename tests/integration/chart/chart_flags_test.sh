@@ -48,7 +48,7 @@ PY
 VARIANTS=(
   ""
   "--set controller.agentIdentity=cert --set agent.tls.hostPathDir=/etc/feedguard/pki"
-  "--set agent.kubelet.cpuManagerState=false --set agent.kubelet.podResources=false --set agent.nvidiaProcDriver=false"
+  "--set agent.kubelet.cpuManagerState=false --set agent.kubelet.podResources=false --set agent.nvidiaProcDriver=false --set agent.hostProc=false"
   "--set agent.kubelet.reservedCPUs=0-1 --set agent.cgroup.driver=systemd --set agent.cgroup.version=v2 --set agent.cgroup.root=/k --set agent.cgroup.runtime=containerd"
   "--set controller.leaderElection.enabled=false --set controller.replicas=1"
   "--set observe.enabled=false"

@@ -145,14 +145,16 @@ jqt "agent: unprivileged uid 0, no capabilities, RuntimeDefault seccomp, system-
    and \$s.seccompProfile.type == \"RuntimeDefault\" and \$s.readOnlyRootFilesystem == true
    and $A.priorityClassName == \"system-node-critical\"
    and ([$A.tolerations[] | select(.key == \"nvidia.com/gpu\" and .operator == \"Exists\" and (.effect // \"\") == \"\")] | length) == 1"
-jqt "agent: hostPaths kubelet's pod cgroup tree (the defaults: v2 + systemd), pod-resources (ro), cpu_manager_state (ro, File), /proc/driver (ro), state dir" "$DS" \
+jqt "agent: hostPaths kubelet's pod cgroup tree (the defaults: v2 + systemd), pod-resources (ro), cpu_manager_state (ro, File), the host's /proc (ro, --host-proc; the NVIDIA files in it), state dir" "$DS" \
   "([$A.volumes[] | select(.hostPath) | {(.name): (.hostPath.path + \" \" + .hostPath.type)}] | add) ==
      {\"cgroup-kubepods\": \"/sys/fs/cgroup/kubepods.slice Directory\", \"state\": \"/var/lib/feedguard DirectoryOrCreate\",
       \"pod-resources\": \"/var/lib/kubelet/pod-resources Directory\",
       \"cpu-manager-state\": \"/var/lib/kubelet/cpu_manager_state File\",
-      \"proc-driver\": \"/proc/driver Directory\"} and
+      \"host-proc\": \"/proc Directory\"} and
    ([$A.containers[0].volumeMounts[] | select(.readOnly == true) | .name] | sort) ==
-     [\"agent-token\", \"cpu-manager-state\", \"pod-resources\", \"proc-driver\", \"tls\"]"
+     [\"agent-token\", \"cpu-manager-state\", \"host-proc\", \"pod-resources\", \"tls\"] and
+   ($A.containers[0].volumeMounts[] | select(.name == \"host-proc\") | .mountPath) == \"/host/proc\" and
+   ([\"--host-proc=/host/proc\", \"--nvidia-proc-root=/host/proc/driver/nvidia/gpus\"] - $A.containers[0].args) == []"
 jqt "agent: node-bound identity token (audience feedguard, 1 h, owner-only) passed by --token-file" "$DS" \
   "($A.volumes[] | select(.name == \"agent-token\") | .projected) as \$p |
    \$p.sources == [{\"serviceAccountToken\": {\"audience\": \"feedguard\", \"expirationSeconds\": 3600,
