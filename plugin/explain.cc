@@ -274,8 +274,8 @@ AbsenceExplained ExplainAbsence(const StarvationReport& report, std::string_view
                 " is not in the StarvationReport: no agent has reported yet (the report has no "
                 "status)."};
   }
-  // The report lists only starving pods (>= 1 % of 10 min), the worst 50; its nodes are every
-  // node whose agent reported observations, the worst 20.
+  // The report lists only starving pods (>= kStarvingWaitPercent % of 10 min), the worst 50; its
+  // nodes are every node whose agent reported observations, the worst 20.
   const ReportNode* reporting = nullptr;
   for (const auto& n : report.nodes) {
     if (n.name == node) reporting = &n;
@@ -303,15 +303,15 @@ AbsenceExplained ExplainAbsence(const StarvationReport& report, std::string_view
     return {Absence::kNotStarving,
             who +
                 " is not in the StarvationReport: it did not starve noticeably (waited less "
-                "than 1% of the last 10 min; its node " +
-                node + " reports " + std::to_string(reporting->gpu_pods) + " GPU pods, " +
+                "than " +
+                StarvingPercent() + " of the last 10 min; its node " + node + " reports " +
+                std::to_string(reporting->gpu_pods) + " GPU pods, " +
                 std::to_string(reporting->starving_pods) + " starving)" + cap_note + "."};
   }
   return {Absence::kNotReported,
-          who +
-              " is not in the StarvationReport: it did not starve noticeably (waited less than "
-              "1% of the last 10 min), or no agent on its node " +
-              node + " observes it" + cap_note + "."};
+          who + " is not in the StarvationReport: it did not starve noticeably (waited less than " +
+              StarvingPercent() + " of the last 10 min), or no agent on its node " + node +
+              " observes it" + cap_note + "."};
 }
 
 }  // namespace feedguard::plugin

@@ -56,8 +56,9 @@ enum class Absence {
   kNoReportYet,    // the report has no status yet
   kNotObserved,    // its node's agent reports no observations (the node is not in status.nodes)
   kNotAmongWorst,  // the report is full (50 starving pods) and this one is not among them
-  kNotStarving,    // its node reports, the report has room: it waited < 1 % of 10 min
-  kNotReported,    // either of the last two: its node is not among the 20 nodes listed
+  kNotStarving,  // its node reports, the report has room: it waited < kStarvingWaitPercent % of 10
+                 // min
+  kNotReported,  // either of the last two: its node is not among the 20 nodes listed
 };
 std::string_view AbsenceName(Absence a);
 

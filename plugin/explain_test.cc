@@ -202,7 +202,7 @@ TEST(ExplainTest, WhyAPodIsNotInTheReport) {
   EXPECT_EQ(calm.absence, Absence::kNotStarving);
   EXPECT_EQ(calm.message,
             "pod ml/trainer-e is not in the StarvationReport: it did not starve noticeably (waited "
-            "less than 1% of the last 10 min; its node gpu-node-2 reports 2 GPU pods, 1 "
+            "less than 5% of the last 10 min; its node gpu-node-2 reports 2 GPU pods, 1 "
             "starving).");
   // Its node reports nothing (and the report lists every reporting node): not observed.
   auto unobserved = why(r, "ml", "trainer-f", PodFixture("ml", "trainer-f"));
@@ -236,7 +236,7 @@ TEST(ExplainTest, WhyAPodIsNotInTheReport) {
   auto unsure = why(many, "ml", "trainer-f", PodFixture("ml", "trainer-f"));
   EXPECT_EQ(unsure.absence, Absence::kNotReported);
   EXPECT_TRUE(Has(unsure.message,
-                  "it did not starve noticeably (waited less than 1% of the "
+                  "it did not starve noticeably (waited less than 5% of the "
                   "last 10 min), or no agent on its node gpu-node-3 observes it"))
       << unsure.message;
 

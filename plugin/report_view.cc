@@ -225,9 +225,8 @@ std::string RenderTopHeader(const StarvationReport& report,
   }
   out += ": " + std::to_string(c.nodes_reporting) + " node" + (c.nodes_reporting == 1 ? "" : "s") +
          " reporting, " + std::to_string(c.gpu_pods) + " GPU pod" + (c.gpu_pods == 1 ? "" : "s") +
-         ", " + std::to_string(c.starving_pods) +
-         " starving (waited >= 1% of 10 min), GPU time lost over 10 min: " +
-         FormatSeconds(c.gpu_lost_seconds_10m);
+         ", " + std::to_string(c.starving_pods) + " starving (waited >= " + StarvingPercent() +
+         " of 10 min), GPU time lost over 10 min: " + FormatSeconds(c.gpu_lost_seconds_10m);
   if (c.gpu_pods_not_observed > 0) {
     out += " (" + std::to_string(c.gpu_pods_not_observed) +
            " GPU pods not observed: over their node's --max-observed-pods)";
@@ -242,8 +241,10 @@ std::string RenderTopTable(const StarvationReport& report, const TopView& view,
     return out + "the report is empty: the controller has not written it yet\n";
   }
   if (view.rows.empty()) {
-    out += view.ns.empty() ? "no GPU pod is starving: none waited for a CPU >= 1% of 10 min\n"
-                           : "no GPU pod is starving in namespace " + view.ns + "\n";
+    out += view.ns.empty()
+               ? "no GPU pod is starving: none waited for a CPU >= " + StarvingPercent() +
+                     " of 10 min\n"
+               : "no GPU pod is starving in namespace " + view.ns + "\n";
   } else {
     std::vector<std::vector<std::string>> rows;
     rows.push_back({"NAMESPACE", "POD", "NODE", "WAIT%", "WAIT", "GPU-LOST-10M", "GPU-LOST-1H",

@@ -21,6 +21,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "feedguard/common/starvation_rule.h"
 #include "feedguard/common/status.h"
 
 namespace feedguard::plugin {
@@ -28,9 +29,11 @@ namespace feedguard::plugin {
 using Json = nlohmann::json;
 
 // The report's contract (crds/starvationreport.yaml).
-inline constexpr int kReportMaxPods = 50;          // status.pods maxItems
-inline constexpr int kReportMaxNodes = 20;         // status.nodes maxItems
-inline constexpr double kStarvingFraction = 0.01;  // "starving": waited >= 1 % of 10 min
+inline constexpr int kReportMaxPods = 50;                           // status.pods maxItems
+inline constexpr int kReportMaxNodes = 20;                          // status.nodes maxItems
+inline constexpr double kStarvingFraction = kStarvingWaitFraction;  // starvation_rule.h
+// "5%": the rule as the tables and messages say it.
+inline std::string StarvingPercent() { return std::to_string(kStarvingWaitPercent) + "%"; }
 inline constexpr int64_t kWindow1m = 60;
 inline constexpr int64_t kWindow10m = 600;
 inline constexpr int64_t kWindow1h = 3600;
@@ -138,8 +141,8 @@ struct TopView {
   bool wait_only = false;      // some row has no GPU figure (no NVML on its node)
 };
 
-// Starving over a window: waited at least 1 % of the time it covers (the controller's rule,
-// controller/observe/starvation_book.h Starving).
+// Starving over a window: waited at least kStarvingWaitPercent % of the time it covers (the
+// controller's rule, controller/observe/starvation_book.h Starving).
 bool Starving(const ReportWindow& w);
 
 // The starving pods (10 min window) of `opts.ns` (or all), worst first in the controller's order

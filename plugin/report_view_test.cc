@@ -149,15 +149,15 @@ TEST(ReportViewTest, TopRanksTheStarvingPodsWorstFirst) {
   EXPECT_EQ(RowNames(BuildTop(*tied, {.ns = "", .limit = 0})),
             (std::vector<std::string>{"ml/trainer-a", "vision/trainer-c", "/", "ml/trainer-b"}));
 
-  // A pod that waited under 1 % of what its 10 min window covered is not starving.
+  // A pod that waited under 5 % of what its 10 min window covered is not starving.
   Json calm = ReportFixture();
-  calm["status"]["pods"][0]["windows"][1]["waitSeconds"] = 5.9;  // of 600 s covered
+  calm["status"]["pods"][0]["windows"][1]["waitSeconds"] = 29.9;  // of 600 s covered
   calm["status"]["pods"][1]["windows"][1]["coveredSeconds"] = 0;
   auto c = ParseStarvationReport(calm);
   ASSERT_TRUE(c.ok());
   EXPECT_EQ(RowNames(BuildTop(*c, {.ns = "", .limit = 0})),
             (std::vector<std::string>{"vision/trainer-c"}));
-  calm["status"]["pods"][0]["windows"][1]["waitSeconds"] = 6.0;
+  calm["status"]["pods"][0]["windows"][1]["waitSeconds"] = 30.0;
   EXPECT_EQ(RowNames(BuildTop(*ParseStarvationReport(calm), {.ns = "", .limit = 0})),
             (std::vector<std::string>{"vision/trainer-c", "ml/trainer-a"}));  // 90 s wait > 6 s
 }
@@ -168,7 +168,7 @@ TEST(ReportViewTest, TableGolden) {
       RenderTopTable(r, BuildTop(r, {.ns = "ml", .limit = 20}), At("2026-11-28T10:02:15Z"));
   const std::string want =
       "StarvationReport/cluster (updated 2m15s ago): 2 nodes reporting, 4 GPU pods, 3 starving "
-      "(waited >= 1% of 10 min), GPU time lost over 10 min: 92.0s\n"
+      "(waited >= 5% of 10 min), GPU time lost over 10 min: 92.0s\n"
       "NAMESPACE   POD         NODE         WAIT%   WAIT     GPU-LOST-10M   GPU-LOST-1H   TOP "
       "CONTENDERS\n"
       "ml          trainer-a   gpu-node-1   20.0%   120.0s   80.0s          534.5s        "

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <utility>
 
+#include "feedguard/common/starvation_rule.h"
 #include "feedguard/common/wire_limits.h"
 
 namespace feedguard::controller {
@@ -48,7 +49,7 @@ SeenWindow FromWire(const feedguard::v1::ObservationWindow& w) {
 }  // namespace
 
 bool Starving(double wait_s, double covered_s) {
-  return covered_s > 0 && wait_s >= 0.01 * covered_s;
+  return covered_s > 0 && wait_s >= kStarvingWaitFraction * covered_s;
 }
 
 StarvationBook::StarvationBook(TimeSourcePtr clock, std::chrono::seconds max_age)

@@ -3,12 +3,12 @@
 //
 // One entry per node: its last report's observations, compacted. Every observed pod keeps four
 // numbers for the totals (wait and GPU time lost over 10 min, lost over 1 h, whether a GPU was
-// read); only pods that starved (waited ≥ 1 % of a window) keep their windows and contenders,
-// so the memory follows the starving pods, not the cluster's size. Bounded per node by what the
-// wire carries (wire_limits.h: kMaxObservedPodsPerNode, kMaxObservedContenders); anything past
-// the bounds in a hostile report is dropped. A node that has not reported for `max_age` is
-// forgotten. Thread-safe (its own lock): the Distributor's threads record, the report writer
-// reads.
+// read); only pods that starved (waited ≥ kStarvingWaitPercent, 5 %, of a window) keep their
+// windows and contenders, so the memory follows the starving pods, not the cluster's size. Bounded
+// per node by what the wire carries (wire_limits.h: kMaxObservedPodsPerNode,
+// kMaxObservedContenders); anything past the bounds in a hostile report is dropped. A node that has
+// not reported for `max_age` is forgotten. Thread-safe (its own lock): the Distributor's threads
+// record, the report writer reads.
 #pragma once
 
 #include <chrono>
@@ -43,8 +43,8 @@ struct SeenPod {
   float lost_10m_s = 0;
   float lost_1h_s = 0;
   bool gpu_sampled = false;
-  // Waited ≥ 1 % of the 10 min window, as measured: a window whose wait was not measured is no
-  // starvation.
+  // Waited ≥ 5 % (starvation_rule.h) of the 10 min window, as measured: a window whose wait was not
+  // measured is no starvation.
   bool starving = false;
   std::vector<SeenWindow> windows;  // starving pods only
 };
@@ -54,7 +54,8 @@ struct SeenNode {
   std::vector<SeenPod> pods;
 };
 
-// Whether a pod waited enough in a window to count as starving: 1 % of the time sampled.
+// Whether a pod waited enough in a window to count as starving (starvation_rule.h: 5 % of the
+// time sampled).
 bool Starving(double wait_s, double covered_s);
 
 class StarvationBook final : public AgentObserver {

@@ -130,7 +130,7 @@ if [[ $RC -eq 0 && "$OUT" == *"no GPU pod is starving in namespace default"* &&
 else
   bad "top: exit $RC, $OUT $ERR"
 fi
-head_re='^StarvationReport/cluster \(updated [0-9]+s ago\): 2 nodes reporting, 4 GPU pods, 3 starving \(waited >= 1% of 10 min\), GPU time lost over 10 min: 92\.0s$'
+head_re='^StarvationReport/cluster \(updated [0-9]+s ago\): 2 nodes reporting, 4 GPU pods, 3 starving \(waited >= 5% of 10 min\), GPU time lost over 10 min: 92\.0s$'
 plugin top -A
 rows="$(sed -n '3,$p' <<<"$OUT" | awk '$1 ~ /^fgp-/ {print $1 "/" $2}' | paste -sd' ')"
 if [[ $RC -eq 0 && "$(head -1 <<<"$OUT")" =~ $head_re &&
@@ -230,7 +230,7 @@ plugin explain -A trainer-c -o json
   bad "explain -A trainer-c: exit $RC, $ERR"
 
 plugin explain trainer-e -n fgp-ml
-[[ $RC -eq 0 && "$OUT" == "pod fgp-ml/trainer-e is not in the StarvationReport: it did not starve noticeably (waited less than 1% of the last 10 min; its node gpu-node-2 reports 2 GPU pods, 1 starving)." ]] &&
+[[ $RC -eq 0 && "$OUT" == "pod fgp-ml/trainer-e is not in the StarvationReport: it did not starve noticeably (waited less than 5% of the last 10 min; its node gpu-node-2 reports 2 GPU pods, 1 starving)." ]] &&
   pass "explain trainer-e (its node reports): $OUT" || bad "explain trainer-e: exit $RC, $OUT $ERR"
 plugin explain trainer-f -n fgp-ml -o json
 [[ $RC -eq 0 && "$(jq -r .absence <<<"$OUT")" == NotObserved ]] &&
