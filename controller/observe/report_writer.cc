@@ -1,6 +1,7 @@
 #include "controller/observe/report_writer.h"
 
 #include <condition_variable>
+#include <exception>
 #include <utility>
 
 #include <spdlog/spdlog.h>
@@ -75,7 +76,13 @@ void StarvationReportWriter::Run(std::stop_token stop) {
   std::mutex m;
   std::condition_variable_any cv;
   while (!stop.stop_requested()) {
-    if (Status st = WriteOnce(); !st.ok()) spdlog::warn("observe: {}", st.ToString());
+    // Nothing escapes this thread: a pass that throws (a JSON value the report cannot hold) is
+    // said and the next pass tries again.
+    try {
+      if (Status st = WriteOnce(); !st.ok()) spdlog::warn("observe: {}", st.ToString());
+    } catch (const std::exception& e) {
+      spdlog::error("observe: StarvationReport pass failed: {}", e.what());
+    }
     std::unique_lock lock(m);
     cv.wait_for(lock, stop, options_.interval, [] { return false; });
   }

@@ -15,6 +15,15 @@ constexpr uint32_t kOneHour = 3600;
 // An agent's figures are seconds within an hour's window: anything else is not a measurement.
 constexpr double kMaxSeconds = 4 * 3600.0;
 
+// A pod uid as the API server writes them (a UUID); anything else an agent sends (non-UTF-8
+// bytes that would make the report's JSON unwritable, a path, a megabyte) is not a uid.
+bool LooksLikeUid(const std::string& s) {
+  if (s.empty() || s.size() > 64) return false;
+  return std::all_of(s.begin(), s.end(), [](char c) {
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '-';
+  });
+}
+
 float Clean(double v) {
   if (!std::isfinite(v) || v < 0) return 0;
   return static_cast<float>(std::min(v, kMaxSeconds));
@@ -41,7 +50,8 @@ SeenWindow FromWire(const feedguard::v1::ObservationWindow& w) {
   }
   for (const auto& c : w.contenders()) {
     if (s.contenders.size() >= kMaxObservedContenders) break;
-    s.contenders.emplace_back(c.pod_uid().substr(0, 64), Clean(c.cpu_seconds()));
+    if (!c.pod_uid().empty() && !LooksLikeUid(c.pod_uid())) continue;  // "" is the node
+    s.contenders.emplace_back(c.pod_uid(), Clean(c.cpu_seconds()));
   }
   return s;
 }
@@ -60,7 +70,7 @@ void StarvationBook::OnReport(const std::string& node, const feedguard::v1::Node
   seen.at = clock_->MonotonicNow();
   for (const auto& o : report.observations()) {
     if (seen.pods.size() >= kMaxObservedPodsPerNode) break;
-    if (o.uid().empty() || o.uid().size() > 64) continue;
+    if (!LooksLikeUid(o.uid())) continue;
     SeenPod p;
     p.uid = o.uid();
     std::vector<SeenWindow> windows;

@@ -6,9 +6,13 @@
 // Properties: a node name the distributor accepts is a DNS subdomain (no '/', no '..', at most
 // 253 bytes: it becomes a map key, a log field and part of status); sanitised text is valid
 // UTF-8 within its bound; a hostile report never makes a status the API server would refuse.
+#include <cmath>
 #include <string>
 
+#include "controller/observe/starvation_book.h"
+#include "controller/observe/starvation_report.h"
 #include "controller/sanitize/sanitize.h"
+#include "feedguard/common/wire_limits.h"
 #include "tests/fuzz/controller_fuzz.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const unsigned char* data, size_t size) {
@@ -44,9 +48,28 @@ extern "C" int LLVMFuzzerTestOneInput(const unsigned char* data, size_t size) {
       rc.OnNack(node, msg.nack().version(), error);
       break;
     }
-    case feedguard::v1::AgentMessage::kReport:
+    case feedguard::v1::AgentMessage::kReport: {
       rc.OnReport(node, msg.report());  // the reconciler keeps its tallies, not the report
+      // Its observations, as the StarvationBook keeps them and the StarvationReport renders
+      // them: bounded, finite, wait within what was sampled, loss within the wait, and JSON the
+      // writer can always dump (a dump that throws would end the writer's thread).
+      controller::StarvationBook book(nullptr);
+      book.OnReport(node, msg.report());
+      const nlohmann::json st = controller::RenderStarvationStatus(book.Snapshot(), nullptr, 0);
+      feedguard::fuzz::MustDump(st);
+      FG_FUZZ_CHECK(st["pods"].size() <= 50);
+      for (const auto& p : st["pods"]) {
+        for (const auto& w : p["windows"]) {
+          const double covered = w["coveredSeconds"], wait = w["waitSeconds"];
+          FG_FUZZ_CHECK(std::isfinite(covered) && std::isfinite(wait) && wait <= covered + 1e-6);
+          if (w.contains("gpuLostSeconds")) {
+            FG_FUZZ_CHECK(w["gpuLostSeconds"].get<double>() <= wait + 1e-6);
+          }
+          FG_FUZZ_CHECK(w["contenders"].size() <= feedguard::kMaxObservedContenders);
+        }
+      }
       break;
+    }
     default:
       break;
   }
