@@ -30,7 +30,7 @@ constexpr char kFooter[] =
 // The report's resource (the controller spells it in controller/observe/report_writer.h, a
 // library the plugin does not link: it carries the controller's gRPC and protobuf parts).
 const kube::Gvr& ReportGvr() {
-  static const kube::Gvr kGvr{"feedguard.io", "v1alpha1", "starvationreports"};
+  static const kube::Gvr kGvr{"feedguard.io", "v1alpha1", kStarvationReportResource};
   return kGvr;
 }
 constexpr char kReportRbac[] = "get starvationreports.feedguard.io";
@@ -55,7 +55,7 @@ std::string NsName(const std::string& ns, const std::string& name) { return ns +
 
 // GET StarvationReport/cluster; nullopt with `*code` set when the command must end.
 std::optional<StarvationReport> FetchReport(const Connection& conn, std::ostream& err, int* code) {
-  auto obj = conn.client->Get(ReportGvr(), "", kReportName);
+  auto obj = conn.client->Get(ReportGvr(), "", kStarvationReportName);
   if (!obj.ok()) {
     if (obj.status().code() == StatusCode::kNotFound) {
       std::string msg = kNoReportMessage;

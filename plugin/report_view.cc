@@ -165,9 +165,7 @@ Result<StarvationReport> ParseStarvationReport(const Json& obj) {
   return r;
 }
 
-bool Starving(const ReportWindow& w) {
-  return w.covered_seconds > 0 && w.wait_seconds >= kStarvingFraction * w.covered_seconds;
-}
+bool Starving(const ReportWindow& w) { return IsStarving(w.wait_seconds, w.covered_seconds); }
 
 TopView BuildTop(const StarvationReport& report, const TopOptions& opts) {
   TopView view;
@@ -195,10 +193,10 @@ TopView BuildTop(const StarvationReport& report, const TopOptions& opts) {
     rows.push_back(std::move(row));
   }
   std::stable_sort(rows.begin(), rows.end(), [](const TopRow& a, const TopRow& b) {
-    // As the controller ranks (controller/observe/starvation_report.h): the loss where NVML
-    // read the GPUs, else the wait, which bounds it from above.
-    const double la = a.gpu_lost_10m.value_or(a.wait_seconds_10m);
-    const double lb = b.gpu_lost_10m.value_or(b.wait_seconds_10m);
+    const double la = StarvationRankSeconds(a.gpu_lost_10m.has_value(), a.gpu_lost_10m.value_or(0),
+                                            a.wait_seconds_10m);
+    const double lb = StarvationRankSeconds(b.gpu_lost_10m.has_value(), b.gpu_lost_10m.value_or(0),
+                                            b.wait_seconds_10m);
     if (la != lb) return la > lb;
     if (a.wait_seconds_10m != b.wait_seconds_10m) return a.wait_seconds_10m > b.wait_seconds_10m;
     return PodKey(*a.pod) < PodKey(*b.pod);

@@ -21,7 +21,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "feedguard/common/starvation_rule.h"
+#include "feedguard/common/starvation.h"
 #include "feedguard/common/status.h"
 
 namespace feedguard::plugin {
@@ -29,15 +29,13 @@ namespace feedguard::plugin {
 using Json = nlohmann::json;
 
 // The report's contract (crds/starvationreport.yaml).
-inline constexpr int kReportMaxPods = 50;                           // status.pods maxItems
-inline constexpr int kReportMaxNodes = 20;                          // status.nodes maxItems
-inline constexpr double kStarvingFraction = kStarvingWaitFraction;  // starvation_rule.h
+inline constexpr int kReportMaxPods = kStarvationReportMaxPods;    // status.pods maxItems
+inline constexpr int kReportMaxNodes = kStarvationReportMaxNodes;  // status.nodes maxItems
 // "5%": the rule as the tables and messages say it.
 inline std::string StarvingPercent() { return std::to_string(kStarvingWaitPercent) + "%"; }
 inline constexpr int64_t kWindow1m = 60;
 inline constexpr int64_t kWindow10m = 600;
 inline constexpr int64_t kWindow1h = 3600;
-inline constexpr char kReportName[] = "cluster";
 
 // Said when there is no StarvationReport/cluster (HTTP 404).
 inline constexpr char kNoReportMessage[] =

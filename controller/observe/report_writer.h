@@ -18,13 +18,12 @@
 #include "controller/kube/client.h"
 #include "controller/observe/starvation_book.h"
 #include "controller/observe/starvation_report.h"
+#include "feedguard/common/starvation.h"
 #include "feedguard/common/status.h"
 #include "feedguard/common/time_source.h"
 
 namespace feedguard::controller {
 
-inline constexpr char kStarvationReportResource[] = "starvationreports";
-inline constexpr char kStarvationReportName[] = "cluster";
 kube::Gvr StarvationReportGvr();
 
 struct StarvationWriterOptions {

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <utility>
 
-#include "feedguard/common/starvation_rule.h"
+#include "feedguard/common/starvation.h"
 #include "feedguard/common/wire_limits.h"
 
 namespace feedguard::controller {
@@ -58,10 +58,6 @@ SeenWindow FromWire(const feedguard::v1::ObservationWindow& w) {
 
 }  // namespace
 
-bool Starving(double wait_s, double covered_s) {
-  return covered_s > 0 && wait_s >= kStarvingWaitFraction * covered_s;
-}
-
 StarvationBook::StarvationBook(TimeSourcePtr clock, std::chrono::seconds max_age)
     : clock_(clock ? std::move(clock) : std::make_shared<RealTimeSource>()), max_age_(max_age) {}
 
@@ -91,7 +87,7 @@ void StarvationBook::OnReport(const std::string& node, const feedguard::v1::Node
         p.wait_10m_s = w.wait_s;
         p.lost_10m_s = w.gpu_lost_s;
         p.starving = w.source != feedguard::v1::ObservationWindow::WAIT_SOURCE_UNSPECIFIED &&
-                     Starving(w.wait_s, w.covered_s);
+                     IsStarving(w.wait_s, w.covered_s);
       } else if (w.seconds == kOneHour) {
         p.lost_1h_s = w.gpu_lost_s;
       }

@@ -43,8 +43,8 @@ struct SeenPod {
   float lost_10m_s = 0;
   float lost_1h_s = 0;
   bool gpu_sampled = false;
-  // Waited ≥ 5 % (starvation_rule.h) of the 10 min window, as measured: a window whose wait was not
-  // measured is no starvation.
+  // Waited ≥ 5 % (feedguard/common/starvation.h) of the 10 min window, as measured: a window whose
+  // wait was not measured is no starvation.
   bool starving = false;
   std::vector<SeenWindow> windows;  // starving pods only
 };
@@ -53,10 +53,6 @@ struct SeenNode {
   std::chrono::steady_clock::time_point at;
   std::vector<SeenPod> pods;
 };
-
-// Whether a pod waited enough in a window to count as starving (starvation_rule.h: 5 % of the
-// time sampled).
-bool Starving(double wait_s, double covered_s);
 
 class StarvationBook final : public AgentObserver {
  public:

@@ -14,11 +14,10 @@ using nlohmann::json;
 // object (and so no rewrite for a change in the 7th digit).
 double Ms(double s) { return std::round(s * 1000.0) / 1000.0; }
 
-// What ranks a pod: its GPU time lost over 10 min where NVML read its GPUs, else its wait, which
-// bounds that loss from above (the GPU cannot have lost more than its feeders waited). Without
-// it a pod on a node with no NVML would rank below any pod with a measured loss, however long
-// it waited.
-double RankSeconds(const SeenPod& p) { return p.gpu_sampled ? p.lost_10m_s : p.wait_10m_s; }
+// StarvationRankSeconds (feedguard/common/starvation.h) of one observed pod.
+double RankSeconds(const SeenPod& p) {
+  return StarvationRankSeconds(p.gpu_sampled, p.lost_10m_s, p.wait_10m_s);
+}
 
 struct Tally {
   int64_t gpu_pods = 0, starving = 0;

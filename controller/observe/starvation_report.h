@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "controller/observe/starvation_book.h"
+#include "feedguard/common/starvation.h"
 
 namespace feedguard::controller {
 
@@ -29,9 +30,9 @@ struct PodName {
 using PodNamer = std::function<std::map<std::string, PodName>(const std::string& node)>;
 
 struct StarvationReportLimits {
-  size_t pods = 50;
-  size_t nodes = 20;
-  size_t namespaces = 20;
+  size_t pods = kStarvationReportMaxPods;
+  size_t nodes = kStarvationReportMaxNodes;
+  size_t namespaces = kStarvationReportMaxNamespaces;
 };
 
 // `not_observed`: GPU pods over the per-node cap (--max-observed-pods), cluster-wide. The
