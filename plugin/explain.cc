@@ -153,8 +153,8 @@ std::string RenderExplain(const ReportPod& pod, const PolicySuggestion* policy) 
 
   // The windows.
   std::vector<std::vector<std::string>> rows;
-  rows.push_back({"WINDOW", "COVERED", "WAIT", "SOURCE", "CPU USED", "THROTTLED", "GPU BUSY",
-                  "GPU LOST (MIN..MAX)"});
+  rows.push_back({"WINDOW", "COVERED", "WAIT", "BY PODS", "BY NODE", "OWN", "SOURCE", "CPU USED",
+                  "THROTTLED", "GPU BUSY", "GPU LOST (MIN..MAX)"});
   bool wait_only = false;
   for (const auto& w : pod.windows) {
     std::string lost = "n/a";
@@ -166,8 +166,14 @@ std::string RenderExplain(const ReportPod& pod, const PolicySuggestion* policy) 
     } else {
       wait_only = true;
     }
+    auto part = [&](double s) {
+      return w.covered_seconds > 0 ? FormatPercent(s / w.covered_seconds) : std::string("-");
+    };
     rows.push_back({WindowName(w.seconds), FormatSeconds(w.covered_seconds),
                     FormatSeconds(w.wait_seconds) + " (" + FormatPercent(w.wait_fraction) + ")",
+                    part(w.wait_behind_pods_seconds),
+                    part(w.wait_behind_others_seconds - w.wait_behind_pods_seconds),
+                    part(w.wait_seconds - w.wait_behind_others_seconds),
                     w.wait_source.empty() ? "-" : w.wait_source, CpuUsed(w, pod.cpu_request_milli),
                     FormatSeconds(w.throttled_seconds), busy, lost});
   }
@@ -180,8 +186,11 @@ std::string RenderExplain(const ReportPod& pod, const PolicySuggestion* policy) 
   }
   WrapInto(
       "WAIT: time at least one of its tasks was runnable and not running (psi: the pod "
-      "cgroup's cpu.pressure; schedstat: its tasks' run delay summed, an upper bound). "
-      "GPU LOST: GPU idle time that overlapped the wait, an estimate within its bounds.",
+      "cgroup's cpu.pressure; schedstat: its tasks' run delay summed, an upper bound), in "
+      "three parts: BY PODS while other pods ran on its CPUs (what a FencePolicy takes back), "
+      "BY NODE while the node's own processes did, OWN behind its own threads (it needs more "
+      "CPU; no fence helps); the first two are upper bounds. GPU LOST: GPU idle time that "
+      "overlapped the wait behind others, an estimate within its bounds.",
       &lines);
   if (wait_only) lines.push_back("n/a: no NVML on its node: wait only.");
   lines.push_back("");
@@ -297,21 +306,25 @@ AbsenceExplained ExplainAbsence(const StarvationReport& report, std::string_view
   if (report.pods.size() >= static_cast<size_t>(kReportMaxPods)) {
     return {Absence::kNotAmongWorst,
             who + " is not among the " + std::to_string(kReportMaxPods) +
-                " GPU pods with the most wait; it did not starve noticeably" + cap_note + "."};
+                " GPU pods with the most wait behind others; it did not starve noticeably" +
+                cap_note + "."};
   }
   if (reporting != nullptr) {
     return {Absence::kNotStarving,
             who +
-                " is not in the StarvationReport: it did not starve noticeably (waited less "
-                "than " +
+                " is not in the StarvationReport: it did not starve noticeably (waited behind "
+                "others less than " +
                 StarvingPercent() + " of the last 10 min; its node " + node + " reports " +
                 std::to_string(reporting->gpu_pods) + " GPU pods, " +
                 std::to_string(reporting->starving_pods) + " starving)" + cap_note + "."};
   }
-  return {Absence::kNotReported,
-          who + " is not in the StarvationReport: it did not starve noticeably (waited less than " +
-              StarvingPercent() + " of the last 10 min), or no agent on its node " + node +
-              " observes it" + cap_note + "."};
+  return {Absence::kNotReported, who +
+                                     " is not in the StarvationReport: it did not starve "
+                                     "noticeably (waited behind others less "
+                                     "than " +
+                                     StarvingPercent() +
+                                     " of the last 10 min), or no agent on its node " + node +
+                                     " observes it" + cap_note + "."};
 }
 
 }  // namespace feedguard::plugin

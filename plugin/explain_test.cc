@@ -103,18 +103,21 @@ TEST(ExplainTest, RendersWindowsContendersAndThePolicy) {
   EXPECT_TRUE(Has(out, "# GPU pod ml/trainer-a on node gpu-node-1, CPU request 4.00 cores.\n#\n"))
       << out;
   // One row per window: covered, wait (%), source, CPU used of request, throttled, GPU busy, lost.
-  EXPECT_TRUE(Has(out, "# WINDOW   COVERED   WAIT             SOURCE   CPU USED")) << out;
+  EXPECT_TRUE(Has(
+      out, "# WINDOW   COVERED   WAIT             BY PODS   BY NODE   OWN    SOURCE   CPU USED"))
+      << out;
+  // Windows without the split (an older controller's) count the whole wait as behind pods.
   EXPECT_TRUE(Has(out,
-                  "# 1m       60.0s     12.0s (20.0%)    psi      3.10 cores of 4.00 "
-                  "requested   0.0s        45%        6.6s (0.0s..12.0s)\n"))
+                  "# 1m       60.0s     12.0s (20.0%)    20.0%     0.0%      0.0%   psi      3.10 "
+                  "cores of 4.00 requested   0.0s        45%        6.6s (0.0s..12.0s)\n"))
       << out;
   EXPECT_TRUE(Has(out,
-                  "# 10m      10m0s     120.0s (20.0%)   psi      3.10 cores of 4.00 "
-                  "requested   0.0s        50%        80.0s (20.0s..120.0s)\n"))
+                  "# 10m      10m0s     120.0s (20.0%)   13.3%     3.3%      3.3%   psi      3.10 "
+                  "cores of 4.00 requested   0.0s        50%        80.0s (20.0s..100.0s)\n"))
       << out;
   EXPECT_TRUE(Has(out,
-                  "# 1h       1h0m      11m40s (19.4%)   psi      3.06 cores of 4.00 "
-                  "requested   12.5s       52%        534.5s (100.0s..11m40s)\n"))
+                  "# 1h       1h0m      11m40s (19.4%)   19.4%     0.0%      0.0%   psi      3.06 "
+                  "cores of 4.00 requested   12.5s       52%        534.5s (100.0s..11m40s)\n"))
       << out;
   EXPECT_TRUE(Has(out, "# Contenders (who ran on its CPUs while it waited, CPU-seconds):\n"));
   EXPECT_TRUE(Has(out,
@@ -141,9 +144,10 @@ TEST(ExplainTest, WaitOnlyAndTheNodeAsMainContender) {
   EXPECT_TRUE(Has(out, "# neighbours: the one contender pod found carries app=spin, tier=batch.\n"))
       << out;
   EXPECT_TRUE(Has(out, "schedstat")) << out;
-  EXPECT_TRUE(Has(out,
-                  "1h       30m0s     250.0s (13.9%)   schedstat   0.83 cores of 1.00 "
-                  "requested   30.0s       n/a        n/a\n"))
+  EXPECT_TRUE(
+      Has(out,
+          "1h       30m0s     250.0s (13.9%)   13.9%     0.0%      0.0%   schedstat   0.83 cores "
+          "of 1.00 requested   30.0s       n/a        n/a\n"))
       << out;
   EXPECT_TRUE(Has(out, "# n/a: no NVML on its node: wait only.\n")) << out;
   EXPECT_TRUE(Has(out, "# The main contender is the node itself")) << out;
@@ -200,10 +204,11 @@ TEST(ExplainTest, WhyAPodIsNotInTheReport) {
   // Its node reports and the report has room (3 of 50): it did not starve.
   auto calm = why(r, "ml", "trainer-e", PodFixture("ml", "trainer-e"));
   EXPECT_EQ(calm.absence, Absence::kNotStarving);
-  EXPECT_EQ(calm.message,
-            "pod ml/trainer-e is not in the StarvationReport: it did not starve noticeably (waited "
-            "less than 5% of the last 10 min; its node gpu-node-2 reports 2 GPU pods, 1 "
-            "starving).");
+  EXPECT_EQ(
+      calm.message,
+      "pod ml/trainer-e is not in the StarvationReport: it did not starve noticeably (waited "
+      "behind others less than 5% of the last 10 min; its node gpu-node-2 reports 2 GPU pods, 1 "
+      "starving).");
   // Its node reports nothing (and the report lists every reporting node): not observed.
   auto unobserved = why(r, "ml", "trainer-f", PodFixture("ml", "trainer-f"));
   EXPECT_EQ(unobserved.absence, Absence::kNotObserved);
@@ -221,7 +226,8 @@ TEST(ExplainTest, WhyAPodIsNotInTheReport) {
   auto worst = why(full, "ml", "trainer-e", PodFixture("ml", "trainer-e"));
   EXPECT_EQ(worst.absence, Absence::kNotAmongWorst);
   EXPECT_EQ(worst.message,
-            "pod ml/trainer-e is not among the 50 GPU pods with the most wait; it did not starve "
+            "pod ml/trainer-e is not among the 50 GPU pods with the most wait behind others; it "
+            "did not starve "
             "noticeably.");
   full.cluster.gpu_pods_not_observed = 3;
   EXPECT_TRUE(Has(why(full, "ml", "trainer-e", PodFixture("ml", "trainer-e")).message,
@@ -236,7 +242,7 @@ TEST(ExplainTest, WhyAPodIsNotInTheReport) {
   auto unsure = why(many, "ml", "trainer-f", PodFixture("ml", "trainer-f"));
   EXPECT_EQ(unsure.absence, Absence::kNotReported);
   EXPECT_TRUE(Has(unsure.message,
-                  "it did not starve noticeably (waited less than 5% of the "
+                  "it did not starve noticeably (waited behind others less than 5% of the "
                   "last 10 min), or no agent on its node gpu-node-3 observes it"))
       << unsure.message;
 

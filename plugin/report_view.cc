@@ -52,6 +52,13 @@ ReportWindow ParseWindow(const Json& j) {
   w.wait_seconds = NumberOr(j, "waitSeconds");
   w.wait_fraction = NumberOr(j, "waitFraction");
   w.wait_source = JsonStringOr(j, "waitSource", "");
+  const Json& others = JsonMember(j, "waitBehindOthersSeconds");
+  w.wait_behind_others_seconds =
+      others.is_number() ? std::clamp(others.get<double>(), 0.0, w.wait_seconds) : w.wait_seconds;
+  const Json& pods = JsonMember(j, "waitBehindPodsSeconds");
+  w.wait_behind_pods_seconds =
+      pods.is_number() ? std::clamp(pods.get<double>(), 0.0, w.wait_behind_others_seconds)
+                       : w.wait_behind_others_seconds;
   w.cpu_seconds = NumberOr(j, "cpuSeconds");
   w.throttled_seconds = NumberOr(j, "throttledSeconds");
   w.gpu_sampled = BoolOr(j, "gpuSampled");
@@ -141,6 +148,8 @@ Result<StarvationReport> ParseStarvationReport(const Json& obj) {
   r.cluster.starving_pods = IntOr(c, "starvingPods");
   r.cluster.gpu_pods_not_observed = IntOr(c, "gpuPodsNotObserved");
   r.cluster.wait_seconds_10m = NumberOr(c, "waitSeconds10m");
+  r.cluster.wait_behind_others_seconds_10m =
+      NumberOr(c, "waitBehindOthersSeconds10m", r.cluster.wait_seconds_10m);
   r.cluster.gpu_lost_seconds_10m = NumberOr(c, "gpuLostSeconds10m");
   r.cluster.gpu_lost_seconds_1h = NumberOr(c, "gpuLostSeconds1h");
   const Json& pods = JsonMember(status, "pods");
@@ -165,7 +174,9 @@ Result<StarvationReport> ParseStarvationReport(const Json& obj) {
   return r;
 }
 
-bool Starving(const ReportWindow& w) { return IsStarving(w.wait_seconds, w.covered_seconds); }
+bool Starving(const ReportWindow& w) {
+  return IsStarving(w.wait_behind_others_seconds, w.covered_seconds);
+}
 
 TopView BuildTop(const StarvationReport& report, const TopOptions& opts) {
   TopView view;
@@ -182,6 +193,14 @@ TopView BuildTop(const StarvationReport& report, const TopOptions& opts) {
     row.pod = &p;
     row.wait_fraction_10m = w10->wait_fraction;
     row.wait_seconds_10m = w10->wait_seconds;
+    row.behind_others_seconds_10m = w10->wait_behind_others_seconds;
+    if (w10->covered_seconds > 0) {
+      const double cover = w10->covered_seconds;
+      row.behind_pods_fraction_10m = w10->wait_behind_pods_seconds / cover;
+      row.behind_node_fraction_10m =
+          (w10->wait_behind_others_seconds - w10->wait_behind_pods_seconds) / cover;
+      row.own_fraction_10m = (w10->wait_seconds - w10->wait_behind_others_seconds) / cover;
+    }
     if (w10->gpu_sampled) row.gpu_lost_10m = w10->gpu_lost_seconds;
     if (const ReportWindow* w1h = p.Window(kWindow1h); w1h != nullptr && w1h->gpu_sampled) {
       row.gpu_lost_1h = w1h->gpu_lost_seconds;
@@ -194,11 +213,13 @@ TopView BuildTop(const StarvationReport& report, const TopOptions& opts) {
   }
   std::stable_sort(rows.begin(), rows.end(), [](const TopRow& a, const TopRow& b) {
     const double la = StarvationRankSeconds(a.gpu_lost_10m.has_value(), a.gpu_lost_10m.value_or(0),
-                                            a.wait_seconds_10m);
+                                            a.behind_others_seconds_10m);
     const double lb = StarvationRankSeconds(b.gpu_lost_10m.has_value(), b.gpu_lost_10m.value_or(0),
-                                            b.wait_seconds_10m);
+                                            b.behind_others_seconds_10m);
     if (la != lb) return la > lb;
-    if (a.wait_seconds_10m != b.wait_seconds_10m) return a.wait_seconds_10m > b.wait_seconds_10m;
+    if (a.behind_others_seconds_10m != b.behind_others_seconds_10m) {
+      return a.behind_others_seconds_10m > b.behind_others_seconds_10m;
+    }
     return PodKey(*a.pod) < PodKey(*b.pod);
   });
   if (opts.limit > 0 && rows.size() > static_cast<size_t>(opts.limit)) {
@@ -223,7 +244,8 @@ std::string RenderTopHeader(const StarvationReport& report,
   }
   out += ": " + std::to_string(c.nodes_reporting) + " node" + (c.nodes_reporting == 1 ? "" : "s") +
          " reporting, " + std::to_string(c.gpu_pods) + " GPU pod" + (c.gpu_pods == 1 ? "" : "s") +
-         ", " + std::to_string(c.starving_pods) + " starving (waited >= " + StarvingPercent() +
+         ", " + std::to_string(c.starving_pods) +
+         " starving (waited behind others >= " + StarvingPercent() +
          " of 10 min), GPU time lost over 10 min: " + FormatSeconds(c.gpu_lost_seconds_10m);
   if (c.gpu_pods_not_observed > 0) {
     out += " (" + std::to_string(c.gpu_pods_not_observed) +
@@ -239,14 +261,13 @@ std::string RenderTopTable(const StarvationReport& report, const TopView& view,
     return out + "the report is empty: the controller has not written it yet\n";
   }
   if (view.rows.empty()) {
-    out += view.ns.empty()
-               ? "no GPU pod is starving: none waited for a CPU >= " + StarvingPercent() +
-                     " of 10 min\n"
-               : "no GPU pod is starving in namespace " + view.ns + "\n";
+    out += view.ns.empty() ? "no GPU pod is starving: none waited for a CPU behind others >= " +
+                                 StarvingPercent() + " of 10 min\n"
+                           : "no GPU pod is starving in namespace " + view.ns + "\n";
   } else {
     std::vector<std::vector<std::string>> rows;
-    rows.push_back({"NAMESPACE", "POD", "NODE", "WAIT%", "WAIT", "GPU-LOST-10M", "GPU-LOST-1H",
-                    "TOP CONTENDERS"});
+    rows.push_back({"NAMESPACE", "POD", "NODE", "WAIT%", "BY-PODS", "BY-NODE", "OWN",
+                    "GPU-LOST-10M", "GPU-LOST-1H", "TOP CONTENDERS"});
     for (const auto& r : view.rows) {
       std::string contenders;
       for (const auto& c : r.contenders) {
@@ -257,11 +278,15 @@ std::string RenderTopTable(const StarvationReport& report, const TopView& view,
       rows.push_back({r.pod->ns.empty() ? "-" : r.pod->ns,
                       r.pod->name.empty() ? "uid " + r.pod->uid : r.pod->name,
                       r.pod->node.empty() ? "-" : r.pod->node, FormatPercent(r.wait_fraction_10m),
-                      FormatSeconds(r.wait_seconds_10m),
+                      FormatPercent(r.behind_pods_fraction_10m),
+                      FormatPercent(r.behind_node_fraction_10m), FormatPercent(r.own_fraction_10m),
                       r.gpu_lost_10m ? FormatSeconds(*r.gpu_lost_10m) : "n/a",
                       r.gpu_lost_1h ? FormatSeconds(*r.gpu_lost_1h) : "n/a", contenders});
     }
     out += RenderColumns(rows);
+    out +=
+        "WAIT% = BY-PODS (other pods ran on its CPUs: a FencePolicy takes that back) + BY-NODE "
+        "(the node's own processes) + OWN (behind its own threads: it needs more CPU)\n";
   }
   if (view.wait_only) out += "n/a: no NVML on some nodes: wait only\n";
   if (view.starving_elsewhere > 0) {
@@ -283,11 +308,14 @@ Json TopJson(const StarvationReport& report, const TopView& view,
   j["updated"] = report.updated.empty() ? Json() : Json(report.updated);
   const auto age = AgeOf(report, now);
   j["ageSeconds"] = age ? Json(age->count()) : Json();
-  j["cluster"] = {
-      {"nodesReporting", c.nodes_reporting},      {"gpuPods", c.gpu_pods},
-      {"starvingPods", c.starving_pods},          {"gpuPodsNotObserved", c.gpu_pods_not_observed},
-      {"waitSeconds10m", c.wait_seconds_10m},     {"gpuLostSeconds10m", c.gpu_lost_seconds_10m},
-      {"gpuLostSeconds1h", c.gpu_lost_seconds_1h}};
+  j["cluster"] = {{"nodesReporting", c.nodes_reporting},
+                  {"gpuPods", c.gpu_pods},
+                  {"starvingPods", c.starving_pods},
+                  {"gpuPodsNotObserved", c.gpu_pods_not_observed},
+                  {"waitSeconds10m", c.wait_seconds_10m},
+                  {"gpuLostSeconds10m", c.gpu_lost_seconds_10m},
+                  {"waitBehindOthersSeconds10m", c.wait_behind_others_seconds_10m},
+                  {"gpuLostSeconds1h", c.gpu_lost_seconds_1h}};
   j["namespace"] = view.ns.empty() ? Json() : Json(view.ns);
   Json pods = Json::array();
   for (const auto& r : view.rows) {
@@ -303,6 +331,10 @@ Json TopJson(const StarvationReport& report, const TopView& view,
                {"node", r.pod->node},
                {"waitFraction10m", r.wait_fraction_10m},
                {"waitSeconds10m", r.wait_seconds_10m},
+               {"waitBehindPodsFraction10m", r.behind_pods_fraction_10m},
+               {"waitBehindNodeFraction10m", r.behind_node_fraction_10m},
+               {"ownWaitFraction10m", r.own_fraction_10m},
+               {"waitBehindOthersSeconds10m", r.behind_others_seconds_10m},
                {"gpuSampled", r.gpu_lost_10m.has_value()},
                {"contenders", std::move(contenders)}};
     pj["gpuLostSeconds10m"] = r.gpu_lost_10m ? Json(*r.gpu_lost_10m) : Json();

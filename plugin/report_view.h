@@ -57,6 +57,10 @@ struct ReportWindow {
   double wait_seconds = 0;
   double wait_fraction = 0;
   std::string wait_source;  // "psi" or "schedstat"
+  // Of the wait, the part behind other workloads and of that the pods' part (the whole wait where
+  // an older controller wrote none: it did not split the wait).
+  double wait_behind_others_seconds = 0;
+  double wait_behind_pods_seconds = 0;
   double cpu_seconds = 0;
   double throttled_seconds = 0;
   bool gpu_sampled = false;
@@ -87,6 +91,7 @@ struct ClusterTotals {
   int64_t starving_pods = 0;
   int64_t gpu_pods_not_observed = 0;
   double wait_seconds_10m = 0;
+  double wait_behind_others_seconds_10m = 0;
   double gpu_lost_seconds_10m = 0;
   double gpu_lost_seconds_1h = 0;
 };
@@ -126,6 +131,12 @@ struct TopRow {
   const ReportPod* pod = nullptr;
   double wait_fraction_10m = 0;
   double wait_seconds_10m = 0;
+  // Of the wait, as fractions of the window: behind other pods, behind the node's processes,
+  // behind its own threads (the three add up to wait_fraction_10m).
+  double behind_pods_fraction_10m = 0;
+  double behind_node_fraction_10m = 0;
+  double own_fraction_10m = 0;
+  double behind_others_seconds_10m = 0;
   std::optional<double> gpu_lost_10m;  // nullopt: no NVML sample for the pod's GPUs (wait only)
   std::optional<double> gpu_lost_1h;
   std::vector<Contender> contenders;  // the 10 min window's, most CPU-seconds first, at most 3
@@ -139,27 +150,30 @@ struct TopView {
   bool wait_only = false;      // some row has no GPU figure (no NVML on its node)
 };
 
-// Starving over a window: waited at least kStarvingWaitPercent % of the time it covers (the
-// controller's rule, controller/observe/starvation_book.h Starving).
+// Starving over a window: waited behind others at least kStarvingWaitPercent % of the time it
+// covers (the controller's rule, feedguard/common/starvation.h IsStarving).
 bool Starving(const ReportWindow& w);
 
 // The starving pods (10 min window) of `opts.ns` (or all), worst first in the controller's order
 // (controller/observe/starvation_report.h): GPU seconds lost over 10 min (0 where NVML did not
-// sample the GPUs), then wait over 10 min, then namespace/name. At most `opts.limit` rows.
+// sample the GPUs), then wait behind others over 10 min, then namespace/name. At most
+// `opts.limit` rows.
 TopView BuildTop(const StarvationReport& report, const TopOptions& opts);
 
 // The header line: cluster totals and the report's age.
 std::string RenderTopHeader(const StarvationReport& report,
                             std::chrono::system_clock::time_point now);
-// Header, the table (NAMESPACE POD NODE WAIT% WAIT GPU-LOST-10M GPU-LOST-1H TOP CONTENDERS) and
-// footer lines (wait only, hidden namespaces, limit). Ends with a newline.
+// Header, the table (NAMESPACE POD NODE WAIT% BY-PODS BY-NODE OWN GPU-LOST-10M GPU-LOST-1H TOP
+// CONTENDERS: the wait over 10 min and its three parts) and footer lines (the parts, wait only,
+// hidden namespaces, limit). Ends with a newline.
 std::string RenderTopTable(const StarvationReport& report, const TopView& view,
                            std::chrono::system_clock::time_point now);
 // The same as one JSON object with stable camelCase names:
 //   {updated, ageSeconds, cluster:{...}, namespace (null = all), pods:[{namespace, name, uid, node,
-//    waitFraction10m, waitSeconds10m, gpuSampled, gpuLostSeconds10m, gpuLostSeconds1h (null
-//    without NVML), contenders:[{kind, namespace, name, cpuSeconds}]}], starvingElsewhere,
-//    omittedByLimit}
+//    waitFraction10m, waitSeconds10m, waitBehindPodsFraction10m, waitBehindNodeFraction10m,
+//    ownWaitFraction10m, waitBehindOthersSeconds10m, gpuSampled, gpuLostSeconds10m,
+//    gpuLostSeconds1h (null without NVML), contenders:[{kind, namespace, name, cpuSeconds}]}],
+//    starvingElsewhere, omittedByLimit}
 Json TopJson(const StarvationReport& report, const TopView& view,
              std::chrono::system_clock::time_point now);
 

@@ -162,19 +162,50 @@ TEST(ReportViewTest, TopRanksTheStarvingPodsWorstFirst) {
             (std::vector<std::string>{"vision/trainer-c", "ml/trainer-a"}));  // 90 s wait > 6 s
 }
 
+// A pod that waited mostly behind its own threads is not starving: more CPU, not a fence, helps
+// it. trainer-b waited 30 s of its 10 min (5 %), only 1 s of it while others ran.
+TEST(ReportViewTest, WaitBehindItsOwnThreadsIsNotStarvation) {
+  Json own = ReportFixture();
+  for (Json& p : own["status"]["pods"]) {
+    if (p["name"] != "trainer-b") continue;
+    for (Json& w : p["windows"]) {
+      w["waitBehindOthersSeconds"] = 1.0;
+      w["waitBehindPodsSeconds"] = 0.5;
+    }
+  }
+  auto r = ParseStarvationReport(own);
+  ASSERT_TRUE(r.ok());
+  const ReportWindow* w = r->Find("ml", "trainer-b")->Window(kWindow10m);
+  EXPECT_DOUBLE_EQ(w->wait_seconds, 30);
+  EXPECT_FALSE(Starving(*w));
+  EXPECT_EQ(RowNames(BuildTop(*r, {.ns = "", .limit = 0})),
+            (std::vector<std::string>{"vision/trainer-c", "ml/trainer-a"}));
+  // A split over the wait (hostile or broken) is held to it.
+  own["status"]["pods"][0]["windows"][1]["waitBehindOthersSeconds"] = 1e9;
+  own["status"]["pods"][0]["windows"][1]["waitBehindPodsSeconds"] = -4;
+  auto h = ParseStarvationReport(own);
+  const ReportWindow* hw = h->pods[0].Window(kWindow10m);
+  EXPECT_DOUBLE_EQ(hw->wait_behind_others_seconds, hw->wait_seconds);
+  EXPECT_DOUBLE_EQ(hw->wait_behind_pods_seconds, 0);
+}
+
 TEST(ReportViewTest, TableGolden) {
   const StarvationReport r = Fixture();
   const std::string got =
       RenderTopTable(r, BuildTop(r, {.ns = "ml", .limit = 20}), At("2026-11-28T10:02:15Z"));
   const std::string want =
       "StarvationReport/cluster (updated 2m15s ago): 2 nodes reporting, 4 GPU pods, 3 starving "
-      "(waited >= 5% of 10 min), GPU time lost over 10 min: 92.0s\n"
-      "NAMESPACE   POD         NODE         WAIT%   WAIT     GPU-LOST-10M   GPU-LOST-1H   TOP "
-      "CONTENDERS\n"
-      "ml          trainer-a   gpu-node-1   20.0%   120.0s   80.0s          534.5s        "
-      "batch/spin-a (60.0s), batch/spin-c (40.0s), etl/loader-0 (30.0s)\n"
-      "ml          trainer-b   gpu-node-2   5.0%    30.0s    12.0s          76.0s         "
-      "batch/spin-a (20.0s), batch/spin-b (15.0s), node (5.0s)\n"
+      "(waited behind others >= 5% of 10 min), GPU time lost over 10 min: 92.0s\n"
+      "NAMESPACE   POD         NODE         WAIT%   BY-PODS   BY-NODE   OWN    GPU-LOST-10M   "
+      "GPU-LOST-1H   TOP CONTENDERS\n"
+      "ml          trainer-a   gpu-node-1   20.0%   13.3%     3.3%      3.3%   80.0s          "
+      "534.5s        batch/spin-a (60.0s), batch/spin-c (40.0s), etl/loader-0 (30.0s)\n"
+      // trainer-b's report has no split (an older controller's): all of its wait counts as
+      // behind pods.
+      "ml          trainer-b   gpu-node-2   5.0%    5.0%      0.0%      0.0%   12.0s          "
+      "76.0s         batch/spin-a (20.0s), batch/spin-b (15.0s), node (5.0s)\n"
+      "WAIT% = BY-PODS (other pods ran on its CPUs: a FencePolicy takes that back) + BY-NODE "
+      "(the node's own processes) + OWN (behind its own threads: it needs more CPU)\n"
       "1 starving pod in other namespaces (-A shows every namespace)\n";
   EXPECT_EQ(got, want);
 }
@@ -185,8 +216,8 @@ TEST(ReportViewTest, TableSaysWhereThereIsNoGpuFigure) {
       RenderTopTable(r, BuildTop(r, {.ns = "", .limit = 0}), At("2026-11-28T10:00:40Z"));
   EXPECT_NE(got.find("(updated 40s ago)"), std::string::npos) << got;
   // trainer-c's row: wait figures, "n/a" for both GPU columns, the node as its top contender.
-  EXPECT_NE(got.find("\nvision      trainer-c   gpu-node-1   15.0%   90.0s    n/a            n/a "
-                     "          node (50.0s), batch/spin-c (20.0s)\n"),
+  EXPECT_NE(got.find("\nvision      trainer-c   gpu-node-1   15.0%   15.0%     0.0%      0.0%   "
+                     "n/a            n/a           node (50.0s), batch/spin-c (20.0s)\n"),
             std::string::npos)
       << got;
   EXPECT_NE(got.find("\nn/a: no NVML on some nodes: wait only\n"), std::string::npos) << got;

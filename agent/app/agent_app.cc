@@ -150,21 +150,30 @@ void AgentApp::Stop() {
 }
 
 std::string RenderObservedMetrics(const observe::ObserveMetrics& m) {
-  std::vector<Series> wait, lost, ratio, contenders;
+  std::vector<Series> wait, behind, lost, ratio, behind_ratio, contenders;
   for (const observe::ObservedPodMetrics& p : m.pods) {
-    for (const auto& [source, s] : p.wait_s_total) {
-      wait.push_back(
-          {{{"namespace", p.ns},
-            {"pod", p.name},
-            {"source", std::string(NameOf(observe::kWaitSourceNames, source, "unknown"))}},
-           s});
-    }
+    auto by_source = [&](const std::map<observe::WaitSource, double>& totals,
+                         std::vector<Series>& into) {
+      for (const auto& [source, s] : totals) {
+        into.push_back(
+            {{{"namespace", p.ns},
+              {"pod", p.name},
+              {"source", std::string(NameOf(observe::kWaitSourceNames, source, "unknown"))}},
+             s});
+      }
+    };
+    by_source(p.wait_s_total, wait);
+    by_source(p.behind_others_s_total, behind);
     if (p.gpu_lost_s_total) {
       lost.push_back({{{"namespace", p.ns}, {"pod", p.name}}, *p.gpu_lost_s_total});
     }
     if (p.wait_ratio_10m) {  // not where the wait was not measured
       ratio.push_back(
           {{{"namespace", p.ns}, {"pod", p.name}, {"window", "10m"}}, *p.wait_ratio_10m});
+    }
+    if (p.behind_others_ratio_10m) {
+      behind_ratio.push_back(
+          {{{"namespace", p.ns}, {"pod", p.name}, {"window", "10m"}}, *p.behind_others_ratio_10m});
     }
   }
   for (const observe::Contention& c : m.contenders) {
@@ -176,14 +185,23 @@ std::string RenderObservedMetrics(const observe::ObserveMetrics& m) {
                       "first observed it (source psi: cpu.pressure some; schedstat: its tasks' run "
                       "delay, an upper bound)",
                       "counter", wait);
+  out += RenderSeries("feedguard_observed_pod_cpu_wait_behind_others_seconds_total",
+                      "of that wait, the part in which other workloads could have held the pod's "
+                      "CPUs (an upper bound; the rest it waited behind its own threads)",
+                      "counter", behind);
   out += RenderSeries("feedguard_observed_pod_gpu_lost_seconds_total",
-                      "estimated GPU time an observed pod lost to its feeders' CPU wait (wait x "
-                      "GPU idle / interval, per interval; pods with an NVML reading only)",
+                      "estimated GPU time an observed pod lost to its feeders' CPU wait behind "
+                      "other workloads (that wait x GPU idle / interval, per interval; pods with "
+                      "an NVML reading only)",
                       "counter", lost);
   out += RenderSeries("feedguard_observed_pod_wait_ratio",
                       "share of the window an observed GPU pod's feeders waited for a CPU (absent "
                       "while its wait is not measured: no PSI and its tasks not seen)",
                       "gauge", ratio);
+  out += RenderSeries("feedguard_observed_pod_wait_behind_others_ratio",
+                      "share of the window an observed GPU pod's feeders waited while other "
+                      "workloads could have held its CPUs (absent while its wait is not measured)",
+                      "gauge", behind_ratio);
   out += RenderSeries("feedguard_observed_contender_cpu_seconds",
                       "CPU time the node's top contenders took on observed pods' CPUs while they "
                       "waited, summed over those pods (contender_uid: a pod uid, or node)",

@@ -138,14 +138,17 @@ std::vector<std::string> NodeObserver::Step(double dt_s,
           ")");
     }
     if (auto g = gpu_busy.find(uid); g != gpu_busy.end()) s.gpu_busy = g->second;
-    if (WaitedIn(s) && busy && last_busy_) {
+    {
       std::vector<CgroupUsage> others;
       for (const auto& d : deltas) {
         if (d.contender != uid) others.push_back(d);
       }
       const CpuSet& cpus = pod.reader->cpus();
-      s.contenders =
-          ContendersOn(cpus, s.cpu_s, others, BusyOn(*last_busy_, *busy, cpus), options_.top_k);
+      std::optional<double> node_busy;
+      if (busy && last_busy_) node_busy = BusyOn(*last_busy_, *busy, cpus);
+      ContentionOnCpus on = ContendersOn(cpus, s.cpu_s, others, node_busy, options_.top_k);
+      SplitWait(s, cpus.size(), on.total);
+      if (WaitedIn(s) && node_busy) s.contenders = std::move(on.top);
     }
     last_samples_[uid] = s;
     pod.windows.Add(std::move(s));

@@ -129,6 +129,28 @@ TEST_F(NodeObserverTest, NamesWhoRanWhileThePodWaitedAndWhatItCostTheGpu) {
   EXPECT_FALSE(c.gpu_lost);
 }
 
+// A pod with more runnable threads than CPUs waits behind itself: of its 8 s wait only what the
+// others ran on its CPUs (and it left unused) counts as behind them.
+TEST_F(NodeObserverTest, SplitsTheWaitBehindOthersFromTheWaitBehindItself) {
+  NodeObserver o = Observer();
+  o.Observe({kTrainer});
+  o.Step(10, {});
+  // Over 10 s on 4 CPUs (40 CPU-s): the trainer used 39, the neighbour 0.5, the node the rest.
+  Set(kTrainer, 39, 8);
+  Set(kNeighbour, 0.5, 0);
+  Stat(10);
+  o.Step(10, {{kTrainer, 0.0}});
+  const PodSample& t = o.last_samples().at(kTrainer);
+  EXPECT_DOUBLE_EQ(t.wait_s, 8);
+  EXPECT_NEAR(t.behind_others_s, 1.0, 1e-6);
+  EXPECT_NEAR(t.behind_pods_s, 0.5, 1e-6);
+  const Summary s = o.Summaries(std::chrono::seconds(60)).at(kTrainer);
+  EXPECT_NEAR(s.behind_others_s, 1.0, 1e-6);
+  ASSERT_TRUE(s.gpu_lost);
+  EXPECT_NEAR(s.gpu_lost->high_s, 1.0, 1e-6) << "an idle GPU lost at most the wait behind others";
+  EXPECT_EQ(s.contenders.size(), 2u) << "1 s of 10 behind others: named";
+}
+
 TEST_F(NodeObserverTest, APodNoLongerObservedIsDropped) {
   NodeObserver o = Observer();
   o.Observe({kTrainer});

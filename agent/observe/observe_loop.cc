@@ -36,6 +36,8 @@ v1::ObservationWindow ToWire(std::chrono::seconds window, const Summary& s) {
   w.set_window_seconds(static_cast<uint32_t>(window.count()));
   w.set_covered_seconds(s.window_s);
   w.set_wait_seconds(s.wait_s);
+  w.set_wait_behind_others_seconds(s.behind_others_s);
+  w.set_wait_behind_pods_seconds(s.behind_pods_s);
   if (s.source) {
     w.set_wait_source(
         ValueOf(kWaitSourceWire, *s.source, v1::ObservationWindow::WAIT_SOURCE_UNSPECIFIED));
@@ -240,6 +242,7 @@ void ObserveLoop::StepLocked(double dt_s) {
     if (pod == pods_.end()) continue;
     if (s.source != WaitSource::kUnknown) {
       pod->second.wait_s_total[s.source] += std::clamp(s.wait_s, 0.0, s.dt_s);
+      pod->second.behind_others_s_total[s.source] += std::clamp(s.behind_others_s, 0.0, s.dt_s);
     }
     if (auto lost = GpuLostIn(s)) {
       pod->second.gpu_lost_s_total = pod->second.gpu_lost_s_total.value_or(0) + lost->estimate_s;
@@ -259,12 +262,16 @@ void ObserveLoop::PublishLocked() {
     for (auto w : kReportWindows) {
       *p.observation.add_windows() = ToWire(w, windows.at(w).at(uid));
     }
-    p.wait_1h_s = hour.wait_s;
+    p.behind_others_1h_s = hour.behind_others_s;
     const Summary& ten = windows.at(kMetricsWindow).at(uid);
-    if (ten.source != WaitSource::kUnknown) p.wait_ratio_10m = ten.wait_fraction;
+    if (ten.source != WaitSource::kUnknown) {
+      p.wait_ratio_10m = ten.wait_fraction;
+      if (ten.window_s > 0) p.behind_others_ratio_10m = ten.behind_others_s / ten.window_s;
+    }
     p.contenders_10m = ten.contenders;
     if (auto pod = pods_.find(uid); pod != pods_.end()) {
       p.wait_s_total = pod->second.wait_s_total;
+      p.behind_others_s_total = pod->second.behind_others_s_total;
       p.gpu_lost_s_total = pod->second.gpu_lost_s_total;
     }
     next.emplace(uid, std::move(p));
@@ -287,7 +294,9 @@ std::vector<v1::PodObservation> ObserveLoop::Observations() const {
   std::lock_guard l(mu_);
   for (const auto& [uid, p] : published_) order.push_back(&p);
   std::sort(order.begin(), order.end(), [](const Published* a, const Published* b) {
-    if (a->wait_1h_s != b->wait_1h_s) return a->wait_1h_s > b->wait_1h_s;
+    if (a->behind_others_1h_s != b->behind_others_1h_s) {
+      return a->behind_others_1h_s > b->behind_others_1h_s;
+    }
     return a->observation.uid() < b->observation.uid();
   });
   std::vector<v1::PodObservation> out;
@@ -308,8 +317,10 @@ ObserveMetrics ObserveLoop::Metrics() const {
     pod.ns = ref->second.namespace_();
     pod.name = ref->second.name();
     pod.wait_s_total = p.wait_s_total;
+    pod.behind_others_s_total = p.behind_others_s_total;
     pod.gpu_lost_s_total = p.gpu_lost_s_total;
     pod.wait_ratio_10m = p.wait_ratio_10m;
+    pod.behind_others_ratio_10m = p.behind_others_ratio_10m;
     m.pods.push_back(std::move(pod));
     for (const Contention& c : p.contenders_10m) contenders[c.contender] += c.cpu_s;
   }

@@ -89,10 +89,13 @@ struct ObservedPodMetrics {
   // from (a counter per source: never decreases while the pod is observed). Intervals whose wait
   // was not measured (WaitSource::kUnknown) add to none.
   std::map<WaitSource, double> wait_s_total;
+  // Of it, the part behind other workloads (starvation.h SplitWait), the same way.
+  std::map<WaitSource, double> behind_others_s_total;
   // GPU time lost (the estimate) over the same time; nullopt until an interval had a GPU reading.
   std::optional<double> gpu_lost_s_total;
   // Over its newest kMetricsWindow of samples; nullopt where that window's wait is not known.
   std::optional<double> wait_ratio_10m;
+  std::optional<double> behind_others_ratio_10m;
 };
 struct ObserveMetrics {
   std::vector<ObservedPodMetrics> pods;  // those with at least one interval, by uid
@@ -129,7 +132,8 @@ class ObserveLoop {
 
   // Each observed pod with at least one interval: its windows (kReportWindows) with at most
   // kMaxObservedContenders contenders each (the node as pod_uid ""), worst first — the most
-  // feeder wait over the hour, then by uid — so a report cut to size drops the least starved.
+  // feeder wait behind others over the hour, then by uid — so a report cut to size drops the least
+  // starved.
   std::vector<v1::PodObservation> Observations() const;
   ObserveMetrics Metrics() const;
 
@@ -140,14 +144,17 @@ class ObserveLoop {
     double gpu_busy_sum = 0;  // this period's readings (fractions)
     int gpu_readings = 0;
     std::map<WaitSource, double> wait_s_total;
+    std::map<WaitSource, double> behind_others_s_total;
     std::optional<double> gpu_lost_s_total;
   };
   struct Published {  // one pod's figures as of the last step
     v1::PodObservation observation;
-    double wait_1h_s = 0;
+    double behind_others_1h_s = 0;
     std::map<WaitSource, double> wait_s_total;
+    std::map<WaitSource, double> behind_others_s_total;
     std::optional<double> gpu_lost_s_total;
     std::optional<double> wait_ratio_10m;
+    std::optional<double> behind_others_ratio_10m;
     std::vector<Contention> contenders_10m;
   };
 

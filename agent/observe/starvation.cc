@@ -25,10 +25,19 @@ std::vector<Contention> Ranked(std::map<std::string, double> by_contender, size_
 
 }  // namespace
 
+void SplitWait(PodSample& s, size_t cpus, const OthersOnCpus& others) {
+  const double wait = std::clamp(s.wait_s, 0.0, std::max(0.0, s.dt_s));
+  double c = wait;
+  if (others.node_s) c = std::min(c, std::max(0.0, others.pods_s + *others.node_s));
+  if (cpus > 0) c = std::min(c, std::max(0.0, static_cast<double>(cpus) * s.dt_s - s.cpu_s));
+  s.behind_others_s = c;
+  s.behind_pods_s = std::min(c, std::max(0.0, others.pods_s));
+}
+
 std::optional<GpuLost> GpuLostIn(const PodSample& s) {
   if (!s.gpu_busy || s.dt_s <= 0 || s.source == WaitSource::kUnknown) return std::nullopt;
   const double dt = s.dt_s;
-  const double wait = std::clamp(s.wait_s, 0.0, dt);
+  const double wait = std::clamp(s.behind_others_s, 0.0, dt);
   const double idle = (1.0 - std::clamp(*s.gpu_busy, 0.0, 1.0)) * dt;
   GpuLost l;
   l.low_s = std::max(0.0, wait + idle - dt);
@@ -37,13 +46,15 @@ std::optional<GpuLost> GpuLostIn(const PodSample& s) {
   return l;
 }
 
-bool WaitedIn(const PodSample& s) { return s.dt_s > 0 && s.wait_s >= kMinWaitFraction * s.dt_s; }
+bool WaitedIn(const PodSample& s) {
+  return s.dt_s > 0 && s.behind_others_s >= kMinWaitFraction * s.dt_s;
+}
 
-std::vector<Contention> ContendersOn(const CpuSet& cpus, double own_cpu_s,
-                                     const std::vector<CgroupUsage>& others,
-                                     double node_busy_on_cpus_s, size_t top_k) {
+ContentionOnCpus ContendersOn(const CpuSet& cpus, double own_cpu_s,
+                              const std::vector<CgroupUsage>& others,
+                              std::optional<double> node_busy_on_cpus_s, size_t top_k) {
+  ContentionOnCpus out;
   std::map<std::string, double> by;
-  double pods_s = own_cpu_s;
   for (const CgroupUsage& u : others) {
     if (u.cpus.empty() || u.cpu_s <= 0) continue;
     const size_t overlap = u.cpus.Intersect(cpus).size();
@@ -51,11 +62,15 @@ std::vector<Contention> ContendersOn(const CpuSet& cpus, double own_cpu_s,
     const double share =
         u.cpu_s * static_cast<double>(overlap) / static_cast<double>(u.cpus.size());
     by[u.contender] += share;
-    pods_s += share;
+    out.total.pods_s += share;
   }
-  const double node_s = node_busy_on_cpus_s - pods_s;
-  if (node_s > 0) by[kNodeContender] += node_s;
-  return Ranked(std::move(by), top_k);
+  if (node_busy_on_cpus_s) {
+    const double node_s = std::max(0.0, *node_busy_on_cpus_s - own_cpu_s - out.total.pods_s);
+    out.total.node_s = node_s;
+    if (node_s > 0) by[kNodeContender] += node_s;
+  }
+  out.top = Ranked(std::move(by), top_k);
+  return out;
 }
 
 PodWindows::PodWindows(std::chrono::seconds period, std::chrono::seconds horizon, size_t top_k)
@@ -83,6 +98,8 @@ Summary PodWindows::Over(std::chrono::seconds window) const {
     if (!sum.source || s.source == WaitSource::kUnknown) sum.source = s.source;
     sum.window_s += s.dt_s;
     sum.wait_s += std::clamp(s.wait_s, 0.0, s.dt_s);
+    sum.behind_others_s += std::clamp(s.behind_others_s, 0.0, s.dt_s);
+    sum.behind_pods_s += std::clamp(s.behind_pods_s, 0.0, s.dt_s);
     sum.cpu_s += s.cpu_s;
     sum.throttled_s += s.throttled_s;
     if (auto lost = GpuLostIn(s)) {

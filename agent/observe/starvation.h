@@ -5,11 +5,21 @@
 // them (PodWindows); a Summary is any window up to that hour (the surfaces use 1 min, 10 min and
 // 1 h). Pure: the readers (cgroup usage and PSI, /proc schedstat, NVML) fill the samples.
 //
-// GPU time lost (docs/DESIGN.md "Observe first"): in one interval of length dt the feeders
-// waited w seconds (at least one of them runnable and not running) and the GPU was idle
+// Wait behind others (docs/DESIGN.md §4b): the wait counts a task that waits behind the pod's own
+// threads as much as one that waits behind a neighbour. In one interval of length dt on n
+// allowed CPUs, where the pod used u CPU-seconds and everything else ran o CPU-seconds on those
+// CPUs, the part of the wait w in which another workload could have held the CPU is at most
+//   c = min(w, o, n·dt − u)
+// (an instant in which a task of the pod waits because another runs needs another running on one
+// of its CPUs, and a CPU of its own not running it). The rest, w − c, it waited behind its own
+// threads (or its own quota): more CPU for the pod, not a fence, is its cure. Of c, the pods' part
+// is at most min(c, the other pods' CPU-seconds on those CPUs); the node (system daemons, kubelet)
+// has the rest.
+//
+// GPU time lost: in one interval the feeders waited c seconds behind others and the GPU was idle
 // i = (1 - busy)·dt. Where within the interval the two fell is not known, so the lost time L,
-// the overlap of the two, is bounded by max(0, w + i - dt) ≤ L ≤ min(w, i); the estimate takes
-// them as independent within the interval, L ≈ w·i/dt. Without a GPU reading there is no GPU
+// the overlap of the two, is bounded by max(0, c + i - dt) ≤ L ≤ min(c, i); the estimate takes
+// them as independent within the interval, L ≈ c·i/dt. Without a GPU reading there is no GPU
 // figure: only the wait.
 #pragma once
 
@@ -51,6 +61,10 @@ struct PodSample {
   double dt_s = 0;
   double wait_s = 0;  // ≤ dt_s
   WaitSource source = WaitSource::kPsi;
+  // Of wait_s, the part in which others could have held its CPUs, and of that the pods' part
+  // (set by SplitWait).
+  double behind_others_s = 0;
+  double behind_pods_s = 0;
   double cpu_s = 0;                // CPU the pod used
   double throttled_s = 0;          // its cpu.stat throttled time
   std::optional<double> gpu_busy;  // fraction of the interval its GPUs were busy (NVML), [0, 1]
@@ -61,11 +75,22 @@ struct PodSample {
 struct GpuLost {
   double estimate_s = 0, low_s = 0, high_s = 0;
 };
-// The GPU time one interval lost to its feeders' wait; nullopt without a GPU reading or where the
-// wait was not measured (WaitSource::kUnknown).
+// What ran on a pod's CPUs in one interval besides the pod: the other pods' shares and the node's
+// rest, in CPU-seconds; nullopt for the node where /proc/stat could not be read.
+struct OthersOnCpus {
+  double pods_s = 0;
+  std::optional<double> node_s;
+};
+// Splits s.wait_s (see the top of this file): behind_others_s = min(w, pods + node, n·dt − u),
+// behind_pods_s = min(that, pods). Without the node's figure, o is not bounded by it.
+void SplitWait(PodSample& s, size_t cpus, const OthersOnCpus& others);
+
+// The GPU time one interval lost to its feeders' wait behind others; nullopt without a GPU
+// reading or where the wait was not measured (WaitSource::kUnknown).
 std::optional<GpuLost> GpuLostIn(const PodSample& s);
 
-// Whether the pod waited in an interval enough to name who ran meanwhile: at least 1 % of it.
+// Whether the pod waited behind others in an interval enough to name who ran meanwhile: at least
+// 1 % of it (after SplitWait).
 bool WaitedIn(const PodSample& s);
 
 // Another cgroup's CPU time over one interval and the CPUs it may use.
@@ -74,18 +99,24 @@ struct CgroupUsage {
   double cpu_s = 0;
   CpuSet cpus;
 };
-// Who ran on `cpus` (the observed pod's allowed CPUs) during the interval, most first, at most
-// `top_k`: each other pod's usage × |its CPUs ∩ cpus| / |its CPUs| (its usage taken as spread
-// evenly over the CPUs it may use), and the node's busy time on `cpus` (/proc/stat) less the
-// observed pod's own use and all those shares as kNodeContender. Entries below 1 ms are dropped.
-std::vector<Contention> ContendersOn(const CpuSet& cpus, double own_cpu_s,
-                                     const std::vector<CgroupUsage>& others,
-                                     double node_busy_on_cpus_s, size_t top_k);
+// Who ran on `cpus` (the observed pod's allowed CPUs) during the interval: each other pod's usage
+// × |its CPUs ∩ cpus| / |its CPUs| (its usage taken as spread evenly over the CPUs it may use),
+// and the node's busy time on `cpus` (/proc/stat; nullopt: not read) less the observed pod's own
+// use and all those shares as kNodeContender. `top`: most first, at most `top_k`, entries below
+// 1 ms dropped; `total`: every share, none dropped.
+struct ContentionOnCpus {
+  std::vector<Contention> top;
+  OthersOnCpus total;
+};
+ContentionOnCpus ContendersOn(const CpuSet& cpus, double own_cpu_s,
+                              const std::vector<CgroupUsage>& others,
+                              std::optional<double> node_busy_on_cpus_s, size_t top_k);
 
 struct Summary {
   double window_s = 0;  // covered by samples (≤ the window asked for)
   double wait_s = 0;
-  double wait_fraction = 0;  // wait_s / window_s
+  double wait_fraction = 0;                       // wait_s / window_s
+  double behind_others_s = 0, behind_pods_s = 0;  // of wait_s (SplitWait)
   // Of the newest sample; kUnknown where any sample in the window was not measured (wait_s then
   // sums the measured ones only: the window's wait is not known).
   std::optional<WaitSource> source;

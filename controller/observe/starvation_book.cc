@@ -34,6 +34,12 @@ SeenWindow FromWire(const feedguard::v1::ObservationWindow& w) {
   s.seconds = w.window_seconds();
   s.covered_s = Clean(w.covered_seconds());
   s.wait_s = std::min(Clean(w.wait_seconds()), s.covered_s);
+  s.behind_others_s = w.has_wait_behind_others_seconds()
+                          ? std::min(Clean(w.wait_behind_others_seconds()), s.wait_s)
+                          : s.wait_s;
+  s.behind_pods_s = w.has_wait_behind_pods_seconds()
+                        ? std::min(Clean(w.wait_behind_pods_seconds()), s.behind_others_s)
+                        : s.behind_others_s;
   s.cpu_s = Clean(w.cpu_seconds());
   s.throttled_s = Clean(w.throttled_seconds());
   if (w.wait_source() == feedguard::v1::ObservationWindow::PSI ||
@@ -44,9 +50,10 @@ SeenWindow FromWire(const feedguard::v1::ObservationWindow& w) {
   if (s.gpu_sampled) {
     const double busy = w.gpu_busy_fraction();
     s.gpu_busy = std::isfinite(busy) ? static_cast<float>(std::clamp(busy, 0.0, 1.0)) : 0.0F;
-    s.gpu_lost_s = std::min(Clean(w.gpu_lost_seconds()), s.wait_s);
+    s.gpu_lost_s = std::min(Clean(w.gpu_lost_seconds()), s.behind_others_s);
     s.gpu_lost_min_s = std::min(Clean(w.gpu_lost_min_seconds()), s.gpu_lost_s);
-    s.gpu_lost_max_s = std::max(std::min(Clean(w.gpu_lost_max_seconds()), s.wait_s), s.gpu_lost_s);
+    s.gpu_lost_max_s =
+        std::max(std::min(Clean(w.gpu_lost_max_seconds()), s.behind_others_s), s.gpu_lost_s);
   }
   for (const auto& c : w.contenders()) {
     if (s.contenders.size() >= kMaxObservedContenders) break;
@@ -85,9 +92,10 @@ void StarvationBook::OnReport(const std::string& node, const feedguard::v1::Node
       p.gpu_sampled = p.gpu_sampled || w.gpu_sampled;
       if (w.seconds == kTenMinutes) {
         p.wait_10m_s = w.wait_s;
+        p.behind_others_10m_s = w.behind_others_s;
         p.lost_10m_s = w.gpu_lost_s;
         p.starving = w.source != feedguard::v1::ObservationWindow::WAIT_SOURCE_UNSPECIFIED &&
-                     IsStarving(w.wait_s, w.covered_s);
+                     IsStarving(w.behind_others_s, w.covered_s);
       } else if (w.seconds == kOneHour) {
         p.lost_1h_s = w.gpu_lost_s;
       }

@@ -3,9 +3,9 @@
 //
 // One entry per node: its last report's observations, compacted. Every observed pod keeps four
 // numbers for the totals (wait and GPU time lost over 10 min, lost over 1 h, whether a GPU was
-// read); only pods that starved (waited ≥ kStarvingWaitPercent, 5 %, of a window) keep their
-// windows and contenders, so the memory follows the starving pods, not the cluster's size. Bounded
-// per node by what the wire carries (wire_limits.h: kMaxObservedPodsPerNode,
+// read); only pods that starved (waited behind others ≥ kStarvingWaitPercent, 5 %, of a window)
+// keep their windows and contenders, so the memory follows the starving pods, not the cluster's
+// size. Bounded per node by what the wire carries (wire_limits.h: kMaxObservedPodsPerNode,
 // kMaxObservedContenders); anything past the bounds in a hostile report is dropped. A node that has
 // not reported for `max_age` is forgotten. Thread-safe (its own lock): the Distributor's threads
 // record, the report writer reads.
@@ -28,6 +28,9 @@ namespace feedguard::controller {
 struct SeenWindow {
   uint32_t seconds = 0;
   float covered_s = 0, wait_s = 0, cpu_s = 0, throttled_s = 0;
+  // Of wait_s, the part behind other workloads and of that the pods' part (the whole wait where
+  // the agent does not split it: an older agent).
+  float behind_others_s = 0, behind_pods_s = 0;
   // PSI, SCHEDSTAT, or WAIT_SOURCE_UNSPECIFIED where the agent could not measure the wait (no
   // PSI and the pod's tasks not seen: its wait_s is no measurement) or sent something else.
   feedguard::v1::ObservationWindow::WaitSource source =
@@ -40,11 +43,12 @@ struct SeenWindow {
 struct SeenPod {
   std::string uid;
   float wait_10m_s = 0;
+  float behind_others_10m_s = 0;
   float lost_10m_s = 0;
   float lost_1h_s = 0;
   bool gpu_sampled = false;
-  // Waited ≥ 5 % (feedguard/common/starvation.h) of the 10 min window, as measured: a window whose
-  // wait was not measured is no starvation.
+  // Waited behind others ≥ 5 % (feedguard/common/starvation.h) of the 10 min window, as measured:
+  // a window whose wait was not measured is no starvation.
   bool starving = false;
   std::vector<SeenWindow> windows;  // starving pods only
 };

@@ -16,16 +16,17 @@ double Ms(double s) { return std::round(s * 1000.0) / 1000.0; }
 
 // StarvationRankSeconds (feedguard/common/starvation.h) of one observed pod.
 double RankSeconds(const SeenPod& p) {
-  return StarvationRankSeconds(p.gpu_sampled, p.lost_10m_s, p.wait_10m_s);
+  return StarvationRankSeconds(p.gpu_sampled, p.lost_10m_s, p.behind_others_10m_s);
 }
 
 struct Tally {
   int64_t gpu_pods = 0, starving = 0;
-  double wait_10m = 0, lost_10m = 0, lost_1h = 0, rank = 0;
+  double wait_10m = 0, behind_others_10m = 0, lost_10m = 0, lost_1h = 0, rank = 0;
   void Add(const SeenPod& p) {
     ++gpu_pods;
     if (p.starving) ++starving;
     wait_10m += p.wait_10m_s;
+    behind_others_10m += p.behind_others_10m_s;
     lost_10m += p.lost_10m_s;
     lost_1h += p.lost_1h_s;
     rank += RankSeconds(p);
@@ -35,11 +36,12 @@ struct Tally {
             {"gpuPods", gpu_pods},
             {"starvingPods", starving},
             {"waitSeconds10m", Ms(wait_10m)},
+            {"waitBehindOthersSeconds10m", Ms(behind_others_10m)},
             {"gpuLostSeconds10m", Ms(lost_10m)}};
   }
 };
 
-// Worst first: the rank (RankSeconds), then wait, then the name given.
+// Worst first: the rank (RankSeconds), then wait behind others, then the name given.
 bool Worse(double rank_a, double wait_a, const std::string& a, double rank_b, double wait_b,
            const std::string& b) {
   return std::tie(rank_b, wait_b, a) < std::tie(rank_a, wait_a, b);
@@ -76,6 +78,8 @@ json WindowJson(const SeenWindow& w, const std::map<std::string, PodName>& on_no
             {"waitSeconds", Ms(w.wait_s)},
             {"waitFraction", w.covered_s > 0 ? Ms(w.wait_s / w.covered_s) : 0.0},
             {"waitSource", WaitSourceName(w.source)},
+            {"waitBehindOthersSeconds", Ms(w.behind_others_s)},
+            {"waitBehindPodsSeconds", Ms(w.behind_pods_s)},
             {"cpuSeconds", Ms(w.cpu_s)},
             {"throttledSeconds", Ms(w.throttled_s)},
             {"gpuSampled", w.gpu_sampled}};
@@ -129,8 +133,8 @@ json RenderStarvationStatus(const std::map<std::string, SeenNode>& nodes, const 
     }
   }
   std::sort(starving.begin(), starving.end(), [](const Candidate& a, const Candidate& b) {
-    return Worse(RankSeconds(*a.pod), a.pod->wait_10m_s, a.key, RankSeconds(*b.pod),
-                 b.pod->wait_10m_s, b.key);
+    return Worse(RankSeconds(*a.pod), a.pod->behind_others_10m_s, a.key, RankSeconds(*b.pod),
+                 b.pod->behind_others_10m_s, b.key);
   });
   if (starving.size() > limits.pods) starving.resize(limits.pods);
 
@@ -148,7 +152,7 @@ json RenderStarvationStatus(const std::map<std::string, SeenNode>& nodes, const 
     p["windows"] = std::move(windows);
     pods.push_back(std::move(p));
   }
-  auto key = [](const Tally& t) { return std::pair{t.rank, t.wait_10m}; };
+  auto key = [](const Tally& t) { return std::pair{t.rank, t.behind_others_10m}; };
   json top_nodes = json::array();
   for (const auto& [name, t] : TopOf(by_node, limits.nodes, key)) {
     top_nodes.push_back(t.ToJson(name));
@@ -164,6 +168,7 @@ json RenderStarvationStatus(const std::map<std::string, SeenNode>& nodes, const 
             {"starvingPods", cluster.starving},
             {"gpuPodsNotObserved", static_cast<int64_t>(not_observed)},
             {"waitSeconds10m", Ms(cluster.wait_10m)},
+            {"waitBehindOthersSeconds10m", Ms(cluster.behind_others_10m)},
             {"gpuLostSeconds10m", Ms(cluster.lost_10m)},
             {"gpuLostSeconds1h", Ms(cluster.lost_1h)}}},
           {"pods", std::move(pods)},

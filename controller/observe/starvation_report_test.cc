@@ -203,6 +203,57 @@ TEST_F(StarvationReportTest, AWaitNotMeasuredIsUnknownAndNoStarvation) {
   EXPECT_FALSE(book_.Snapshot().at("m").pods[0].starving);
 }
 
+// The agent splits the wait: only the part behind other workloads makes a pod starving, ranks it
+// and bounds its GPU time lost; an agent that sends no split (older) has all of it count.
+TEST_F(StarvationReportTest, OnlyTheWaitBehindOthersStarves) {
+  NodeReport r;
+  AddPod(&r, "own", 300, 100);      // half its time waiting, almost all behind its own threads
+  AddPod(&r, "crowded", 120, 50);   // 20 %, all of it behind the neighbours
+  AddPod(&r, "old-agent", 60, -1);  // 10 %, no split sent
+  for (auto& w : *r.mutable_observations(0)->mutable_windows()) {
+    w.set_wait_behind_others_seconds(w.wait_seconds() / 100);  // 0.5 %
+    w.set_wait_behind_pods_seconds(w.wait_seconds() / 200);
+  }
+  for (auto& w : *r.mutable_observations(1)->mutable_windows()) {
+    w.set_wait_behind_others_seconds(w.wait_seconds());
+    w.set_wait_behind_pods_seconds(w.wait_seconds() * 0.75);
+  }
+  book_.OnReport("n", r);
+  const auto snap = book_.Snapshot();
+  const auto& pods = snap.at("n").pods;
+  ASSERT_EQ(pods.size(), 3u);
+  EXPECT_FALSE(pods[0].starving) << "waiting behind itself is not starving";
+  EXPECT_FLOAT_EQ(pods[0].wait_10m_s, 300);
+  EXPECT_FLOAT_EQ(pods[0].behind_others_10m_s, 3);
+  EXPECT_FLOAT_EQ(pods[0].lost_10m_s, 3) << "GPU time lost held to the wait behind others";
+  EXPECT_TRUE(pods[1].starving);
+  EXPECT_TRUE(pods[2].starving);
+  EXPECT_FLOAT_EQ(pods[2].behind_others_10m_s, 60) << "no split: all of the wait";
+  auto s = RenderStarvationStatus(snap, nullptr, 0);
+  EXPECT_EQ(s["cluster"]["starvingPods"], 2);
+  EXPECT_DOUBLE_EQ(s["cluster"]["waitSeconds10m"].get<double>(), 480);
+  EXPECT_DOUBLE_EQ(s["cluster"]["waitBehindOthersSeconds10m"].get<double>(), 183);
+  ASSERT_EQ(s["pods"].size(), 2u) << s.dump(2);
+  // crowded lost 50 s of GPU time; old-agent has no GPU figure and ranks by its 60 s wait.
+  EXPECT_EQ(s["pods"][0]["uid"], "old-agent");
+  EXPECT_EQ(s["pods"][1]["uid"], "crowded");
+  const auto& w10 = s["pods"][1]["windows"][1];
+  EXPECT_DOUBLE_EQ(w10["waitBehindOthersSeconds"].get<double>(), 120);
+  EXPECT_DOUBLE_EQ(w10["waitBehindPodsSeconds"].get<double>(), 90);
+  // A split over the wait (hostile) is held to it, and the pods' part to the others'.
+  NodeReport h;
+  AddPod(&h, "liar", 60, -1);
+  for (auto& w : *h.mutable_observations(0)->mutable_windows()) {
+    w.set_wait_behind_others_seconds(1e9);
+    w.set_wait_behind_pods_seconds(2e9);
+  }
+  book_.OnReport("h", h);
+  const auto& liar = book_.Snapshot().at("h").pods[0];
+  EXPECT_FLOAT_EQ(liar.behind_others_10m_s, 60);
+  ASSERT_FALSE(liar.windows.empty());
+  EXPECT_FLOAT_EQ(liar.windows[1].behind_pods_s, 60);
+}
+
 TEST_F(StarvationReportTest, NodesAgeOutAndAnEmptyReportClearsTheNode) {
   NodeReport r;
   AddPod(&r, "t", 100, 50);

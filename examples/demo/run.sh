@@ -499,10 +499,13 @@ KF() {
     nsenter --net="/run/netns/$NETNS" -- kubectl feedguard "$@"
 }
 # observe_trainer PHASE — what observation says of the trainer that just ran (its pod still up):
-# `kubectl feedguard top`, then its minute as `explain` reports it (wait, contenders). Before the
-# policy the contenders must be the neighbour pods; returns the trainer's wait fraction over its
-# last minute in OBS_WAIT[PHASE] ("" when it is not in the report: it did not starve).
-declare -A OBS_WAIT OBS_NAMED
+# `kubectl feedguard top`, then its minute as `explain` reports it (wait and its parts,
+# contenders). Before the policy the contenders must be the neighbour pods. Sets OBS_WAIT[PHASE]
+# (the trainer's wait over its last minute, a fraction; "" when it is not in the report: it did not
+# starve) and OBS_PODS / OBS_NODE / OBS_OWN[PHASE], the parts of that wait behind other pods,
+# behind the node's processes and behind its own threads.
+declare -A OBS_WAIT OBS_NAMED OBS_PODS OBS_NODE OBS_OWN
+pct() { awk -v f="$1" 'BEGIN {printf "%.0f%%", f * 100}'; }
 observe_trainer() {
   local phase="$1" j="" i w named n
   # The report is rewritten every 2 s from the agent's 2 s samples: let it see the whole phase.
@@ -521,12 +524,16 @@ observe_trainer() {
   fi
   w="$(jq -r '.pod.windows[0]' <<<"$j")"
   OBS_WAIT[$phase]="$(jq -r '.waitFraction' <<<"$w")"
+  OBS_PODS[$phase]="$(jq -r '(.waitBehindPodsSeconds // .waitSeconds) / .coveredSeconds' <<<"$w")"
+  OBS_NODE[$phase]="$(jq -r '((.waitBehindOthersSeconds // .waitSeconds) - (.waitBehindPodsSeconds // .waitSeconds)) / .coveredSeconds' <<<"$w")"
+  OBS_OWN[$phase]="$(jq -r '(.waitSeconds - (.waitBehindOthersSeconds // .waitSeconds)) / .coveredSeconds' <<<"$w")"
   named="$(jq -r '[.contenders[] | select(.kind == "Pod") | .name] | join(" ")' <<<"$w")"
   n="$(jq '[.contenders[] | select(.kind == "Pod" and ((.name // "") | startswith("spinner-")))] | length' <<<"$w")"
   OBS_NAMED[$phase]="$n"
   info "kubectl feedguard explain $TRAINER_POD -n $TRAINER_NS: over its last $(jq -r '.coveredSeconds' <<<"$w") s the trainer's" \
-    "tasks waited $(awk -v f="${OBS_WAIT[$phase]}" 'BEGIN {printf "%.0f%%", f * 100}') of the time ($(jq -r '.waitSource' <<<"$w"));" \
-    "no NVML here, so no GPU-time figure (the wait bounds it)"
+    "tasks waited $(pct "${OBS_WAIT[$phase]}") of the time ($(jq -r '.waitSource' <<<"$w")):" \
+    "$(pct "${OBS_PODS[$phase]}") while other pods ran on its CPUs, $(pct "${OBS_NODE[$phase]}") while the node's own processes did," \
+    "$(pct "${OBS_OWN[$phase]}") behind its own threads; no NVML here, so no GPU-time figure (the wait bounds it)"
   info "contenders (CPU-s on its CPUs while it waited): $(jq -r '[.contenders[] | "\(if .kind == "Node" then "node" else .name end) \(.cpuSeconds)s"] | join(", ")' <<<"$w")"
   if [[ "$phase" == cfs ]]; then
     local want=$((NEIGHBOURS < 8 ? NEIGHBOURS : 7))
@@ -796,8 +803,26 @@ cleanup() {
   [[ -d "$NODE_DIR/root" ]] || rm -rf --one-file-system -- "$WORK"
   if ((CHECK && rc == 0)); then
     check_verdict || rc=3
+    check_observation || rc=3
   fi
   exit "$rc"
+}
+
+# check_observation — --check's rule for observation: under plain CFS the trainer's wait behind
+# other pods (kubectl feedguard explain, its last minute) is at least 20 %, and with the policy it
+# is at most a third of that and under 10 % — or the trainer is not starving at all. Skipped (0)
+# when no phase was observed. (bench/node/demo_check_test.sh tests this rule.)
+check_observation() {
+  local c="${OBS_PODS[cfs]:-}" f="${OBS_PODS[fenced]:-}"
+  [[ -z "${OBS_WAIT[cfs]+x}" ]] && return 0
+  if [[ -n "$c" ]] && awk -v c="$c" -v f="${f:-0}" 'BEGIN {exit !(c >= 0.2 && f <= c / 3 && f < 0.1)}'; then
+    info "check passed: the trainer's wait behind other pods $(pct "$c") under plain CFS," \
+      "$( [[ -n "$f" ]] && pct "$f" || echo "not starving") fenced"
+  else
+    printf '%scheck failed:%s the trainer waited behind other pods %s under plain CFS (need >= 20%%), %s fenced (need <= a third of that, < 10%%)\n' \
+      "$RED" "$PLAIN" "${c:-n/a (not in the report)}" "${f:-not starving}" >&2
+    return 1
+  fi
 }
 
 # check_verdict — --check's rule: the fenced phase's median throughput is at least 1.2x plain
@@ -881,8 +906,10 @@ main() {
   print_table
   if [[ -n "${OBS_WAIT[cfs]:-}" ]]; then
     info "observation, no policy needed (kubectl feedguard): under plain CFS the trainer's tasks waited" \
-      "$(awk -v f="${OBS_WAIT[cfs]}" 'BEGIN {printf "%.0f%%", f * 100}') of their last minute, ${OBS_NAMED[cfs]} neighbour pods named" \
-      "as contenders; fenced: $( [[ -n "${OBS_WAIT[fenced]:-}" ]] && awk -v f="${OBS_WAIT[fenced]}" 'BEGIN {printf "%.0f%%", f * 100}' || echo "not starving (not in the report)")"
+      "$(pct "${OBS_WAIT[cfs]}") of their last minute, $(pct "${OBS_PODS[cfs]}") of it while other pods ran on its CPUs," \
+      "${OBS_NAMED[cfs]} neighbour pods named as contenders; fenced: $( [[ -n "${OBS_WAIT[fenced]:-}" ]] &&
+        echo "waited $(pct "${OBS_WAIT[fenced]}"), $(pct "${OBS_PODS[fenced]}") while other pods ran, $(pct "${OBS_NODE[fenced]}") while the node's processes did, $(pct "${OBS_OWN[fenced]}") behind its own threads" ||
+        echo "not starving (not in the report)")"
   fi
   # Status is coalesced (at most one write a second): let it catch up with the agent's report.
   for ((t = 0; t < 40; t++)); do

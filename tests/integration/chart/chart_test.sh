@@ -209,6 +209,7 @@ for m in ["feedguard_agents_connected", "feedguard_nodes{state=~\"enforced|faile
           "feedguard_fence_apply_seconds_bucket", "feedguard_overwrites_total",
           "feedguard_trainer_cpu_pressure_ratio", "feedguard_neighbour_cpu_seconds_total",
           "feedguard_observed_pod_gpu_lost_seconds_total", "feedguard_observed_pod_wait_ratio",
+          "feedguard_observed_pod_wait_behind_others_ratio",
           "feedguard_observed_contender_cpu_seconds"]:
     assert m in exprs, m
 EOF

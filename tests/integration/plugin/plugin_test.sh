@@ -130,11 +130,11 @@ if [[ $RC -eq 0 && "$OUT" == *"no GPU pod is starving in namespace default"* &&
 else
   bad "top: exit $RC, $OUT $ERR"
 fi
-head_re='^StarvationReport/cluster \(updated [0-9]+s ago\): 2 nodes reporting, 4 GPU pods, 3 starving \(waited >= 5% of 10 min\), GPU time lost over 10 min: 92\.0s$'
+head_re='^StarvationReport/cluster \(updated [0-9]+s ago\): 2 nodes reporting, 4 GPU pods, 3 starving \(waited behind others >= 5% of 10 min\), GPU time lost over 10 min: 92\.0s$'
 plugin top -A
 rows="$(sed -n '3,$p' <<<"$OUT" | awk '$1 ~ /^fgp-/ {print $1 "/" $2}' | paste -sd' ')"
 if [[ $RC -eq 0 && "$(head -1 <<<"$OUT")" =~ $head_re &&
-      "$(sed -n 2p <<<"$OUT")" =~ ^NAMESPACE\ +POD\ +NODE\ +WAIT%\ +WAIT\ +GPU-LOST-10M\ +GPU-LOST-1H\ +TOP\ CONTENDERS$ &&
+      "$(sed -n 2p <<<"$OUT")" =~ ^NAMESPACE\ +POD\ +NODE\ +WAIT%\ +BY-PODS\ +BY-NODE\ +OWN\ +GPU-LOST-10M\ +GPU-LOST-1H\ +TOP\ CONTENDERS$ &&
       "$rows" == "fgp-vision/trainer-c fgp-ml/trainer-a fgp-ml/trainer-b" &&
       "$OUT" == *"n/a: no NVML on some nodes: wait only"* ]]; then
   pass "top -A: $rows, worst first (GPU time lost; trainer-c, with no NVML figure, by its wait, which bounds its loss)"
@@ -144,7 +144,7 @@ $OUT
 $ERR"
 fi
 a_row="$(grep '^fgp-ml  *trainer-a ' <<<"$OUT")"
-if [[ "$a_row" =~ gpu-node-1\ +20\.0%\ +120\.0s\ +80\.0s\ +534\.5s\ +fgp-batch/spin-a\ \(60\.0s\),\ fgp-batch/spin-c\ \(40\.0s\),\ fgp-etl/loader-0\ \(30\.0s\)$ ]]; then
+if [[ "$a_row" =~ gpu-node-1\ +20\.0%\ +13\.3%\ +3\.3%\ +3\.3%\ +80\.0s\ +534\.5s\ +fgp-batch/spin-a\ \(60\.0s\),\ fgp-batch/spin-c\ \(40\.0s\),\ fgp-etl/loader-0\ \(30\.0s\)$ ]]; then
   pass "top -A: trainer-a's row: $a_row"
 else
   bad "top -A: trainer-a's row: '$a_row'"
@@ -182,9 +182,9 @@ $OUT"
 }
 explain_applies fgp-ml trainer-a
 for want in "# GPU pod fgp-ml/trainer-a on node gpu-node-1, CPU request 4.00 cores." \
-  "# 1m       60.0s     12.0s (20.0%)    psi      3.10 cores of 4.00 requested" \
-  "# 10m      10m0s     120.0s (20.0%)   psi      3.10 cores of 4.00 requested   0.0s        50%        80.0s (20.0s..120.0s)" \
-  "# 1h       1h0m      11m40s (19.4%)   psi      3.06 cores of 4.00 requested" \
+  "# 1m       60.0s     12.0s (20.0%)    20.0%     0.0%      0.0%   psi      3.10 cores of 4.00 requested" \
+  "# 10m      10m0s     120.0s (20.0%)   13.3%     3.3%      3.3%   psi      3.10 cores of 4.00 requested   0.0s        50%        80.0s (20.0s..100.0s)" \
+  "# 1h       1h0m      11m40s (19.4%)   19.4%     0.0%      0.0%   psi      3.06 cores of 4.00 requested" \
   "#   10m: fgp-batch/spin-a (60.0s), fgp-batch/spin-c (40.0s), fgp-etl/loader-0 (30.0s), node (10.0s)" \
   "# Contender pods that no longer exist (not considered): fgp-batch/spin-gone." \
   "  mode: DryRun"; do
@@ -230,7 +230,7 @@ plugin explain -A trainer-c -o json
   bad "explain -A trainer-c: exit $RC, $ERR"
 
 plugin explain trainer-e -n fgp-ml
-[[ $RC -eq 0 && "$OUT" == "pod fgp-ml/trainer-e is not in the StarvationReport: it did not starve noticeably (waited less than 5% of the last 10 min; its node gpu-node-2 reports 2 GPU pods, 1 starving)." ]] &&
+[[ $RC -eq 0 && "$OUT" == "pod fgp-ml/trainer-e is not in the StarvationReport: it did not starve noticeably (waited behind others less than 5% of the last 10 min; its node gpu-node-2 reports 2 GPU pods, 1 starving)." ]] &&
   pass "explain trainer-e (its node reports): $OUT" || bad "explain trainer-e: exit $RC, $OUT $ERR"
 plugin explain trainer-f -n fgp-ml -o json
 [[ $RC -eq 0 && "$(jq -r .absence <<<"$OUT")" == NotObserved ]] &&
