@@ -83,6 +83,10 @@ std::string_view AbsenceName(Absence a) { return NameOf(kAbsenceNames, a, "Unkno
 bool IsGpuPod(const Json& pod) {
   static const GpuResourceNames kNames = GpuResourceNames::Defaults();
   const Json& spec = JsonMember(pod, "spec");
+  // A pod with DRA claims may hold GPUs through them (the controller counts the allocated devices
+  // of GPU drivers; the plugin does not read claims): not said to be GPU-less.
+  if (const Json& claims = JsonMember(spec, "resourceClaims"); claims.is_array() && !claims.empty())
+    return true;
   for (const char* list : {"containers", "initContainers"}) {
     const Json& cs = JsonMember(spec, list);
     if (!cs.is_array()) continue;
@@ -258,8 +262,8 @@ AbsenceExplained ExplainAbsence(const StarvationReport& report, std::string_view
     return {Absence::kNotAGpuPod,
             who +
                 " is not in the StarvationReport: it is not a GPU pod (no GPU resource such as "
-                "nvidia.com/gpu in its containers' limits; GPUs from a DRA ResourceClaim are not "
-                "counted), and feedguard observes GPU pods only."};
+                "nvidia.com/gpu in its containers' limits, and no DRA ResourceClaim), and "
+                "feedguard observes GPU pods only."};
   }
   const Json& spec = JsonMember(*pod, "spec");
   const std::string node = JsonStringOr(spec, "nodeName", "");

@@ -54,6 +54,7 @@ struct ControllerConfig {
   int64_t max_observed_pods = kMaxObservedPodsPerNode;
   int64_t observe_interval_ms = 30000;
   std::string gpu_resource_names = std::string(kDefaultGpuResourceNames);
+  std::string gpu_dra_drivers = std::string(kDefaultGpuDraDrivers);
   std::string log_level = "info";
 };
 
@@ -143,6 +144,9 @@ void AddFlags(CLI::App& app, ControllerConfig* c) {
   opt("--gpu-resource-names", c->gpu_resource_names,
       "extended resources that count as GPUs, comma-separated; a trailing - or * makes an entry "
       "a prefix (e.g. nvidia.com/mig-)");
+  opt("--gpu-dra-drivers", c->gpu_dra_drivers,
+      "DRA drivers whose devices allocated to a pod's ResourceClaims count as its GPUs, "
+      "comma-separated; empty: DRA claims are not read (no resourceclaims watch)");
   opt("--log-level", c->log_level, "trace | debug | info | warn | error")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
 }
@@ -186,6 +190,8 @@ class ControllerApp {
   void Watch(kube::Gvr gvr, std::function<void(const nlohmann::json&)> upsert,
              std::function<void(const nlohmann::json&)> remove,
              std::shared_ptr<const kube::FieldSet> fields = nullptr);
+  // Whether to watch ResourceClaims: DRA drivers configured and the API listable.
+  bool WatchClaims();
   void StartLeading();
   void Lose() {  // leadership lost or agents cannot be served: Wait() returns 1
     lost_ = true;
@@ -206,7 +212,7 @@ class ControllerApp {
   // Started by Start(), in this order:
   // Fences flow only once every informer delivered its initial list (Reconciler: never
   // withdraw on start). Each reflector calls on_synced once, after its handlers saw the list.
-  static constexpr int kInformers = 4;
+  int informers_expected_ = 0;  // set by Start() before the first informer starts
   std::atomic<int> informers_synced_{0};
   std::vector<Informer> informers_;
   CounterSum overwrites_sum_;  // used by the metrics collector
@@ -235,6 +241,9 @@ Result<std::unique_ptr<ControllerApp>> ControllerApp::Create(ControllerConfig co
     if (!GpuResourceNames::Parse(c.gpu_resource_names, &ro.gpu_resource_names, &error)) {
       return InvalidArgument("--gpu-resource-names: " + error);
     }
+    if (!ParseDraDrivers(c.gpu_dra_drivers, &ro.gpu_dra_drivers, &error)) {
+      return InvalidArgument("--gpu-dra-drivers: " + error);
+    }
   }
   app->stale_after_ = std::chrono::milliseconds(c.stale_after_ms);
   FG_ASSIGN_OR_RETURN(kube::RestConfig rest, c.kubeconfig.empty()
@@ -259,6 +268,11 @@ Result<std::unique_ptr<ControllerApp>> ControllerApp::Create(ControllerConfig co
 
 Status ControllerApp::Start() {
   auto rc = reconciler_.get();
+  // DRA claims are watched only where they can be listed: fences wait for every informer's first
+  // list, and a watch of an API the server does not serve (or RBAC does not grant) would hold
+  // them back for good.
+  const bool claims = WatchClaims();
+  informers_expected_ = claims ? 5 : 4;
   // The reconciler keeps its own compact record of each object; the informers keep only
   // resourceVersions (no JSON is held after a handler returns).
   Watch(
@@ -275,6 +289,11 @@ Status ControllerApp::Start() {
   Watch(
       {"", "v1", "namespaces"}, [rc](const auto& o) { rc->UpsertNamespace(o); },
       [rc](const auto& o) { rc->DeleteNamespace(o); });
+  if (claims) {
+    Watch(
+        kube::ResourceClaimsGvr(), [rc](const auto& o) { rc->UpsertClaim(o); },
+        [rc](const auto& o) { rc->DeleteClaim(o); }, ClaimFields());
+  }
 
   FG_ASSIGN_OR_RETURN(metrics_, MetricsServer::Start(
                                     c_.metrics_addr, [this] { return RenderMetrics(); },
@@ -300,6 +319,28 @@ Status ControllerApp::Start() {
   return OkStatus();
 }
 
+bool ControllerApp::WatchClaims() {
+  if (c_.gpu_dra_drivers.find_first_not_of(" \t,") == std::string::npos) {
+    spdlog::info(
+        "DRA: --gpu-dra-drivers is empty: GPUs allocated through ResourceClaims are not "
+        "counted");
+    return false;
+  }
+  kube::ListOptions one;
+  one.limit = 1;
+  auto probe = client_->ListOnePage(kube::ResourceClaimsGvr(), "", one);
+  if (!probe.ok()) {
+    spdlog::warn(
+        "DRA: cannot list resourceclaims.resource.k8s.io/v1 ({}): GPUs allocated through "
+        "ResourceClaims are not counted (requireGPU, observation); Kubernetes >= 1.34 "
+        "serves the API, the chart's ClusterRole grants it; restart the controller once "
+        "both hold",
+        probe.status().ToString());
+    return false;
+  }
+  return true;
+}
+
 void ControllerApp::Watch(kube::Gvr gvr, std::function<void(const nlohmann::json&)> upsert,
                           std::function<void(const nlohmann::json&)> remove,
                           std::shared_ptr<const kube::FieldSet> fields) {
@@ -313,7 +354,7 @@ void ControllerApp::Watch(kube::Gvr gvr, std::function<void(const nlohmann::json
   h.on_delete = [remove](const kube::ObjectPtr& obj) { remove(*obj); };
   h.on_synced = [this, name = gvr.resource] {
     spdlog::info("informer {}: initial list delivered", name);
-    if (++informers_synced_ == kInformers) reconciler_->MarkInformersSynced();
+    if (++informers_synced_ == informers_expected_) reconciler_->MarkInformersSynced();
   };
   Informer inf;
   inf.reflector = std::make_unique<kube::Reflector>(

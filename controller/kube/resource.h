@@ -25,6 +25,8 @@ using Gvr = GroupVersionResource;
 
 // Well-known resources.
 inline Gvr PodsGvr() { return {"", "v1", "pods"}; }
+// DRA (GA in Kubernetes 1.34).
+inline Gvr ResourceClaimsGvr() { return {"resource.k8s.io", "v1", "resourceclaims"}; }
 inline Gvr NodesGvr() { return {"", "v1", "nodes"}; }
 inline Gvr ConfigMapsGvr() { return {"", "v1", "configmaps"}; }
 inline Gvr EventsGvr() { return {"", "v1", "events"}; }

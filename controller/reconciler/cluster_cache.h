@@ -33,6 +33,10 @@ class ClusterCache {
   // True when the node is new or its labels changed (its fence must be resolved again).
   bool UpsertNode(NodeInfo node);
   void DeleteNode(const std::string& name);
+  // A ResourceClaim's GPU devices (DRA). The pods that use it get them as claim_gpus; adds to
+  // `dirty` the nodes of those whose count changed. DeleteClaim: as if it had none.
+  void UpsertClaim(const ClaimInfo& claim, NodeSet* dirty);
+  void DeleteClaim(const std::string& ns, const std::string& name, NodeSet* dirty);
   // True when the namespace's labels changed: any node's fence may change.
   bool UpsertNamespace(NamespaceInfo ns);
   void DeleteNamespace(const std::string& name);
@@ -48,6 +52,13 @@ class ClusterCache {
  private:
   // Takes `pod` out of its node's list and marks the node dirty (the caller erases it).
   void Unlink(const PodInfo& pod, NodeSet* dirty);
+  // "ns/name" of a claim.
+  static std::string ClaimKey(std::string_view ns, std::string_view name);
+  // The GPUs of the claims a pod names, as the claims stand now.
+  int32_t ClaimGpus(std::string_view ns, const std::vector<std::string>& claims) const;
+  // Who uses which claim (stored pods only), kept with pods_.
+  void Use(const PodInfo& pod, bool uses);
+  void SetClaimGpus(const std::string& key, int32_t gpus, NodeSet* dirty);
 
   // One copy of each scheduled pod, by namespace and name (the informer's key: a pod recreated
   // under the same name replaces its predecessor), and each node's pods by pointer.
@@ -57,6 +68,10 @@ class ClusterCache {
   // Namespace, node, priority-class, phase and container names of the pods, one copy each.
   InternPool<std::string> names_;
   std::map<std::string, NodeInfo> nodes_;
+  // DRA: each claim's GPU devices (claims with none are not kept) and the names of the stored pods
+  // (in the claim's namespace) that use it, by "ns/name".
+  std::unordered_map<std::string, int32_t> claim_gpus_;
+  std::unordered_map<std::string, std::set<std::string>> claim_users_;
   std::map<std::string, Labels> namespaces_;
 };
 

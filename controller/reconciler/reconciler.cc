@@ -175,6 +175,22 @@ void Reconciler::DeletePod(const nlohmann::json& obj) {
   if (dirty_nodes_.size() != before) WakeFences();
 }
 
+void Reconciler::UpsertClaim(const nlohmann::json& obj) {
+  ClaimInfo claim = ClaimFromJson(obj, options_.gpu_dra_drivers);
+  std::lock_guard<std::mutex> l(mu_);
+  const size_t before = dirty_nodes_.size();
+  cache_.UpsertClaim(claim, &dirty_nodes_);
+  if (dirty_nodes_.size() != before) WakeFences();
+}
+
+void Reconciler::DeleteClaim(const nlohmann::json& obj) {
+  const std::string ns = kube::NamespaceOf(obj), name = kube::NameOf(obj);
+  std::lock_guard<std::mutex> l(mu_);
+  const size_t before = dirty_nodes_.size();
+  cache_.DeleteClaim(ns, name, &dirty_nodes_);
+  if (dirty_nodes_.size() != before) WakeFences();
+}
+
 void Reconciler::UpsertNode(const nlohmann::json& obj) {
   NodeInfo info = NodeFromJson(obj);
   if (info.name.empty()) {

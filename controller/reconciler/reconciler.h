@@ -83,6 +83,8 @@ struct ReconcilerOptions {
   TimeSourcePtr clock;  // default: real
   // Extended resources that count as GPUs in a pod's limits (--gpu-resource-names).
   GpuResourceNames gpu_resource_names = GpuResourceNames::Defaults();
+  // DRA drivers whose allocated devices count as GPUs (--gpu-dra-drivers; ParseDraDrivers).
+  std::vector<std::string> gpu_dra_drivers;
   // What a NodeFence may carry (feedguard/common/wire_limits.h, --max-fence-bytes and
   // --max-fence-containers-per-pod): a bigger fence is not sent (the node keeps its last one
   // and every policy on it reports FenceTooLarge); a pod with more containers goes without
@@ -114,6 +116,9 @@ class Reconciler final : public AgentObserver, private PolicyFacts {
   void DeletePod(const nlohmann::json& obj);
   void UpsertNode(const nlohmann::json& obj);
   void DeleteNode(const nlohmann::json& obj);
+  // ResourceClaims (resource.k8s.io/v1): their GPU devices count as their pods' GPUs.
+  void UpsertClaim(const nlohmann::json& obj);
+  void DeleteClaim(const nlohmann::json& obj);
   void UpsertNamespace(const nlohmann::json& obj);
   void DeleteNamespace(const nlohmann::json& obj);
   // Every informer has delivered its initial list (call once; later calls are no-ops).

@@ -22,6 +22,7 @@ std::string Str(const nlohmann::json& j, const char* key) {
 // Bounds that keep every sum below int64/int32 overflow whatever a pod spec says.
 constexpr int64_t kMaxCpuCores = 1'000'000'000;
 constexpr int64_t kMaxGpusPerContainer = 1024;
+constexpr size_t kMaxClaimsPerPod = 32;  // the API server allows 32 pod.spec.resourceClaims
 
 int64_t SaturatingAdd(int64_t a, int64_t b) {
   int64_t r = 0;
@@ -345,6 +346,20 @@ PodInfo PodFromJson(const nlohmann::json& pod, const GpuResourceNames& gpu_names
             : guaranteed   ? QosClass::kGuaranteed
                            : QosClass::kBurstable;
 
+  // DRA claims: named in the spec, or made from a template and named in the status.
+  auto add_claim = [&](const nlohmann::json& entry) {
+    std::string claim = Str(entry, "resourceClaimName");
+    if (claim.empty() || std::find(p.claims.begin(), p.claims.end(), claim) != p.claims.end()) {
+      return;
+    }
+    if (p.claims.size() < kMaxClaimsPerPod) p.claims.push_back(std::move(claim));
+  };
+  for (const auto* list :
+       {&JsonMember(spec, "resourceClaims"), &JsonMember(status, "resourceClaimStatuses")}) {
+    if (!list->is_array()) continue;
+    for (const auto& entry : *list) add_claim(entry);
+  }
+
   // Container ids: the containers' and the sidecars' (names are unique across both lists).
   for (const char* list : {"containerStatuses", "initContainerStatuses"}) {
     const auto& statuses = JsonMember(status, list);
@@ -359,16 +374,51 @@ PodInfo PodFromJson(const nlohmann::json& pod, const GpuResourceNames& gpu_names
 }
 
 std::shared_ptr<const kube::FieldSet> PodFields() {
-  return kube::FieldSet::Only(
-      {"metadata.name", "metadata.namespace", "metadata.uid", "metadata.resourceVersion",
-       "metadata.labels", "metadata.deletionTimestamp",      //
-       "spec.nodeName", "spec.priorityClassName",            //
-       "spec.containers.name", "spec.containers.resources",  //
-       "spec.initContainers.name", "spec.initContainers.restartPolicy",
-       "spec.initContainers.resources",    //
-       "status.phase", "status.qosClass",  //
-       "status.containerStatuses.name", "status.containerStatuses.containerID",
-       "status.initContainerStatuses.name", "status.initContainerStatuses.containerID"});
+  return kube::FieldSet::Only({"metadata.name",
+                               "metadata.namespace",
+                               "metadata.uid",
+                               "metadata.resourceVersion",
+                               "metadata.labels",
+                               "metadata.deletionTimestamp",  //
+                               "spec.nodeName",
+                               "spec.priorityClassName",  //
+                               "spec.containers.name",
+                               "spec.containers.resources",  //
+                               "spec.initContainers.name",
+                               "spec.initContainers.restartPolicy",
+                               "spec.initContainers.resources",  //
+                               "status.phase",
+                               "status.qosClass",  //
+                               "status.containerStatuses.name",
+                               "status.containerStatuses.containerID",
+                               "status.initContainerStatuses.name",
+                               "status.initContainerStatuses.containerID",
+                               "spec.resourceClaims.resourceClaimName",
+                               "status.resourceClaimStatuses.resourceClaimName"});
+}
+
+std::shared_ptr<const kube::FieldSet> ClaimFields() {
+  return kube::FieldSet::Only({"metadata.name", "metadata.namespace", "metadata.uid",
+                               "metadata.resourceVersion",
+                               "status.allocation.devices.results.driver"});
+}
+
+ClaimInfo ClaimFromJson(const nlohmann::json& claim, const std::vector<std::string>& gpu_drivers) {
+  ClaimInfo c;
+  const auto& meta = JsonMember(claim, "metadata");
+  c.ns = Str(meta, "namespace");
+  c.name = Str(meta, "name");
+  const auto& results = JsonMember(
+      JsonMember(JsonMember(JsonMember(claim, "status"), "allocation"), "devices"), "results");
+  if (!results.is_array()) return c;
+  for (const auto& r : results) {
+    const std::string driver = Str(r, "driver");
+    if (std::find(gpu_drivers.begin(), gpu_drivers.end(), driver) != gpu_drivers.end() &&
+        c.gpus < kMaxGpusPerContainer) {
+      ++c.gpus;
+    }
+  }
+  return c;
 }
 
 std::shared_ptr<const kube::FieldSet> NodeFields() {

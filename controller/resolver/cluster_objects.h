@@ -98,11 +98,30 @@ struct PodInfo {
   // Limits of the GPU resources (GpuResourceNames: nvidia.com/gpu, nvidia.com/gpu.shared,
   // nvidia.com/mig-*, amd.com/gpu, gpu.intel.com/{i915,xe} by default), summed over containers.
   int32_t gpus = 0;
+  // DRA: the ResourceClaims (in the pod's namespace) it uses — spec.resourceClaims[]
+  // .resourceClaimName, and status.resourceClaimStatuses[].resourceClaimName for the claims made
+  // from its templates — and the GPU devices allocated to them (ClusterCache fills claim_gpus from
+  // the claims: ClaimFromJson).
+  std::vector<std::string> claims;
+  int32_t claim_gpus = 0;
   QosClass qos = QosClass::kBestEffort;
   bool terminating = false;
 
+  // Its GPUs, from device plugins and DRA claims alike: what requireGPU and observation go by.
+  int32_t AllGpus() const {
+    return static_cast<int32_t>(std::min<int64_t>(int64_t{gpus} + claim_gpus, INT32_MAX));
+  }
+
   std::string Key() const { return ns.get() + "/" + name; }
   bool operator==(const PodInfo&) const = default;
+};
+
+// A ResourceClaim as far as GPUs go: how many of its allocated devices come from a GPU driver
+// (--gpu-dra-drivers). 0 until it is allocated.
+struct ClaimInfo {
+  std::string ns;
+  std::string name;
+  int32_t gpus = 0;
 };
 
 struct NodeInfo {
@@ -122,6 +141,7 @@ struct NamespaceInfo {
 // comparing the records of full and trimmed objects (cluster_objects_test, fuzz).
 std::shared_ptr<const kube::FieldSet> PodFields();
 std::shared_ptr<const kube::FieldSet> NodeFields();
+std::shared_ptr<const kube::FieldSet> ClaimFields();
 
 // Kubernetes CPU quantity ("250m", "2", "1.5", "0.1") → millicores.
 Result<int64_t> ParseCpuMilli(const std::string& quantity);
@@ -131,6 +151,8 @@ Result<int64_t> ParseCpuMilli(const std::string& quantity);
 PodInfo PodFromJson(const nlohmann::json& pod);
 PodInfo PodFromJson(const nlohmann::json& pod, const GpuResourceNames& gpu_names);
 NodeInfo NodeFromJson(const nlohmann::json& node);
+// `gpu_drivers`: the DRA drivers whose devices are GPUs (ParseDraDrivers).
+ClaimInfo ClaimFromJson(const nlohmann::json& claim, const std::vector<std::string>& gpu_drivers);
 NamespaceInfo NamespaceFromJson(const nlohmann::json& ns);
 
 }  // namespace feedguard::controller

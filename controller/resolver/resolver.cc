@@ -133,7 +133,7 @@ NodeResolution ResolveNode(const NodeInfo& node, const std::vector<const PodInfo
       if (!p->trainers.namespace_selector.Matches(ns_labels(pod->ns))) continue;
       if (!p->trainers.pod_selector.Matches(pod->labels)) continue;
       // requireGPU: a pod without a GPU never becomes a trainer (it stays a neighbour).
-      if (p->trainers.require_gpu && pod->gpus <= 0) continue;
+      if (p->trainers.require_gpu && pod->AllGpus() <= 0) continue;
       if (!winner) {
         winner = p;
       } else {
@@ -192,7 +192,7 @@ NodeResolution ResolveNode(const NodeInfo& node, const std::vector<const PodInfo
   // Pass 3: every live GPU pod, policy or not, observed (nothing is written for it). The agent's
   // own pods hold no GPU; protected pods are observed too: observing writes nothing.
   for (const PodInfo* pod : sorted) {
-    if (!Live(*pod) || pod->gpus <= 0) continue;
+    if (!Live(*pod) || pod->AllGpus() <= 0) continue;
     if (static_cast<size_t>(out.fence.observe_size()) >= limits.max_observed_pods) {
       if (limits.max_observed_pods > 0) ++out.gpu_pods_not_observed;
       continue;

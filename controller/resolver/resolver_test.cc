@@ -429,6 +429,71 @@ TEST(ClusterObjectsTest, GpuResourceNamesDefaultAndConfigured) {
   }
 }
 
+TEST(ClusterObjectsTest, DraClaimsOfAPodAndTheGpusAllocatedToAClaim) {
+  // The claims a pod names: in its spec, and (made from a template) in its status; once each.
+  auto pod = PodFromJson(nlohmann::json::parse(R"({"metadata":{"uid":"1"},"spec":{
+    "resourceClaims":[{"name":"a","resourceClaimName":"c1"},{"name":"b",
+      "resourceClaimTemplateName":"t"},{"name":"c","resourceClaimName":"c1"},{"name":7},"x"]},
+    "status":{"resourceClaimStatuses":[{"name":"b","resourceClaimName":"pod-b-x1"},{"name":"z"}]}})"));
+  EXPECT_EQ(pod.claims, (std::vector<std::string>{"c1", "pod-b-x1"}));
+  EXPECT_EQ(pod.gpus, 0);
+  pod.claim_gpus = 2;
+  EXPECT_EQ(pod.AllGpus(), 2);
+  pod.gpus = INT32_MAX;
+  EXPECT_EQ(pod.AllGpus(), INT32_MAX) << "saturates";
+  // At most 32 (the API server's bound), whatever a hostile object says.
+  nlohmann::json many = {{"metadata", {{"uid", "1"}}},
+                         {"spec", {{"resourceClaims", nlohmann::json::array()}}}};
+  for (int i = 0; i < 100; ++i) {
+    many["spec"]["resourceClaims"].push_back(
+        {{"name", "n"}, {"resourceClaimName", "c" + std::to_string(i)}});
+  }
+  EXPECT_EQ(PodFromJson(many).claims.size(), 32u);
+
+  std::vector<std::string> drivers;
+  std::string error;
+  ASSERT_TRUE(ParseDraDrivers(kDefaultGpuDraDrivers, &drivers, &error)) << error;
+  EXPECT_EQ(drivers, (std::vector<std::string>{"gpu.nvidia.com", "gpu.amd.com", "gpu.intel.com"}));
+  // Allocated: two GPUs of NVIDIA's driver, a NIC of another; a ComputeDomain channel is no GPU.
+  const std::string claim_text = R"({"metadata":{"name":"c1","namespace":"ml","uid":"u",
+    "resourceVersion":"5","managedFields":[{"manager":"kube-scheduler"}]},
+    "spec":{"devices":{"requests":[{"name":"gpus","exactly":{"deviceClassName":"gpu.nvidia.com","count":2}}]}},
+    "status":{"allocation":{"devices":{"results":[
+      {"request":"gpus","driver":"gpu.nvidia.com","pool":"node-1","device":"gpu-0"},
+      {"request":"gpus","driver":"gpu.nvidia.com","pool":"node-1","device":"gpu-1-mig-1g10gb-0"},
+      {"request":"nic","driver":"dra.net","pool":"node-1","device":"eth1"},
+      {"request":"cd","driver":"compute-domain.nvidia.com","pool":"node-1","device":"channel-0"}]},
+      "nodeSelector":{"nodeSelectorTerms":[]}},
+      "reservedFor":[{"resource":"pods","name":"p","uid":"1"}]}})";
+  const nlohmann::json whole = nlohmann::json::parse(claim_text);
+  const ClaimInfo c = ClaimFromJson(whole, drivers);
+  EXPECT_EQ(c.ns, "ml");
+  EXPECT_EQ(c.name, "c1");
+  EXPECT_EQ(c.gpus, 2);
+  const nlohmann::json trimmed = kube::ParseFields(claim_text, ClaimFields().get());
+  EXPECT_EQ(ClaimFromJson(trimmed, drivers).gpus, 2) << trimmed.dump();
+  EXPECT_EQ(trimmed["metadata"]["resourceVersion"], "5");
+  EXPECT_FALSE(trimmed.contains("spec")) << trimmed.dump();
+  // Not allocated yet, malformed, or no GPU driver configured: no GPUs.
+  EXPECT_EQ(
+      ClaimFromJson(nlohmann::json::parse(R"({"metadata":{"name":"c"},"status":{}})"), drivers)
+          .gpus,
+      0);
+  EXPECT_EQ(ClaimFromJson(
+                nlohmann::json::parse(R"({"status":{"allocation":{"devices":{"results":"x"}}}})"),
+                drivers)
+                .gpus,
+            0);
+  EXPECT_EQ(ClaimFromJson(whole, {}).gpus, 0);
+  for (const char* bad : {"GPU.nvidia.com", "gpu nvidia", "gpu.nvidia.com/x", "-gpu", "gpu."}) {
+    std::vector<std::string> ignored;
+    EXPECT_FALSE(ParseDraDrivers(bad, &ignored, &error)) << bad;
+    EXPECT_NE(error.find("not a DNS subdomain"), std::string::npos) << error;
+  }
+  ASSERT_TRUE(ParseDraDrivers(" , ", &drivers, &error));
+  EXPECT_TRUE(drivers.empty()) << "an empty list turns DRA off";
+}
+
 TEST(ClusterObjectsTest, QosDerivedWhenStatusLacksIt) {
   auto g = PodFromJson(nlohmann::json::parse(R"({"metadata":{"uid":"1"},"spec":{"containers":[
     {"name":"a","resources":{"limits":{"cpu":"2","memory":"1Gi"}}}]}})"));
@@ -560,6 +625,8 @@ TEST(ClusterObjectsTest, RecordsOfTrimmedObjectsEqualRecordsOfWholeOnes) {
          "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"amd.com/gpu": 1}}}],
       "restartPolicy": "Always", "dnsPolicy": "ClusterFirst", "nodeName": "gpu-node-1",
       "priorityClassName": "training", "priority": 1000, "schedulerName": "default-scheduler",
+      "resourceClaims": [{"name": "gpus", "resourceClaimTemplateName": "two-gpus"},
+                         {"name": "shared", "resourceClaimName": "shared-gpu"}],
       "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]},
     "status": {"phase": "Running", "qosClass": "Burstable", "hostIP": "10.0.0.7",
       "conditions": [{"type": "Ready", "status": "True"}],
@@ -568,7 +635,8 @@ TEST(ClusterObjectsTest, RecordsOfTrimmedObjectsEqualRecordsOfWholeOnes) {
          "state": {"running": {"startedAt": "2026-11-23T15:49:25Z"}}},
         {"name": "main", "containerID": "containerd://aaaa", "ready": true}],
       "initContainerStatuses": [{"name": "init", "containerID": "containerd://cccc"},
-        {"name": "proxy", "containerID": "containerd://dddd", "ready": true, "started": true}]}})";
+        {"name": "proxy", "containerID": "containerd://dddd", "ready": true, "started": true}],
+      "resourceClaimStatuses": [{"name": "gpus", "resourceClaimName": "train-7d9f-x2-gpus-k2x9p"}]}})";
   const nlohmann::json whole = nlohmann::json::parse(pod_text);
   const nlohmann::json trimmed = kube::ParseFields(pod_text, PodFields().get());
   EXPECT_LT(trimmed.dump().size() * 2, whole.dump().size()) << trimmed.dump();
@@ -582,6 +650,7 @@ TEST(ClusterObjectsTest, RecordsOfTrimmedObjectsEqualRecordsOfWholeOnes) {
   EXPECT_TRUE(b.terminating);
   EXPECT_EQ(b.gpus, 3);
   EXPECT_EQ(b.cpu_request_milli, 8750);  // main, loader and the proxy sidecar
+  EXPECT_EQ(b.claims, (std::vector<std::string>{"shared-gpu", "train-7d9f-x2-gpus-k2x9p"}));
   EXPECT_EQ(b.qos, QosClass::kBurstable);
   ASSERT_EQ(b.containers.size(), 3u);
   EXPECT_EQ(b.containers[1].id, "containerd://bbbb");

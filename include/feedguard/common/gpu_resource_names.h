@@ -1,4 +1,5 @@
-// gpu_resource_names.h — which extended resources are GPUs: the device-plugin names, in one place.
+// gpu_resource_names.h — what is a GPU: the device-plugin resource names and the DRA drivers, in
+// one place.
 //
 // A pod gets a GPU through a device plugin's extended resource (container limits, and the same
 // names in kubelet's PodResources `devices[].resource_name`) or through a DRA ResourceClaim
@@ -86,5 +87,45 @@ struct GpuResourceNames {
     return n;
   }
 };
+
+// DRA: the drivers whose allocated devices are GPUs (a ResourceClaim's
+// status.allocation.devices.results[].driver; resource.k8s.io/v1, GA in Kubernetes 1.34):
+//   gpu.nvidia.com  NVIDIA's DRA driver for GPUs, whole GPUs and MIG devices alike
+//                   (compute-domain.nvidia.com, its ComputeDomain channels, are not GPUs);
+//   gpu.amd.com     AMD's; gpu.intel.com  Intel's.
+// The controller's --gpu-dra-drivers and the chart's controller.gpuDraDrivers spell the list.
+inline constexpr std::string_view kDefaultGpuDraDrivers =
+    "gpu.nvidia.com,gpu.amd.com,gpu.intel.com";
+
+// Parses a comma-separated list of DRA driver names (blanks around entries ignored, empty
+// entries skipped; an empty list turns DRA counting off). A driver name is a DNS subdomain:
+// lowercase letters, digits, '-' and '.'. Returns false, with `error` set, for anything else.
+inline bool ParseDraDrivers(std::string_view list, std::vector<std::string>* out,
+                            std::string* error) {
+  std::vector<std::string> drivers;
+  size_t pos = 0;
+  while (pos <= list.size()) {
+    size_t comma = list.find(',', pos);
+    if (comma == std::string_view::npos) comma = list.size();
+    std::string_view e = list.substr(pos, comma - pos);
+    pos = comma + 1;
+    while (!e.empty() && (e.front() == ' ' || e.front() == '\t')) e.remove_prefix(1);
+    while (!e.empty() && (e.back() == ' ' || e.back() == '\t')) e.remove_suffix(1);
+    if (e.empty()) continue;
+    bool ok = e.size() <= 253 && e.front() != '.' && e.front() != '-' && e.back() != '.' &&
+              e.back() != '-';
+    for (char c : e) {
+      ok = ok && ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '.');
+    }
+    if (!ok) {
+      *error = "DRA driver name \"" + std::string(e) +
+               "\" is not a DNS subdomain (lowercase letters, digits, '-' and '.')";
+      return false;
+    }
+    drivers.emplace_back(e);
+  }
+  *out = std::move(drivers);
+  return true;
+}
 
 }  // namespace feedguard

@@ -233,6 +233,27 @@ else
   pass "agent.enabled=false: no DaemonSet, controller, TLS and its ServiceMonitor kept"
 fi
 
+# controller.gpuDraDrivers: by default the controller counts DRA-claimed GPUs (the flag, and the
+# ClusterRole lets it list and watch resourceclaims); emptied, neither; a bad name is refused.
+dra_rule='resources: \[resourceclaims\]'
+if grep -q -- '--gpu-dra-drivers=gpu.nvidia.com,gpu.amd.com,gpu.intel.com$' "$WORK/default.yaml" &&
+  grep -q "$dra_rule" "$WORK/default.yaml"; then
+  pass "defaults: --gpu-dra-drivers=gpu.nvidia.com,gpu.amd.com,gpu.intel.com and resourceclaims list/watch"
+else
+  bad "defaults: no --gpu-dra-drivers or no resourceclaims rule"
+fi
+no_dra="$(helm template "$REL" "$CHART" -n "$NS" --set controller.gpuDraDrivers=null)"
+if grep -q -- '--gpu-dra-drivers=$' <<<"$no_dra" && ! grep -q "$dra_rule" <<<"$no_dra"; then
+  pass "controller.gpuDraDrivers=null: claims not read, no resourceclaims rule"
+else
+  bad "controller.gpuDraDrivers=null renders: $(grep -n -- 'gpu-dra\|resourceclaims' <<<"$no_dra")"
+fi
+if out="$(helm template "$REL" "$CHART" -n "$NS" --set 'controller.gpuDraDrivers={GPU.nvidia.com}' 2>&1)"; then
+  bad "controller.gpuDraDrivers={GPU.nvidia.com} rendered"
+else
+  pass "controller.gpuDraDrivers={GPU.nvidia.com} refused by the schema"
+fi
+
 # agent.cgroup.hostMount: with the version and driver known the agent gets kubelet's pod tree
 # only (each v1 hierarchy's <root>/kubepods, or v2's <root>/kubepods.slice), under /host/cgroup;
 # "kubepods" without them is refused by name; "all" keeps the whole tree.

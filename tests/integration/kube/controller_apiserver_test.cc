@@ -516,6 +516,77 @@ TEST_F(ControllerApiserverTest, PoliciesThatCanNeverFenceAreReportedAndRequireGp
   EXPECT_TRUE(controller_->Alive());
 }
 
+// A GPU pod whose GPU comes from a DRA ResourceClaim (resource.k8s.io/v1, as the NVIDIA DRA driver
+// allocates it): not a GPU pod while its claim is unallocated, observed once the claim's status
+// names a device of the gpu.nvidia.com driver — the real API server validating both objects.
+TEST_F(ControllerApiserverTest, ADraClaimedGpuPodIsObservedOnceItsClaimIsAllocated) {
+  const Gvr claims{"resource.k8s.io", "v1", "resourceclaims"};
+  InstallCrd(FG_CRD_FILE);
+  InstallCrd(FG_STARVATION_CRD_FILE, kStarvationReports);
+  ASSERT_TRUE(client_->Create(kNamespaces, "", {{"metadata", {{"name", "ml"}}}}).ok());
+  ASSERT_TRUE(client_->Create(NodesGvr(), "", Node("fg-n1")).ok());
+  Json claim = {
+      {"apiVersion", "resource.k8s.io/v1"},
+      {"kind", "ResourceClaim"},
+      {"metadata", {{"name", "one-gpu"}, {"namespace", "ml"}}},
+      {"spec",
+       {{"devices",
+         {{"requests",
+           {{{"name", "gpu"}, {"exactly", {{"deviceClassName", "gpu.nvidia.com"}}}}}}}}}}};
+  auto created = client_->Create(claims, "ml", claim);
+  ASSERT_TRUE(created.ok()) << created.status().ToString();
+  Json pod = Pod("ml", "dra-trainer", "fg-n1", "");
+  pod["spec"]["resourceClaims"] = {{{"name", "gpu"}, {"resourceClaimName", "one-gpu"}}};
+  pod["spec"]["containers"][0]["resources"] = {{"claims", {{{"name", "gpu"}}}}};
+  auto p = client_->Create(PodsGvr(), "ml", pod);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  const std::string uid = (*p)["metadata"]["uid"];
+  StartController();
+
+  auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(grpc_port_),
+                                     grpc::InsecureChannelCredentials());
+  auto stub = v1::FenceDistribution::NewStub(channel);
+  grpc::ClientContext ctx;
+  ctx.set_wait_for_ready(true);
+  ctx.set_deadline(std::chrono::system_clock::now() + 120s);
+  auto rw = stub->Stream(&ctx);
+  v1::AgentMessage hello;
+  hello.mutable_hello()->set_node_name("fg-n1");
+  ASSERT_TRUE(rw->Write(hello));
+  v1::ControllerMessage in;
+  ASSERT_TRUE(rw->Read(&in));
+  EXPECT_EQ(in.update().fence().observe_size(), 0)
+      << "unallocated: no GPU yet " << in.update().fence().ShortDebugString();
+  v1::AgentMessage ack;
+  ack.mutable_ack()->set_version(in.update().fence().version());
+  ack.mutable_ack()->set_nonce(in.update().nonce());
+  ASSERT_TRUE(rw->Write(ack));
+
+  // The scheduler's allocation, as it writes it: one device of NVIDIA's driver.
+  Json allocated = *created;
+  allocated["status"] = {{"allocation",
+                          {{"devices",
+                            {{"results",
+                              {{{"request", "gpu"},
+                                {"driver", "gpu.nvidia.com"},
+                                {"pool", "fg-n1"},
+                                {"device", "gpu-0"}}}}}}}}};
+  auto st = client_->UpdateStatus(claims, "ml", allocated);
+  ASSERT_TRUE(st.ok()) << st.status().ToString();
+
+  bool observed = false;
+  while (!observed && rw->Read(&in)) {
+    if (!in.has_update()) continue;
+    const v1::NodeFence& f = in.update().fence();
+    observed = f.observe_size() == 1 && f.observe(0).uid() == uid;
+    ack.mutable_ack()->set_version(f.version());
+    ack.mutable_ack()->set_nonce(in.update().nonce());
+    ASSERT_TRUE(rw->Write(ack));
+  }
+  EXPECT_TRUE(observed) << "the pod never became an observed GPU pod";
+  ctx.TryCancel();
+}
+
 TEST_F(ControllerApiserverTest, ObservationsBecomeTheStarvationReport) {
   InstallCrd(FG_CRD_FILE);
   InstallCrd(FG_STARVATION_CRD_FILE, kStarvationReports);
