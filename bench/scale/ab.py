@@ -8,6 +8,9 @@ one file; `--summary` prints each arm's values per field (rows grouped by contro
   bench/scale/ab.py --arm before=OLD_BIN --arm after=NEW_BIN --build build/release --rounds 2 \\
       --nodes 1000 --pods 30000 --agents 1000 --rows bench/results/scale-ab-DATE.jsonl
   bench/scale/ab.py --summary bench/results/scale-ab-DATE.jsonl --arm before=OLD_BIN ...
+
+An arm may carry controller flags after "::" (LABEL=BINARY::FLAGS): one binary, two settings,
+e.g. --arm on=BIN --arm off=BIN::--max-observed-pods=0; rows are then told apart by the flags too.
 """
 import argparse
 import hashlib
@@ -32,7 +35,9 @@ def sha(path):
 
 def summary(rows_file, arms):
     rows = [json.loads(line) for line in open(rows_file) if line.strip()]
-    by = {label: [r for r in rows if r.get("controller_sha256") == h] for label, h in arms}
+    by = {label: [r for r in rows if r.get("controller_sha256") == h and
+                  r.get("controller_args", "") == args]
+          for label, h, args in arms}
     out = {}
     for field in FIELDS:
         out[field] = {label: [r.get(field) for r in rs] for label, rs in by.items()}
@@ -53,8 +58,12 @@ def main():
     p.add_argument("--work", default=None)
     p.add_argument("--summary", metavar="ROWS", help="print the arms' values from ROWS and exit")
     a = p.parse_args()
-    binaries = [tuple(x.split("=", 1)) for x in a.arm]
-    arms = [(label, sha(binary)) for label, binary in binaries]
+    binaries = []
+    for x in a.arm:
+        label, rest = x.split("=", 1)
+        binary, _, args = rest.partition("::")
+        binaries.append((label, binary, args))
+    arms = [(label, sha(binary), args) for label, binary, args in binaries]
     if a.summary:
         json.dump(summary(a.summary, arms), sys.stdout, indent=1)
         print()
@@ -66,12 +75,12 @@ def main():
     rc = 0
     try:
         for i in range(a.rounds):
-            for label, binary in binaries:
+            for label, binary, args in binaries:
                 step_work = os.path.join(work, f"r{i}-{label}")
                 cmd = [sys.executable, os.path.join(HERE, "driver.py"), "step", "--build", a.build,
                        "--nodes", str(a.nodes), "--pods", str(a.pods), "--agents", str(a.agents),
                        "--work", step_work, "--rows", a.rows, "--controller", binary,
-                       "--phases", a.phases, "--testbed", tb]
+                       "--phases", a.phases, "--testbed", tb, "--controller-args=" + args]
                 print(f"ab: round {i} arm {label}: {' '.join(cmd)}", flush=True)
                 r = subprocess.run(cmd)
                 if r.returncode != 0:

@@ -75,6 +75,7 @@ struct Options {
   int node_digits = 5;
   int first_index = 0;
   int64_t report_interval_ms = 30'000;
+  int observe_starving_percent = 20;  // < 0: reports carry no observations
   int64_t healthy_after_ms = 10'000;
   int64_t unreached_backoff_cap_ms =  // the real agent's
       feedguard::agent::FenceClientOptions{}.unreached_backoff_cap.count();
@@ -322,7 +323,7 @@ class Sim {
         answer.mutable_ack()->set_version(f.version());
         answer.mutable_ack()->set_nonce(u.nonce());
         a.applied_version = f.version();
-        a.report = feedguard::bench::SimReport(f);
+        a.report = feedguard::bench::SimReport(f, opt_.observe_starving_percent);
         a.has_report = true;
       }
     }
@@ -531,7 +532,7 @@ void Stream::OnDone(const grpc::Status& s) {
 int Usage(const char* argv0) {
   std::fprintf(stderr,
                "usage: %s --target HOST:PORT --agents N [--node-prefix node-] [--node-digits 5]\n"
-               "          [--first-index 0] [--report-interval-ms 30000] [--watch-policy bench]\n"
+               "          [--first-index 0] [--report-interval-ms 30000] [--observe-starving-percent 20] [--watch-policy bench]\n"
                "          [--start-spread-ms 0] [--seed 1]\n"
                "          [--tls-ca F --tls-cert F --tls-key F [--tls-server-name N]]\n",
                argv0);
@@ -557,6 +558,8 @@ int Main(int argc, char** argv) {
         o.first_index = std::stoi(v);
       } else if (k == "--report-interval-ms") {
         o.report_interval_ms = std::stoll(v);
+      } else if (k == "--observe-starving-percent") {
+        o.observe_starving_percent = std::stoi(v);
       } else if (k == "--watch-policy") {
         o.watch_policy = v;
       } else if (k == "--start-spread-ms") {

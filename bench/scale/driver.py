@@ -55,6 +55,7 @@ import load as loader  # noqa: E402
 
 TESTBED = os.path.join(REPO, "tests", "testbed", "testbed.sh")
 CRD = os.path.join(REPO, "crds", "fencepolicy.yaml")
+STARVATION_CRD = os.path.join(REPO, "crds", "starvationreport.yaml")
 POLICY_PATH = "/apis/feedguard.io/v1alpha1/fencepolicies"
 
 
@@ -143,6 +144,7 @@ class Sampler:
 # ---- the simulator -----------------------------------------------------------------------
 class Sim:
     extra_args = []  # the TLS flags of make_tls (--tls)
+    observe_args = []  # --observe-starving-percent
 
     def __init__(self, binary, target, agents, events_path, report_interval_ms=30000,
                  spread_ms=0):
@@ -157,7 +159,8 @@ class Sim:
         self.out = open(events_path, "a")
         self.p = subprocess.Popen(
             [binary, "--target", target, "--agents", str(agents), "--report-interval-ms",
-             str(report_interval_ms), "--start-spread-ms", str(spread_ms)] + Sim.extra_args,
+             str(report_interval_ms), "--start-spread-ms", str(spread_ms)] + Sim.extra_args +
+            Sim.observe_args,
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
             bufsize=1)
         self.reader = threading.Thread(target=self._read, daemon=True)
@@ -259,6 +262,7 @@ def make_tls(work):
 class Controller:
     # ["--insecure"], or the TLS flags of make_tls (--tls): set once per step.
     transport_args = ["--insecure"]
+    extra_args = []  # --controller-args
 
     def __init__(self, binary, kubeconfig, logpath, grpc_port, name="ctl", leader_elect=False):
         self.logpath = logpath
@@ -273,7 +277,7 @@ class Controller:
             [binary] + Controller.transport_args +
             ["--kubeconfig", kubeconfig, "--listen-grpc", f"127.0.0.1:{grpc_port}",
              "--metrics-addr", "127.0.0.1:0", "--agent-namespace", "feedguard-system",
-             "--status-interval-ms", "500", "--identity", name] + le,
+             "--status-interval-ms", "500", "--identity", name] + le + Controller.extra_args,
             stdin=subprocess.DEVNULL, stdout=self.logf, stderr=subprocess.STDOUT,
             start_new_session=True)
         self.sampler = Sampler(self.p.pid)
@@ -365,11 +369,38 @@ def patch_priority(api, k):
     return t, now_ms(), resp["metadata"]["generation"]
 
 
+def read_starvation_report(kubeconfig, wait_s):
+    """StarvationReport/cluster's headline and size once it names every reporting node's pods."""
+    out = None
+
+    def get():
+        nonlocal out
+        r = sh(["kubectl", "--kubeconfig", kubeconfig, "get", "starvationreports", "cluster",
+                "-o", "json"])
+        if r.returncode:
+            return False
+        st = json.loads(r.stdout).get("status") or {}
+        c = st.get("cluster") or {}
+        out = {"bytes": len(r.stdout), "nodes_reporting": c.get("nodesReporting"),
+               "gpu_pods": c.get("gpuPods"), "starving_pods": c.get("starvingPods"),
+               "pods_listed": len(st.get("pods") or []), "updated": st.get("updated")}
+        return bool(c.get("gpuPods"))
+    wait_for(get, wait_s, period=1.0)
+    return out
+
+
 def run_step(a):
     row = {"nodes": a.nodes, "pods": a.pods, "agents": a.agents, "load_avg": loadavg(),
            "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "notes": []}
     os.makedirs(a.work, exist_ok=True)
     row["transport"] = "mtls" if a.tls else "plaintext"
+    # Observation (docs/DESIGN.md §4b): GPU trainers are observed by their agents, whose reports
+    # carry the windows (observe_starving_percent % of them starving; < 0: no observations).
+    row["trainer_gpus"] = a.trainer_gpus
+    row["observe_starving_percent"] = a.observe_starving_percent
+    row["controller_args"] = a.controller_args
+    Controller.extra_args = a.controller_args.split()
+    Sim.observe_args = ["--observe-starving-percent", str(a.observe_starving_percent)]
     if a.tls:
         Controller.transport_args, Sim.extra_args = make_tls(a.work)
     tb = a.testbed or os.path.join(a.work, "tb")
@@ -397,6 +428,8 @@ def run_step(a):
                 raise RuntimeError(f"{tb} holds {loaded}: pods/node differs from this step")
             if loaded["nodes"] > a.nodes:
                 raise RuntimeError(f"{tb} holds {loaded}: more nodes than this step")
+            if loaded["nodes"] and loaded.get("trainer_gpus", 0) != a.trainer_gpus:
+                raise RuntimeError(f"{tb} holds {loaded}: trainers with other GPUs than this step")
             log(f"reusing API server {tb} with {loaded['nodes']} nodes / {loaded['pods']} pods")
         else:
             r = sh([TESTBED, "up", tb], timeout=180)
@@ -410,8 +443,11 @@ def run_step(a):
                  "--timeout=60s", "crd/fencepolicies.feedguard.io"])
         if r.returncode or r2.returncode:
             raise RuntimeError(f"CRD: {r.stderr} {r2.stderr}")
+        r = sh(["kubectl", "--kubeconfig", kubeconfig, "apply", "-f", STARVATION_CRD])
+        if r.returncode:
+            raise RuntimeError(f"StarvationReport CRD: {r.stderr}")
         ld = loader.load(tb, a.nodes, a.pods, a.trainers_per_node, a.threads,
-                         first_node=loaded["nodes"])
+                         first_node=loaded["nodes"], trainer_gpus=a.trainer_gpus)
         row["load_pods_per_s"] = round(ld["pods_per_s"], 1)
         row["load_pods_loaded"] = ld["pods_loaded"]
         row["load_seconds"] = round(ld["pod_seconds"], 1)
@@ -419,7 +455,7 @@ def run_step(a):
         if ld["errors"]:
             raise RuntimeError(f"loader: {ld['errors']} errors")
         with open(loaded_file, "w") as f:
-            json.dump({"nodes": a.nodes, "pods": a.pods}, f)
+            json.dump({"nodes": a.nodes, "pods": a.pods, "trainer_gpus": a.trainer_gpus}, f)
         expected = [ld["expected"][loader.node_name(i)] for i in range(a.agents)]
         api = loader.Api(env)
         code, resp = api.request("POST", POLICY_PATH, policy_body(0))
@@ -565,6 +601,11 @@ def run_step(a):
             done = wait_for(lambda: all_fenced(g), a.edit_timeout)
             row["nack_then_edit_all_acked_s"] = round((done - t_edit) / 1000.0, 2) if done else None
             gen = g
+
+        # ---- observation: what the controller made of the agents' observations (the
+        # StarvationReport it wrote, waited for up to one --observe-interval-ms and a bit)
+        if a.trainer_gpus > 0 and a.observe_starving_percent >= 0 and t_all is not None:
+            row["observe_report"] = read_starvation_report(kubeconfig, a.observe_wait_s)
 
         # ---- relist forced by compaction
         row["relist_to_all_fenced_s"] = None
@@ -810,6 +851,15 @@ def main():
     s.add_argument("--timeout", type=float, default=None)
     s.add_argument("--settle-s", type=float, default=5)
     s.add_argument("--report-interval-ms", type=int, default=30000)
+    s.add_argument("--trainer-gpus", type=int, default=1,
+                   help="nvidia.com/gpu per trainer pod (0: none: nothing observed)")
+    s.add_argument("--observe-starving-percent", type=int, default=20,
+                   help="of the observed GPU pods, how many the simulated agents report starving "
+                        "(< 0: reports carry no observations)")
+    s.add_argument("--observe-wait-s", type=float, default=40,
+                   help="how long to wait for the StarvationReport after the edits")
+    s.add_argument("--controller-args", default="",
+                   help="extra controller flags, e.g. --max-observed-pods=0 (in the row)")
     s.add_argument("--phases", default="edits,relist,storm,restart,failover")
     s.add_argument("--tls", action="store_true",
                    help="mTLS between controller and agents (as installs run it) instead of "

@@ -92,9 +92,11 @@ def ensure(api, method, path, body, ok=(200, 201, 409)):
     return status, resp
 
 
-def pod_bodies(ns, node, name, trainer):
+def pod_bodies(ns, node, name, trainer, trainer_gpus=1):
     if trainer:
         res = {"requests": {"cpu": "4", "memory": "1Gi"}, "limits": {"cpu": "4", "memory": "1Gi"}}
+        if trainer_gpus > 0:  # a GPU trainer: observed by the agents (NodeFence.observe)
+            res["requests"]["nvidia.com/gpu"] = res["limits"]["nvidia.com/gpu"] = str(trainer_gpus)
         labels, qos = {"feedguard.io/role": "trainer", "app": "train"}, "Guaranteed"
     else:
         res = {"requests": {"cpu": "100m"}}
@@ -146,7 +148,7 @@ def run_parallel(env, threads, items, fn):
 
 
 def load(testbed, nodes, pods, trainers_per_node=1, threads=8, ns="scale", log=sys.stderr,
-         first_node=0):
+         first_node=0, trainer_gpus=1):
     """Nodes first_node..nodes-1 and their pods (pods/nodes per node, which must divide)."""
     if nodes <= 0 or pods % nodes:
         raise ValueError(f"pods ({pods}) must be a multiple of nodes ({nodes})")
@@ -174,7 +176,7 @@ def load(testbed, nodes, pods, trainers_per_node=1, threads=8, ns="scale", log=s
         node_i, k = ik
         trainer = k < trainers_per_node
         name = f"{'train' if trainer else 'batch'}-{node_i:05d}-{k:03d}"
-        pod, status = pod_bodies(ns, node_name(node_i), name, trainer)
+        pod, status = pod_bodies(ns, node_name(node_i), name, trainer, trainer_gpus)
         ensure(a, "POST", f"/api/v1/namespaces/{ns}/pods", pod)
         code, resp = a.request("PATCH", f"/api/v1/namespaces/{ns}/pods/{name}/status", status,
                                content_type="application/merge-patch+json")
@@ -192,6 +194,7 @@ def load(testbed, nodes, pods, trainers_per_node=1, threads=8, ns="scale", log=s
     tr = min(trainers_per_node, ppn)
     return {"nodes": nodes, "pods": pods, "first_node": first_node, "pods_loaded": n,
             "threads": threads, "node_seconds": node_s, "pod_seconds": pod_s,
+            "trainer_gpus": trainer_gpus,
             "pods_per_s": n / max(pod_s, 1e-9), "errors": len(node_err) + len(pod_err),
             "expected": {node_name(i): [tr, ppn - tr] for i in range(nodes)}}
 
@@ -205,10 +208,12 @@ def main():
     ap.add_argument("--threads", type=int, default=8)
     ap.add_argument("--namespace", default="scale")
     ap.add_argument("--first-node", type=int, default=0, help="nodes below this exist already")
+    ap.add_argument("--trainer-gpus", type=int, default=1,
+                    help="nvidia.com/gpu of each trainer (0: none, as the ladders before 2026-11-29)")
     ap.add_argument("--json")
     a = ap.parse_args()
     r = load(a.testbed, a.nodes, a.pods, a.trainers_per_node, a.threads, a.namespace,
-             first_node=a.first_node)
+             first_node=a.first_node, trainer_gpus=a.trainer_gpus)
     if a.json:
         with open(a.json, "w") as f:
             json.dump(r, f)

@@ -18,7 +18,8 @@ trap cleanup EXIT
 trap 'exit 143' TERM INT
 /usr/bin/python3 "$HERE/driver.py" step --build "$BUILD" --nodes 5 --pods 50 --agents 5 \
   --work "$WORK/step" --rows "$WORK/rows.jsonl" --edits 3 --edit-gap-s 0.2 --settle-s 1 \
-  --report-interval-ms 2000 --timeout 40 --phases edits,nack,relist,storm,restart,failover &
+  --report-interval-ms 2000 --timeout 40 --phases edits,nack,relist,storm,restart,failover \
+  --controller-args=--observe-interval-ms=1000 --observe-starving-percent 100 --observe-wait-s 15 &
 drv=$!
 wait "$drv" || { drv=""; echo "FAIL: driver step"; exit 1; }
 drv=""
@@ -50,6 +51,9 @@ if r.get("drops_total") is None or r.get("start_first_fence_empty_agents") is No
     bad.append("withdrawn-fence counters missing")
 if not r.get("relist_observed"):
     bad.append("no relist seen in the controller log")
+o = r.get("observe_report") or {}
+if (o.get("gpu_pods"), o.get("starving_pods"), o.get("nodes_reporting"), o.get("pods_listed")) != (5, 5, 5, 5):
+    bad.append(f"observation: the StarvationReport is not every trainer starving on 5 nodes: {o}")
 if r.get("controller_rss_peak_mb", 0) < r.get("controller_rss_steady_mb", 1e9) * 0.99:
     bad.append("peak RSS below steady RSS")
 print(json.dumps(r, indent=1))
