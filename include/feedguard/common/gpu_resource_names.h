@@ -33,6 +33,23 @@ inline constexpr std::string_view kDefaultGpuResourceNames =
 inline constexpr std::string_view kNvidiaGpuResourceNames =
     "nvidia.com/gpu,nvidia.com/gpu.shared,nvidia.com/mig-";
 
+// Calls `entry` with each entry of a comma-separated list, blanks around it trimmed, empty ones
+// skipped; stops at (and returns) the first false.
+template <typename F>
+bool ForEachListEntry(std::string_view list, F entry) {
+  size_t pos = 0;
+  while (pos <= list.size()) {
+    size_t comma = list.find(',', pos);
+    if (comma == std::string_view::npos) comma = list.size();
+    std::string_view e = list.substr(pos, comma - pos);
+    pos = comma + 1;
+    while (!e.empty() && (e.front() == ' ' || e.front() == '\t')) e.remove_prefix(1);
+    while (!e.empty() && (e.back() == ' ' || e.back() == '\t')) e.remove_suffix(1);
+    if (!e.empty() && !entry(e)) return false;
+  }
+  return true;
+}
+
 struct GpuResourceNames {
   std::vector<std::string> exact;
   std::vector<std::string> prefixes;
@@ -52,15 +69,7 @@ struct GpuResourceNames {
   // dropped). Returns false, with `error` set, for an entry without a '/' or with a blank inside.
   static bool Parse(std::string_view list, GpuResourceNames* out, std::string* error) {
     GpuResourceNames names;
-    size_t pos = 0;
-    while (pos <= list.size()) {
-      size_t comma = list.find(',', pos);
-      if (comma == std::string_view::npos) comma = list.size();
-      std::string_view e = list.substr(pos, comma - pos);
-      pos = comma + 1;
-      while (!e.empty() && (e.front() == ' ' || e.front() == '\t')) e.remove_prefix(1);
-      while (!e.empty() && (e.back() == ' ' || e.back() == '\t')) e.remove_suffix(1);
-      if (e.empty()) continue;
+    const bool ok = ForEachListEntry(list, [&](std::string_view e) {
       const auto slash = e.find('/');
       if (slash == std::string_view::npos || slash == 0 || slash + 1 == e.size() ||
           e.find_first_of(" \t") != std::string_view::npos) {
@@ -75,9 +84,10 @@ struct GpuResourceNames {
       } else {
         names.exact.emplace_back(e);
       }
-    }
-    *out = std::move(names);
-    return true;
+      return true;
+    });
+    if (ok) *out = std::move(names);
+    return ok;
   }
 
   static GpuResourceNames Defaults() {
@@ -103,29 +113,22 @@ inline constexpr std::string_view kDefaultGpuDraDrivers =
 inline bool ParseDraDrivers(std::string_view list, std::vector<std::string>* out,
                             std::string* error) {
   std::vector<std::string> drivers;
-  size_t pos = 0;
-  while (pos <= list.size()) {
-    size_t comma = list.find(',', pos);
-    if (comma == std::string_view::npos) comma = list.size();
-    std::string_view e = list.substr(pos, comma - pos);
-    pos = comma + 1;
-    while (!e.empty() && (e.front() == ' ' || e.front() == '\t')) e.remove_prefix(1);
-    while (!e.empty() && (e.back() == ' ' || e.back() == '\t')) e.remove_suffix(1);
-    if (e.empty()) continue;
-    bool ok = e.size() <= 253 && e.front() != '.' && e.front() != '-' && e.back() != '.' &&
-              e.back() != '-';
+  const bool ok = ForEachListEntry(list, [&](std::string_view e) {
+    bool dns = e.size() <= 253 && e.front() != '.' && e.front() != '-' && e.back() != '.' &&
+               e.back() != '-';
     for (char c : e) {
-      ok = ok && ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '.');
+      dns = dns && ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '.');
     }
-    if (!ok) {
+    if (!dns) {
       *error = "DRA driver name \"" + std::string(e) +
                "\" is not a DNS subdomain (lowercase letters, digits, '-' and '.')";
       return false;
     }
     drivers.emplace_back(e);
-  }
-  *out = std::move(drivers);
-  return true;
+    return true;
+  });
+  if (ok) *out = std::move(drivers);
+  return ok;
 }
 
 }  // namespace feedguard

@@ -168,6 +168,33 @@ class ControllerApiserverTest : public ::testing::Test {
   Json Node(const std::string& name) {
     return {{"apiVersion", "v1"}, {"kind", "Node"}, {"metadata", {{"name", name}}}};
   }
+  // A fake agent of `node` on the controller's stream (plaintext), its hello sent.
+  struct FakeAgent {
+    std::shared_ptr<grpc::Channel> channel;
+    std::unique_ptr<v1::FenceDistribution::Stub> stub;
+    grpc::ClientContext ctx;
+    std::unique_ptr<grpc::ClientReaderWriter<v1::AgentMessage, v1::ControllerMessage>> rw;
+    // ACKs an update as the real agent does (version and nonce).
+    bool Ack(const v1::ControllerMessage& in) {
+      v1::AgentMessage ack;
+      ack.mutable_ack()->set_version(in.update().fence().version());
+      ack.mutable_ack()->set_nonce(in.update().nonce());
+      return rw->Write(ack);
+    }
+  };
+  std::unique_ptr<FakeAgent> ConnectAgent(const std::string& node, std::chrono::seconds deadline) {
+    auto a = std::make_unique<FakeAgent>();
+    a->channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(grpc_port_),
+                                     grpc::InsecureChannelCredentials());
+    a->stub = v1::FenceDistribution::NewStub(a->channel);
+    a->ctx.set_wait_for_ready(true);
+    a->ctx.set_deadline(std::chrono::system_clock::now() + deadline);
+    a->rw = a->stub->Stream(&a->ctx);
+    v1::AgentMessage hello;
+    hello.mutable_hello()->set_node_name(node);
+    if (!a->rw->Write(hello)) return nullptr;
+    return a;
+  }
   Json Pod(const std::string& ns, const std::string& name, const std::string& node,
            const std::string& role) {
     Json p = {{"apiVersion", "v1"},
@@ -482,30 +509,20 @@ TEST_F(ControllerApiserverTest, PoliciesThatCanNeverFenceAreReportedAndRequireGp
 
   // requireGPU: the agent of fg-n1 gets a fence whose only trainer is the pod with a GPU; the
   // labelled pod without one is a neighbour. No invalid policy appears in it.
-  auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(grpc_port_),
-                                     grpc::InsecureChannelCredentials());
-  auto stub = v1::FenceDistribution::NewStub(channel);
-  grpc::ClientContext ctx;
-  ctx.set_wait_for_ready(true);
-  ctx.set_deadline(std::chrono::system_clock::now() + 60s);
-  auto rw = stub->Stream(&ctx);
-  v1::AgentMessage hello;
-  hello.mutable_hello()->set_node_name("fg-n1");
-  ASSERT_TRUE(rw->Write(hello));
+  auto agent = ConnectAgent("fg-n1", 60s);
+  ASSERT_TRUE(agent);
+  auto& rw = agent->rw;
   v1::ControllerMessage in;
   std::optional<v1::NodeFence> fence;
   while (rw->Read(&in)) {
     const auto& f = in.update().fence();
-    v1::AgentMessage ack;
-    ack.mutable_ack()->set_version(f.version());
-    ack.mutable_ack()->set_nonce(in.update().nonce());
-    rw->Write(ack);
+    agent->Ack(in);
     if (f.trainers_size() > 0) {
       fence = f;
       break;
     }
   }
-  ctx.TryCancel();
+  agent->ctx.TryCancel();
   ASSERT_TRUE(fence.has_value()) << "no fence with a trainer";
   ASSERT_EQ(fence->trainers_size(), 1) << fence->ShortDebugString();
   EXPECT_EQ(fence->trainers(0).pod().name(), "with-gpu");
@@ -543,24 +560,13 @@ TEST_F(ControllerApiserverTest, ADraClaimedGpuPodIsObservedOnceItsClaimIsAllocat
   const std::string uid = (*p)["metadata"]["uid"];
   StartController();
 
-  auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(grpc_port_),
-                                     grpc::InsecureChannelCredentials());
-  auto stub = v1::FenceDistribution::NewStub(channel);
-  grpc::ClientContext ctx;
-  ctx.set_wait_for_ready(true);
-  ctx.set_deadline(std::chrono::system_clock::now() + 120s);
-  auto rw = stub->Stream(&ctx);
-  v1::AgentMessage hello;
-  hello.mutable_hello()->set_node_name("fg-n1");
-  ASSERT_TRUE(rw->Write(hello));
+  auto agent = ConnectAgent("fg-n1", 120s);
+  ASSERT_TRUE(agent);
   v1::ControllerMessage in;
-  ASSERT_TRUE(rw->Read(&in));
+  ASSERT_TRUE(agent->rw->Read(&in));
   EXPECT_EQ(in.update().fence().observe_size(), 0)
       << "unallocated: no GPU yet " << in.update().fence().ShortDebugString();
-  v1::AgentMessage ack;
-  ack.mutable_ack()->set_version(in.update().fence().version());
-  ack.mutable_ack()->set_nonce(in.update().nonce());
-  ASSERT_TRUE(rw->Write(ack));
+  ASSERT_TRUE(agent->Ack(in));
 
   // The scheduler's allocation, as it writes it: one device of NVIDIA's driver.
   Json allocated = *created;
@@ -575,16 +581,14 @@ TEST_F(ControllerApiserverTest, ADraClaimedGpuPodIsObservedOnceItsClaimIsAllocat
   ASSERT_TRUE(st.ok()) << st.status().ToString();
 
   bool observed = false;
-  while (!observed && rw->Read(&in)) {
+  while (!observed && agent->rw->Read(&in)) {
     if (!in.has_update()) continue;
     const v1::NodeFence& f = in.update().fence();
     observed = f.observe_size() == 1 && f.observe(0).uid() == uid;
-    ack.mutable_ack()->set_version(f.version());
-    ack.mutable_ack()->set_nonce(in.update().nonce());
-    ASSERT_TRUE(rw->Write(ack));
+    ASSERT_TRUE(agent->Ack(in));
   }
   EXPECT_TRUE(observed) << "the pod never became an observed GPU pod";
-  ctx.TryCancel();
+  agent->ctx.TryCancel();
 }
 
 TEST_F(ControllerApiserverTest, ObservationsBecomeTheStarvationReport) {
@@ -604,16 +608,9 @@ TEST_F(ControllerApiserverTest, ObservationsBecomeTheStarvationReport) {
   const std::string etl_uid = (*etl)["metadata"]["uid"];
   StartController();
 
-  auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(grpc_port_),
-                                     grpc::InsecureChannelCredentials());
-  auto stub = v1::FenceDistribution::NewStub(channel);
-  grpc::ClientContext ctx;
-  ctx.set_wait_for_ready(true);
-  ctx.set_deadline(std::chrono::system_clock::now() + 120s);
-  auto rw = stub->Stream(&ctx);
-  v1::AgentMessage hello;
-  hello.mutable_hello()->set_node_name("fg-n1");
-  ASSERT_TRUE(rw->Write(hello));
+  auto agent = ConnectAgent("fg-n1", 120s);
+  ASSERT_TRUE(agent);
+  auto& rw = agent->rw;
   v1::ControllerMessage in;
   ASSERT_TRUE(rw->Read(&in));
   const v1::NodeFence& fence = in.update().fence();
@@ -621,10 +618,7 @@ TEST_F(ControllerApiserverTest, ObservationsBecomeTheStarvationReport) {
   ASSERT_EQ(fence.observe_size(), 1) << fence.ShortDebugString();
   EXPECT_EQ(fence.observe(0).uid(), trainer_uid);
   EXPECT_EQ(fence.observe(0).cpu_request_milli(), 2000);
-  v1::AgentMessage ack;
-  ack.mutable_ack()->set_version(fence.version());
-  ack.mutable_ack()->set_nonce(in.update().nonce());
-  ASSERT_TRUE(rw->Write(ack));
+  ASSERT_TRUE(agent->Ack(in));
 
   // The agent's report: the trainer waited 20 % of 10 min, its GPU idle 40 %, etl and the node
   // on its CPUs meanwhile.
@@ -690,7 +684,7 @@ TEST_F(ControllerApiserverTest, ObservationsBecomeTheStarvationReport) {
   auto after = client_->Get(kStarvationReports, "", "cluster");
   ASSERT_TRUE(after.ok());
   EXPECT_EQ((*after)["metadata"]["resourceVersion"], (*before)["metadata"]["resourceVersion"]);
-  ctx.TryCancel();
+  agent->ctx.TryCancel();
   EXPECT_TRUE(controller_->Alive());
 }
 
