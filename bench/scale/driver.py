@@ -397,6 +397,7 @@ def run_step(a):
     # Observation (docs/DESIGN.md §4b): GPU trainers are observed by their agents, whose reports
     # carry the windows (observe_starving_percent % of them starving; < 0: no observations).
     row["trainer_gpus"] = a.trainer_gpus
+    row["pod_shape"] = a.pod_shape
     row["observe_starving_percent"] = a.observe_starving_percent
     row["controller_args"] = a.controller_args
     Controller.extra_args = a.controller_args.split()
@@ -430,6 +431,8 @@ def run_step(a):
                 raise RuntimeError(f"{tb} holds {loaded}: more nodes than this step")
             if loaded["nodes"] and loaded.get("trainer_gpus", 0) != a.trainer_gpus:
                 raise RuntimeError(f"{tb} holds {loaded}: trainers with other GPUs than this step")
+            if loaded["nodes"] and loaded.get("pod_shape", "lean") != a.pod_shape:
+                raise RuntimeError(f"{tb} holds {loaded}: pods of another shape than this step")
             log(f"reusing API server {tb} with {loaded['nodes']} nodes / {loaded['pods']} pods")
         else:
             r = sh([TESTBED, "up", tb], timeout=180)
@@ -447,7 +450,8 @@ def run_step(a):
         if r.returncode:
             raise RuntimeError(f"StarvationReport CRD: {r.stderr}")
         ld = loader.load(tb, a.nodes, a.pods, a.trainers_per_node, a.threads,
-                         first_node=loaded["nodes"], trainer_gpus=a.trainer_gpus)
+                         first_node=loaded["nodes"], trainer_gpus=a.trainer_gpus,
+                         pod_shape=a.pod_shape)
         row["load_pods_per_s"] = round(ld["pods_per_s"], 1)
         row["load_pods_loaded"] = ld["pods_loaded"]
         row["load_seconds"] = round(ld["pod_seconds"], 1)
@@ -455,7 +459,8 @@ def run_step(a):
         if ld["errors"]:
             raise RuntimeError(f"loader: {ld['errors']} errors")
         with open(loaded_file, "w") as f:
-            json.dump({"nodes": a.nodes, "pods": a.pods, "trainer_gpus": a.trainer_gpus}, f)
+            json.dump({"nodes": a.nodes, "pods": a.pods, "trainer_gpus": a.trainer_gpus,
+                       "pod_shape": a.pod_shape}, f)
         expected = [ld["expected"][loader.node_name(i)] for i in range(a.agents)]
         api = loader.Api(env)
         code, resp = api.request("POST", POLICY_PATH, policy_body(0))
@@ -851,6 +856,9 @@ def main():
     s.add_argument("--timeout", type=float, default=None)
     s.add_argument("--settle-s", type=float, default=5)
     s.add_argument("--report-interval-ms", type=int, default=30000)
+    s.add_argument("--pod-shape", choices=["realistic", "lean"], default="realistic",
+                   help="realistic: copies of the real cluster's pods (shapes/pods.json); lean: "
+                        "one container, 1-2 labels (the ladders before 2026-11-29)")
     s.add_argument("--trainer-gpus", type=int, default=1,
                    help="nvidia.com/gpu per trainer pod (0: none: nothing observed)")
     s.add_argument("--observe-starving-percent", type=int, default=20,

@@ -10,7 +10,12 @@ kube-apiserver's REST API (admin client certificate from a tests/testbed dir), f
 keep-alive connections; it reports objects/s so the results can say where it keeps up.
 
   load.py --testbed DIR --nodes N --pods P [--trainers-per-node 1] [--threads 8]
-          [--namespace scale] [--first-node K] [--json OUT]
+          [--namespace scale] [--first-node K] [--pod-shape lean|realistic] [--trainer-gpus 1]
+          [--json OUT]
+
+--pod-shape realistic: the pods are copies of the real cluster's (shapes/pods.json, made by
+shapes/dump.sh on the node tier's kubelet): per node the training-operator worker as its trainer
+and the other dumped pods in turn as neighbours, with fresh names, uids, container ids and IPs.
 PODS must be a multiple of NODES. --first-node K: nodes 0..K-1 and their pods exist already
 (a ladder grows one API server step by step).
 """
@@ -117,6 +122,87 @@ def pod_bodies(ns, node, name, trainer, trainer_gpus=1):
     return pod, status
 
 
+# ---- the realistic shape: pods as the real cluster holds them (bench/scale/shapes/pods.json) ----
+SHAPES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "shapes", "pods.json")
+# Label values that name one object (a pod, its Job, its controller), made fresh per pod.
+PER_POD_LABELS = ("controller-uid", "batch.kubernetes.io/controller-uid")
+NAME_LABELS = ("statefulset.kubernetes.io/pod-name",)
+JOB_NAME_LABELS = ("job-name", "batch.kubernetes.io/job-name")
+
+
+def realistic_templates(path=SHAPES):
+    """(trainer, others): the dumped training-operator worker (its GPU trainer) and the rest."""
+    with open(path) as f:
+        items = json.load(f)["items"]
+    trainer = [p for p in items if "training.kubeflow.org/job-name" in p["metadata"].get("labels", {})]
+    if len(trainer) != 1:
+        raise ValueError(f"{path}: want exactly one training-operator pod, found {len(trainer)}")
+    others = [p for p in items if p is not trainer[0]]
+    others.sort(key=lambda p: p["metadata"]["name"])
+    return trainer[0], others
+
+
+def _fresh_uid():
+    h = secrets.token_hex(16)
+    return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-8{h[17:20]}-{h[20:32]}"
+
+
+def realistic_bodies(ns, node, name, template, trainer, trainer_gpus, index, pod_ip):
+    """A copy of a dumped pod under a new name on `node`: its spec, labels, annotations, owner
+    and status as the API server held them, with the per-instance values made fresh (uid-bearing
+    labels, owner uids, container ids, pod name labels, IPs). The trainer keeps
+    feedguard.io/role=trainer and gets `trainer_gpus` nvidia.com/gpu (0: none); the other shapes
+    keep whatever GPUs their workload asked for."""
+    t = json.loads(json.dumps(template))
+    meta, spec, st = t["metadata"], t["spec"], t.get("status", {})
+    labels = meta.get("labels", {})
+    for k in ("uid", "resourceVersion", "creationTimestamp", "generateName", "managedFields"):
+        meta.pop(k, None)
+    meta["name"], meta["namespace"] = name, ns
+    job = name.rsplit("-", 1)[0]
+    fresh = _fresh_uid()
+    for k in PER_POD_LABELS:
+        if k in labels:
+            labels[k] = fresh
+    for k in JOB_NAME_LABELS:
+        if k in labels:
+            labels[k] = job
+    for k in NAME_LABELS:
+        if k in labels:
+            labels[k] = name
+    if "apps.kubernetes.io/pod-index" in labels:
+        labels["apps.kubernetes.io/pod-index"] = str(index)
+    if trainer:
+        labels["feedguard.io/role"] = "trainer"
+    else:
+        labels.pop("feedguard.io/role", None)
+    for o in meta.get("ownerReferences", []):
+        o["uid"] = fresh if o.get("kind") == "Job" else _fresh_uid()
+        if o.get("kind") == "Job":
+            o["name"] = job
+    spec["nodeName"] = node
+    if "hostname" in spec:
+        spec["hostname"] = name
+    if trainer:
+        for c in spec.get("containers", []):
+            res = c.setdefault("resources", {})
+            for part in ("requests", "limits"):
+                if trainer_gpus > 0 and "nvidia.com/gpu" in res.get(part, {}):
+                    res[part]["nvidia.com/gpu"] = str(trainer_gpus)
+                elif trainer_gpus <= 0:
+                    res.get(part, {}).pop("nvidia.com/gpu", None)
+    for lst in ("containerStatuses", "initContainerStatuses"):
+        for cs in st.get(lst, []):
+            if cs.get("containerID"):
+                cs["containerID"] = "containerd://" + secrets.token_hex(32)
+    st["podIP"] = pod_ip
+    st["podIPs"] = [{"ip": pod_ip}]
+    st["hostIP"] = "10.0.0.1"
+    st["hostIPs"] = [{"ip": "10.0.0.1"}]
+    t.pop("status", None)
+    return t, {"status": st}
+
+
 def run_parallel(env, threads, items, fn):
     """fn(api, item) over items from `threads` connections; returns (seconds, errors)."""
     q = queue.Queue()
@@ -148,11 +234,15 @@ def run_parallel(env, threads, items, fn):
 
 
 def load(testbed, nodes, pods, trainers_per_node=1, threads=8, ns="scale", log=sys.stderr,
-         first_node=0, trainer_gpus=1):
+         first_node=0, trainer_gpus=1, pod_shape="lean"):
     """Nodes first_node..nodes-1 and their pods (pods/nodes per node, which must divide)."""
     if nodes <= 0 or pods % nodes:
         raise ValueError(f"pods ({pods}) must be a multiple of nodes ({nodes})")
     ppn = pods // nodes
+    if pod_shape not in ("lean", "realistic"):
+        raise ValueError(f"pod shape {pod_shape!r}: lean or realistic")
+    if pod_shape == "realistic":
+        tr_tpl, others = realistic_templates()
     env = read_env(testbed)
     api = Api(env)
     for n in (ns, "feedguard-system"):
@@ -175,8 +265,17 @@ def load(testbed, nodes, pods, trainers_per_node=1, threads=8, ns="scale", log=s
     def mk_pod(a, ik):
         node_i, k = ik
         trainer = k < trainers_per_node
-        name = f"{'train' if trainer else 'batch'}-{node_i:05d}-{k:03d}"
-        pod, status = pod_bodies(ns, node_name(node_i), name, trainer, trainer_gpus)
+        if pod_shape == "realistic":
+            tpl = tr_tpl if trainer else others[(k - trainers_per_node) % len(others)]
+            base = tpl["metadata"]["name"].rsplit("-", 1)[0] if "generateName" in tpl["metadata"] \
+                else tpl["metadata"]["name"].rstrip("0123456789").rstrip("-")
+            name = f"{base}-{node_i:05d}-{k:03d}"
+            ip = f"10.{(node_i >> 8) & 255}.{node_i & 255}.{k + 2}"
+            pod, status = realistic_bodies(ns, node_name(node_i), name, tpl, trainer, trainer_gpus,
+                                           k, ip)
+        else:
+            name = f"{'train' if trainer else 'batch'}-{node_i:05d}-{k:03d}"
+            pod, status = pod_bodies(ns, node_name(node_i), name, trainer, trainer_gpus)
         ensure(a, "POST", f"/api/v1/namespaces/{ns}/pods", pod)
         code, resp = a.request("PATCH", f"/api/v1/namespaces/{ns}/pods/{name}/status", status,
                                content_type="application/merge-patch+json")
@@ -194,7 +293,7 @@ def load(testbed, nodes, pods, trainers_per_node=1, threads=8, ns="scale", log=s
     tr = min(trainers_per_node, ppn)
     return {"nodes": nodes, "pods": pods, "first_node": first_node, "pods_loaded": n,
             "threads": threads, "node_seconds": node_s, "pod_seconds": pod_s,
-            "trainer_gpus": trainer_gpus,
+            "trainer_gpus": trainer_gpus, "pod_shape": pod_shape,
             "pods_per_s": n / max(pod_s, 1e-9), "errors": len(node_err) + len(pod_err),
             "expected": {node_name(i): [tr, ppn - tr] for i in range(nodes)}}
 
@@ -208,12 +307,15 @@ def main():
     ap.add_argument("--threads", type=int, default=8)
     ap.add_argument("--namespace", default="scale")
     ap.add_argument("--first-node", type=int, default=0, help="nodes below this exist already")
+    ap.add_argument("--pod-shape", choices=["lean", "realistic"], default="lean",
+                    help="lean: one container, 1-2 labels (the ladders before 2026-11-29); "
+                         "realistic: copies of the real cluster's pods in shapes/pods.json")
     ap.add_argument("--trainer-gpus", type=int, default=1,
                     help="nvidia.com/gpu of each trainer (0: none, as the ladders before 2026-11-29)")
     ap.add_argument("--json")
     a = ap.parse_args()
     r = load(a.testbed, a.nodes, a.pods, a.trainers_per_node, a.threads, a.namespace,
-             first_node=a.first_node, trainer_gpus=a.trainer_gpus)
+             first_node=a.first_node, trainer_gpus=a.trainer_gpus, pod_shape=a.pod_shape)
     if a.json:
         with open(a.json, "w") as f:
             json.dump(r, f)

@@ -11,7 +11,10 @@
 #        FG_SCALE_FRESH=1 (a fresh API server per step instead of growing one),
 #        FG_SCALE_TLS=1 (mTLS between controller and agents, as installs run it),
 #        FG_SCALE_ROWS (append rows to this file instead of WORK/rows.jsonl; the report
-#        is written from every row in it)
+#        is written from every row in it), FG_SCALE_SHAPE (realistic: copies of the real
+#        cluster's pods, shapes/pods.json — the default; lean: the ladders before 2026-11-29),
+#        FG_SCALE_NAME (results file name, default scale), FG_SCALE_ARGS (more driver.py step
+#        flags, e.g. "--controller-args=--max-observed-pods=0")
 # Steps must be in growing order with the same pods/node when the API server is grown.
 # Needs: the test bed binaries (tests/testbed/build.sh), kubectl, /usr/bin/python3 (+ matplotlib).
 set -uo pipefail
@@ -39,8 +42,11 @@ for step in "${STEPS[@]}"; do
   echo "# step $step ($(uptime | sed 's/.*load/load/'))" >&2
   /usr/bin/python3 "$HERE/driver.py" step --build "$BUILD" --nodes "$n" --pods "$p" --agents "$a" \
     --work "$WORK/step-$n" --rows "$ROWS" --edits "${FG_SCALE_EDITS:-10}" \
-    --threads "${FG_SCALE_THREADS:-8}" "${tbarg[@]}" ${FG_SCALE_TLS:+--tls} || { echo "run.sh: step $step failed" >&2; rc=1; }
+    --threads "${FG_SCALE_THREADS:-8}" "${tbarg[@]}" ${FG_SCALE_TLS:+--tls} \
+    --pod-shape "${FG_SCALE_SHAPE:-realistic}" ${FG_SCALE_ARGS:-} || { echo "run.sh: step $step failed" >&2; rc=1; }
 done
-/usr/bin/python3 "$HERE/driver.py" report --rows "$ROWS" --out-json "$OUT/scale.json" \
-  --out-md "$OUT/scale.md" --out-png "$OUT/scale.png" --command "bench/scale/run.sh BUILD ${STEPS[*]}" || rc=1
+NAME="${FG_SCALE_NAME:-scale}"
+/usr/bin/python3 "$HERE/driver.py" report --rows "$ROWS" --out-json "$OUT/$NAME.json" \
+  --out-md "$OUT/$NAME.md" --out-png "$OUT/$NAME.png" \
+  --command "FG_SCALE_SHAPE=${FG_SCALE_SHAPE:-realistic}${FG_SCALE_TLS:+ FG_SCALE_TLS=1}${FG_SCALE_ARGS:+ FG_SCALE_ARGS='$FG_SCALE_ARGS'} bench/scale/run.sh BUILD ${STEPS[*]}" || rc=1
 exit $rc
