@@ -248,7 +248,8 @@ TEST_F(StarvationReportTest, OnlyTheWaitBehindOthersStarves) {
     w.set_wait_behind_pods_seconds(2e9);
   }
   book_.OnReport("h", h);
-  const auto& liar = book_.Snapshot().at("h").pods[0];
+  const auto hostile = book_.Snapshot();
+  const auto& liar = hostile.at("h").pods[0];
   EXPECT_FLOAT_EQ(liar.behind_others_10m_s, 60);
   ASSERT_FALSE(liar.windows.empty());
   EXPECT_FLOAT_EQ(liar.windows[1].behind_pods_s, 60);
