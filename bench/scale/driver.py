@@ -379,9 +379,14 @@ def read_starvation_report(kubeconfig, wait_s):
                 "-o", "json"])
         if r.returncode:
             return False
-        st = json.loads(r.stdout).get("status") or {}
+        obj = json.loads(r.stdout)
+        st = obj.get("status") or {}
         c = st.get("cluster") or {}
-        out = {"bytes": len(r.stdout), "nodes_reporting": c.get("nodesReporting"),
+        # bytes: kubectl's indented JSON; compact_bytes: the object as the API server stores it
+        # (compact JSON; no managedFields either way).
+        out = {"bytes": len(r.stdout),
+               "compact_bytes": len(json.dumps(obj, separators=(",", ":"))),
+               "nodes_reporting": c.get("nodesReporting"),
                "gpu_pods": c.get("gpuPods"), "starving_pods": c.get("starvingPods"),
                "pods_listed": len(st.get("pods") or []), "updated": st.get("updated")}
         return bool(c.get("gpuPods"))
