@@ -399,10 +399,11 @@ void ControllerApp::StartLeading() {
     book_ = std::make_shared<StarvationBook>(clock_);
     o.observer =
         std::make_shared<AgentObserverTee>(std::vector<AgentObserverPtr>{reconciler_, book_});
-    PodNamer names = [rc](const std::string& node) {
+    PodNamer names = [rc](const std::string& node, const std::set<std::string>& uids) {
       std::map<std::string, PodName> out;
       rc->ForEachPodOn(node, [&](const PodInfo& p) {
-        out[p.uid.str()] = {p.ns.get(), p.name, p.cpu_request_milli};
+        std::string uid = p.uid.str();
+        if (uids.count(uid)) out[std::move(uid)] = {p.ns.get(), p.name, p.cpu_request_milli};
       });
       return out;
     };

@@ -120,7 +120,17 @@ json RenderStarvationStatus(const std::map<std::string, SeenNode>& nodes, const 
   std::vector<Candidate> starving;
   std::map<std::string, std::map<std::string, PodName>> named;  // node → its pods
   for (const auto& [node, seen] : nodes) {
-    const auto& on_node = named[node] = names ? names(node) : std::map<std::string, PodName>{};
+    std::set<std::string> wanted;
+    for (const auto& p : seen.pods) {
+      wanted.insert(p.uid);
+      for (const auto& w : p.windows) {  // starving pods only
+        for (const auto& [uid, cpu_s] : w.contenders) {
+          if (!uid.empty()) wanted.insert(uid);
+        }
+      }
+    }
+    const auto& on_node = named[node] =
+        names ? names(node, wanted) : std::map<std::string, PodName>{};
     for (const auto& p : seen.pods) {
       cluster.Add(p);
       by_node[node].Add(p);

@@ -17,6 +17,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <set>
+
 #include "controller/observe/starvation_book.h"
 #include "feedguard/common/starvation.h"
 
@@ -26,8 +28,11 @@ struct PodName {
   std::string ns, name;
   int64_t cpu_request_milli = 0;
 };
-// Every pod the controller knows on `node`, by uid.
-using PodNamer = std::function<std::map<std::string, PodName>(const std::string& node)>;
+// The pods of `uids` the controller knows on `node`, by uid (unknown ones left out). Asked per
+// node for its observed pods and the contenders of its starving ones only: naming every pod of
+// every reporting node each pass held ~10 MB at 2,000 nodes (bench/results/scale-observe.md).
+using PodNamer = std::function<std::map<std::string, PodName>(const std::string& node,
+                                                              const std::set<std::string>& uids)>;
 
 struct StarvationReportLimits {
   size_t pods = kStarvationReportMaxPods;

@@ -2,6 +2,7 @@
 #include <cmath>
 #include <limits>
 #include <memory>
+#include <set>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -45,10 +46,18 @@ void AddPod(NodeReport* r, const std::string& uid, double wait_10m, double lost_
   }
 }
 
-PodNamer Names(std::map<std::string, std::map<std::string, PodName>> by_node) {
-  return [by_node](const std::string& node) {
+// Names what it is asked for of `by_node`, and records what it was asked for.
+PodNamer Names(std::map<std::string, std::map<std::string, PodName>> by_node,
+               std::map<std::string, std::set<std::string>>* asked = nullptr) {
+  return [by_node, asked](const std::string& node, const std::set<std::string>& uids) {
+    if (asked) (*asked)[node] = uids;
+    std::map<std::string, PodName> out;
     auto it = by_node.find(node);
-    return it == by_node.end() ? std::map<std::string, PodName>{} : it->second;
+    if (it == by_node.end()) return out;
+    for (const auto& [uid, name] : it->second) {
+      if (uids.count(uid)) out[uid] = name;
+    }
+    return out;
   };
 }
 
@@ -66,15 +75,21 @@ TEST_F(StarvationReportTest, WorstFirstWithNamedContendersAndTotals) {
   AddPod(&b, "t4", 100, -1);  // no NVML: ranked by its wait, which bounds its loss
   book_.OnReport("node-a", a);
   book_.OnReport("node-b", b);
+  std::map<std::string, std::set<std::string>> asked;
   auto names = Names({{"node-a",
                        {{"t1", {"ml", "trainer-1", 4000}},
                         {"t2", {"ml", "trainer-2", 4000}},
-                        {"n1", {"batch", "etl-7", 500}}}},
+                        {"n1", {"batch", "etl-7", 500}},
+                        {"idle-1", {"batch", "idle-1", 100}}}},
                       {"node-b",
                        {{"t3", {"ml", "trainer-3", 8000}},
                         {"t4", {"research", "nb-1", 1000}},
-                        {"n2", {"batch", "etl-9", 500}}}}});
+                        {"n2", {"batch", "etl-9", 500}}}}},
+                     &asked);
   auto s = RenderStarvationStatus(book_.Snapshot(), names, 3);
+  // Only the observed pods and the starving ones' contenders are looked up, not every pod.
+  EXPECT_EQ(asked["node-a"], (std::set<std::string>{"n1", "t1", "t2"}));
+  EXPECT_EQ(asked["node-b"], (std::set<std::string>{"n2", "t3", "t4"}));
 
   ASSERT_EQ(s["pods"].size(), 3u) << s.dump(2);  // t2 did not starve
   EXPECT_EQ(s["pods"][0]["name"], "trainer-3");
