@@ -20,6 +20,7 @@
 
 #include "agent/client/fence_client.h"
 #include "controller/distributor/distributor.h"
+#include "controller/distributor/tls_buffers.h"
 #include "feedguard/v1/nodefence.grpc.pb.h"
 #include "tests/integration/grpc/test_pki.h"
 
@@ -94,6 +95,10 @@ class FakeApplier final : public agent::FenceApplier {
   uint64_t applied_version() const {
     std::lock_guard lock(mu_);
     return applied_.version();
+  }
+  v1::NodeFence applied() const {
+    std::lock_guard lock(mu_);
+    return applied_;
   }
 
  private:
@@ -176,6 +181,20 @@ v1::NodeFence Fence(const std::string& node, uint64_t version) {
   auto* t = f.add_trainers();
   t->mutable_pod()->set_uid("uid-1");
   t->set_policy("vision-trainers");
+  return f;
+}
+
+// Fence() with `neighbours` neighbour pods of ~78 bytes each on the wire.
+v1::NodeFence BigFence(const std::string& node, uint64_t version, int neighbours) {
+  v1::NodeFence f = Fence(node, version);
+  for (int i = 0; i < neighbours; ++i) {
+    auto* n = f.add_neighbours();
+    const std::string k = std::to_string(version) + "-" + std::to_string(i);
+    n->mutable_pod()->set_uid("0b1e7c3a-5d2f-4e8a-9c61-" + k);
+    n->mutable_pod()->set_namespace_("batch");
+    n->mutable_pod()->set_name("neighbour-" + k);
+    n->set_policy("vision-trainers");
+  }
   return f;
 }
 
@@ -336,6 +355,31 @@ TEST_F(GrpcStreamTest, HelloFenceAckRoundTrip) {
   EXPECT_EQ(cs.applied_version, 2u);
   EXPECT_EQ(cs.acks, 2u);
   EXPECT_EQ(server->ConnectedCount(), 1u);
+}
+
+TEST_F(GrpcStreamTest, LargeFencesCrossMtlsWhileIdleTlsBuffersAreReleased) {
+  // The Distributor frees OpenSSL's record buffers while a TLS connection idles (tls_buffers.h;
+  // SSL_MODE_RELEASE_BUFFERS on every SSL object made after its Start): each record is then
+  // written and read through buffers allocated for it. Fences of ~0.6 MiB (some 150 TLS frames
+  // of 4 KiB) still arrive whole, one after another on one connection, and are ACKed.
+  constexpr int kNeighbours = 8'000;
+  auto server = StartServerHolding(BigFence("gpu-1", 1, kNeighbours));
+  ASSERT_TRUE(server);
+  EXPECT_TRUE(controller::NewTlsConnectionsReleaseIdleBuffers());
+  auto client = StartClient(ClientOptions("gpu-1", server->port()));
+  ASSERT_TRUE(client);
+  ASSERT_TRUE(WaitUntil([&] { return server->GetAgent("gpu-1")->acked_version == 1; }));
+  EXPECT_EQ(applier_->applied().neighbours_size(), kNeighbours);
+  const v1::NodeFence second = BigFence("gpu-1", 2, kNeighbours);
+  ASSERT_GT(second.ByteSizeLong(), 600'000u);
+  ASSERT_TRUE(server->SetDesired(second).ok());
+  ASSERT_TRUE(WaitUntil([&] { return server->GetAgent("gpu-1")->acked_version == 2; }));
+  const v1::NodeFence got = applier_->applied();
+  ASSERT_EQ(got.neighbours_size(), kNeighbours);
+  EXPECT_EQ(got.neighbours(kNeighbours - 1).pod().name(),
+            second.neighbours(kNeighbours - 1).pod().name());
+  EXPECT_EQ(applier_->seen(), (std::vector<uint64_t>{1, 2}));
+  EXPECT_EQ(server->GetAgent("gpu-1")->streams, 1u);  // one connection throughout
 }
 
 TEST_F(GrpcStreamTest, AReportNamingANonUtf8CgroupReachesTheControllerReadable) {
