@@ -371,6 +371,11 @@ def cmd_report(a):
             "edit_controller_cpu_ms": med_spread([r.get("edit_controller_cpu_ms") for r in rs]),
             "edit_sim_cpu_ms": med_spread([r.get("edit_sim_cpu_ms") for r in rs]),
             "edit_all_acked_p50_ms": med_spread([r.get("edit_all_acked_p50_ms") for r in rs]),
+            "start_controller_cpu_s": med_spread([r.get("start_controller_cpu_s") for r in rs]),
+            "storm_to_all_fenced_s": med_spread([r.get("storm_to_all_fenced_s") for r in rs]),
+            "storm_controller_cpu_s": med_spread([r.get("storm_controller_cpu_s") for r in rs]),
+            "rss_peak_storm_mb": med_spread([r.get("rss_peak_storm_mb") for r in rs]),
+            "rss_after_storm_mb": med_spread([r.get("rss_after_storm_mb") for r in rs]),
             "load_avg_1m": med_spread([r["load_avg"][0] for r in rs]),
             "controller_sha256": sorted({r["controller_sha256"] for r in rs}),
         })
@@ -393,12 +398,10 @@ def cmd_report(a):
                 e[0] += s["d_bytes"] / r["agents"]
                 e[1] += s["d_resident"] / r["agents"]
                 e[2] += 1
-            tot = c.setdefault("_total", [0, 0, 0])
+            tot = c.setdefault("total (all live heap blocks)", [0, 0, 0])
             tot[0] += (dumps["steady"]["heap_bytes"] - dumps["base"]["heap_bytes"]) / r["agents"]
             tot[1] += (dumps["steady"]["heap_resident_bytes"] -
                        dumps["base"]["heap_resident_bytes"]) / r["agents"]
-            vm = c.setdefault("_vmrss", [0, 0, 0])
-            vm[1] += (dumps["steady"]["vmrss_kb"] - dumps["base"]["vmrss_kb"]) * 1024 / r["agents"]
         out["sites"] = [{"arm": k[0], "transport": k[1], "agents": k[2],
                          "per_agent": {n: {"heap_bytes": round(v[0]), "resident_bytes": round(v[1])}
                                        for n, v in sorted(c.items(), key=lambda x: -x[1][1])}}
@@ -415,6 +418,25 @@ def cmd_report(a):
                      f"({m['min']}–{m['max']}, {m['n']}) | "
                      f"{e['median'] if e else '—'} ({e['min'] if e else ''}–{e['max'] if e else ''}) | "
                      f"{p['median'] if p else '—'} |")
+    def cell(m):
+        return f"{m['median']} ({m['min']}–{m['max']})" if m else "—"
+
+    if any(s["rss_peak_storm_mb"] or s["start_controller_cpu_s"] for s in summary):
+        lines += ["", "| arm | transport | agents | start: controller CPU-s until all fenced | "
+                  "storm → all fenced s | storm: controller CPU-s | RSS peak in storm MB | "
+                  "RSS after storm MB |", "|---|---|---|---|---|---|---|---|"]
+        for s in summary:
+            lines.append(f"| {s['arm']} | {s['transport']} | {s['agents']} | "
+                         f"{cell(s['start_controller_cpu_s'])} | "
+                         f"{cell(s['storm_to_all_fenced_s'])} | "
+                         f"{cell(s['storm_controller_cpu_s'])} | {cell(s['rss_peak_storm_mb'])} | "
+                         f"{cell(s['rss_after_storm_mb'])} |")
+    for c in out.get("sites", []):
+        lines += ["", f"Per agent by component, {c['arm']} {c['transport']} {c['agents']} agents "
+                  "(live heap blocks, steady - base, divided by agents; rss_sites.c):", "",
+                  "| component | heap bytes | resident bytes |", "|---|---|---|"]
+        for name, v in c["per_agent"].items():
+            lines.append(f"| {name} | {v['heap_bytes']} | {v['resident_bytes']} |")
     with open(a.out_md, "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))
