@@ -12,8 +12,10 @@
 // told apart per site: a 17 KiB buffer of which only the first page was ever written costs
 // 4 KiB of RSS when malloc took it from fresh memory, and 17 KiB when it reused freed pages.
 //
-// A measurement tool only: slow (a backtrace per allocation), its table adds ~32 MB of RSS of
-// its own, and it is not built with sanitizers (bench/scale/tls_memory.py --sites uses it).
+// A measurement tool only: slow (a backtrace per allocation), and its tables (a 64 MiB block
+// table, 2 MiB of sites) are resident as they fill: the controller's RSS before any agent was
+// ~73 MB higher with it (108.8 against 35.5 MB in bench/results/tls-memory.json). Not built
+// with sanitizers (bench/scale/tls_memory.py --sites uses it).
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <execinfo.h>
