@@ -9,8 +9,9 @@
 // stand-in authenticator: each node's first hello needs a "TokenReview" of L ms (on the review
 // workers), later ones are cached.
 //
-// stdout: JSON lines. {"ev":"ready","port":P,"metrics_port":M} once listening (M: 0 without
-// --metrics-addr, which serves the controller's /metrics, /healthz, /readyz); on "stats":
+// stdout: JSON lines. {"ev":"ready","port":P,"metrics_port":M,"fence_bytes":B} once listening
+// (M: 0 without --metrics-addr, which serves the controller's /metrics, /healthz, /readyz; B:
+// node 0's fence on the wire); on "stats":
 //   {"ev":"stats","rss_kb":…,"heap_in_use":…,"heap_arena":…,"connected":…,"nodes":…,"acked":…,
 //    "hellos_pending":…,"refused":{"connection":…,"address":…,"pending":…,…},"unreadable":…}
 // heap_* from glibc's mallinfo2 (bytes in use / obtained from the system by malloc).
@@ -290,7 +291,8 @@ int Main(int argc, char** argv) {
   }
   std::cout << nlohmann::json({{"ev", "ready"},
                                {"port", d->port()},
-                               {"metrics_port", metrics ? metrics->port() : 0}})
+                               {"metrics_port", metrics ? metrics->port() : 0},
+                               {"fence_bytes", MakeFence(a, 0).ByteSizeLong()}})
                    .dump()
             << std::endl;
   stats("stats");

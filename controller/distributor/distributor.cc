@@ -15,6 +15,7 @@
 
 #include "controller/distributor/fence_update.h"
 #include "controller/distributor/peer_identity.h"
+#include "controller/distributor/tls_buffers.h"
 #include "controller/sanitize/sanitize.h"
 #include "feedguard/v1/nodefence.grpc.pb.h"
 
@@ -487,6 +488,11 @@ Result<std::unique_ptr<Distributor>> Distributor::Start(DistributorOptions optio
     tls.watch_identity_key_cert_pairs();
     tls.set_cert_request_type(GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
     creds = grpc::experimental::TlsServerCredentials(tls);
+    if (o.tls_release_idle_buffers && !ReleaseIdleTlsBuffers()) {
+      spdlog::warn(
+          "distributor: OpenSSL refused the callback that frees idle TLS buffers; each "
+          "agent connection keeps ~33 KiB of record buffers");
+    }
   }
 
   d->service_ = std::make_unique<Service>(d.get());

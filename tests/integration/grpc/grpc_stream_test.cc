@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -20,6 +21,7 @@
 
 #include "agent/client/fence_client.h"
 #include "controller/distributor/distributor.h"
+#include "controller/distributor/tls_buffers.h"
 #include "feedguard/v1/nodefence.grpc.pb.h"
 #include "tests/integration/grpc/test_pki.h"
 
@@ -94,6 +96,10 @@ class FakeApplier final : public agent::FenceApplier {
   uint64_t applied_version() const {
     std::lock_guard lock(mu_);
     return applied_.version();
+  }
+  v1::NodeFence applied() const {
+    std::lock_guard lock(mu_);
+    return applied_;
   }
 
  private:
@@ -176,6 +182,136 @@ v1::NodeFence Fence(const std::string& node, uint64_t version) {
   auto* t = f.add_trainers();
   t->mutable_pod()->set_uid("uid-1");
   t->set_policy("vision-trainers");
+  return f;
+}
+
+// A TCP relay on 127.0.0.1 between clients and the server that reads the TLS record headers
+// (type, version, 2-byte length) of everything the server sends and keeps each record's length,
+// per connection in the order sent. It decrypts nothing: it sees what a network observer sees.
+class TlsRecordTap {
+ public:
+  explicit TlsRecordTap(int server_port) : server_port_(server_port) {
+    listen_fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof addr;
+    if (bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), len) != 0 ||
+        listen(listen_fd_, 8) != 0 ||
+        getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+      return;
+    }
+    port_ = ntohs(addr.sin_port);
+    acceptor_ = std::thread([this] { Accept(); });
+  }
+  ~TlsRecordTap() {
+    stop_ = true;
+    shutdown(listen_fd_, SHUT_RDWR);
+    if (acceptor_.joinable()) acceptor_.join();
+    {
+      std::lock_guard lock(mu_);
+      for (int fd : fds_) shutdown(fd, SHUT_RDWR);
+    }
+    for (auto& t : pumps_) t.join();
+    for (int fd : fds_) close(fd);
+    close(listen_fd_);
+  }
+  int port() const { return port_; }
+  // Lengths of the records the server sent on each connection so far.
+  std::vector<std::vector<size_t>> ServerRecords() const {
+    std::lock_guard lock(mu_);
+    return records_;
+  }
+
+ private:
+  void Accept() {
+    while (!stop_) {
+      const int client = accept(listen_fd_, nullptr, nullptr);
+      if (client < 0) return;
+      const int server = socket(AF_INET, SOCK_STREAM, 0);
+      sockaddr_in addr{};
+      addr.sin_family = AF_INET;
+      addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      addr.sin_port = htons(static_cast<uint16_t>(server_port_));
+      std::lock_guard lock(mu_);
+      fds_.push_back(client);
+      fds_.push_back(server);
+      if (connect(server, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+        shutdown(client, SHUT_RDWR);
+        continue;
+      }
+      const size_t conn = records_.size();
+      records_.emplace_back();
+      pumps_.emplace_back([client, server] { Pump(client, server); });
+      pumps_.emplace_back([this, server, client, conn] { Pump(server, client, conn); });
+    }
+  }
+  static void Pump(int from, int to) {
+    char buf[16384];
+    ssize_t n;
+    while ((n = read(from, buf, sizeof buf)) > 0) {
+      if (!WriteAll(to, buf, static_cast<size_t>(n))) break;
+    }
+    shutdown(to, SHUT_WR);
+  }
+  // From the server: also splits the byte stream into records.
+  void Pump(int from, int to, size_t conn) {
+    char buf[16384];
+    unsigned char header[5];
+    size_t header_got = 0, body_left = 0;
+    ssize_t n;
+    while ((n = read(from, buf, sizeof buf)) > 0) {
+      for (ssize_t i = 0; i < n;) {
+        if (body_left > 0) {
+          const size_t take = std::min(body_left, static_cast<size_t>(n - i));
+          body_left -= take;
+          i += static_cast<ssize_t>(take);
+          continue;
+        }
+        header[header_got++] = static_cast<unsigned char>(buf[i++]);
+        if (header_got == 5) {
+          body_left = (size_t{header[3]} << 8) | header[4];
+          header_got = 0;
+          std::lock_guard lock(mu_);
+          records_[conn].push_back(body_left);
+        }
+      }
+      if (!WriteAll(to, buf, static_cast<size_t>(n))) break;
+    }
+    shutdown(to, SHUT_WR);
+  }
+  static bool WriteAll(int fd, const char* p, size_t n) {
+    while (n > 0) {
+      const ssize_t w = write(fd, p, n);
+      if (w <= 0) return false;
+      p += w;
+      n -= static_cast<size_t>(w);
+    }
+    return true;
+  }
+
+  const int server_port_;
+  int listen_fd_ = -1;
+  int port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::thread acceptor_;
+  mutable std::mutex mu_;
+  std::vector<int> fds_;                      // guarded by mu_
+  std::vector<std::thread> pumps_;            // guarded by mu_ (joined after acceptor_)
+  std::vector<std::vector<size_t>> records_;  // guarded by mu_
+};
+
+// Fence() with `neighbours` neighbour pods of ~78 bytes each on the wire.
+v1::NodeFence BigFence(const std::string& node, uint64_t version, int neighbours) {
+  v1::NodeFence f = Fence(node, version);
+  for (int i = 0; i < neighbours; ++i) {
+    auto* n = f.add_neighbours();
+    const std::string k = std::to_string(version) + "-" + std::to_string(i);
+    n->mutable_pod()->set_uid("0b1e7c3a-5d2f-4e8a-9c61-" + k);
+    n->mutable_pod()->set_namespace_("batch");
+    n->mutable_pod()->set_name("neighbour-" + k);
+    n->set_policy("vision-trainers");
+  }
   return f;
 }
 
@@ -336,6 +472,58 @@ TEST_F(GrpcStreamTest, HelloFenceAckRoundTrip) {
   EXPECT_EQ(cs.applied_version, 2u);
   EXPECT_EQ(cs.acks, 2u);
   EXPECT_EQ(server->ConnectedCount(), 1u);
+}
+
+TEST_F(GrpcStreamTest, LargeFencesCrossMtlsWhileIdleTlsBuffersAreReleased) {
+  // The Distributor frees OpenSSL's record buffers while a TLS connection idles (tls_buffers.h;
+  // SSL_MODE_RELEASE_BUFFERS on every SSL object made after its Start): each record is then
+  // written and read through buffers allocated for it. Fences of ~0.6 MiB (some 600 TLS frames
+  // of 1 KiB) still arrive whole, one after another on one connection, and are ACKed.
+  constexpr int kNeighbours = 8'000;
+  auto server = StartServerHolding(BigFence("gpu-1", 1, kNeighbours));
+  ASSERT_TRUE(server);
+  EXPECT_TRUE(controller::NewTlsConnectionsReleaseIdleBuffers());
+  auto client = StartClient(ClientOptions("gpu-1", server->port()));
+  ASSERT_TRUE(client);
+  ASSERT_TRUE(WaitUntil([&] { return server->GetAgent("gpu-1")->acked_version == 1; }));
+  EXPECT_EQ(applier_->applied().neighbours_size(), kNeighbours);
+  const v1::NodeFence second = BigFence("gpu-1", 2, kNeighbours);
+  ASSERT_GT(second.ByteSizeLong(), 600'000u);
+  ASSERT_TRUE(server->SetDesired(second).ok());
+  ASSERT_TRUE(WaitUntil([&] { return server->GetAgent("gpu-1")->acked_version == 2; }));
+  const v1::NodeFence got = applier_->applied();
+  ASSERT_EQ(got.neighbours_size(), kNeighbours);
+  EXPECT_EQ(got.neighbours(kNeighbours - 1).pod().name(),
+            second.neighbours(kNeighbours - 1).pod().name());
+  EXPECT_EQ(applier_->seen(), (std::vector<uint64_t>{1, 2}));
+  EXPECT_EQ(server->GetAgent("gpu-1")->streams, 1u);  // one connection throughout
+}
+
+TEST_F(GrpcStreamTest, TheServerSendsTlsRecordsOfAtMostTheFrameSize) {
+  // DistributorOptions::tls_max_frame_bytes (GRPC_ARG_TSI_MAX_FRAME_SIZE) sizes the buffer grpc
+  // keeps per connection for the records it writes: a ~0.6 MiB fence must go out in records of
+  // at most 1 KiB (each frame = a 5-byte header and a record of <= 1,019 bytes), seen on the
+  // wire by a relay between the agent and the server.
+  auto o = ServerOptions();
+  ASSERT_EQ(o.tls_max_frame_bytes, 1024);  // the default
+  auto server = StartServer(std::move(o));
+  ASSERT_TRUE(server);
+  ASSERT_TRUE(server->SetDesired(BigFence("gpu-1", 1, 8'000)).ok());
+  TlsRecordTap tap(server->port());
+  ASSERT_NE(tap.port(), 0);
+  auto client = StartClient(ClientOptions("gpu-1", tap.port()));
+  ASSERT_TRUE(client);
+  ASSERT_TRUE(WaitUntil([&] { return server->GetAgent("gpu-1")->acked_version == 1; }));
+  const auto conns = tap.ServerRecords();
+  ASSERT_EQ(conns.size(), 1u);
+  const std::vector<size_t>& records = conns[0];
+  ASSERT_GT(records.size(), 600u);  // ~0.6 MiB in frames of 1 KiB
+  // The handshake's records (ServerHello, the encrypted flight with the certificate, session
+  // tickets) come before the frame protector exists; every record after them is a frame.
+  size_t largest = 0;
+  for (size_t i = 10; i < records.size(); ++i) largest = std::max(largest, records[i]);
+  EXPECT_LE(largest, 1019u);
+  EXPECT_GE(largest, 900u);  // full frames, not single bytes
 }
 
 TEST_F(GrpcStreamTest, AReportNamingANonUtf8CgroupReachesTheControllerReadable) {
