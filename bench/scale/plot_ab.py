@@ -2,7 +2,7 @@
 """plot_ab.py — one figure of a same-run A/B: per arm, each row's value of a few scale fields
 (bench/scale/ab.py rows) and, optionally, the control-plane latencies of an interleaved run.
 
-  plot_ab.py --rows R.jsonl --arm before=BIN_OR_SHA ... [--control-plane CP.json] --out F.png
+  plot_ab.py --rows R.jsonl --arm before=BIN_OR_SHA[::FLAGS] ... [--control-plane CP.json] --out F.png
 """
 import argparse
 import hashlib
@@ -34,18 +34,22 @@ def main():
     p.add_argument("--control-plane")
     p.add_argument("--out", required=True)
     a = p.parse_args()
-    arms = [(lbl, sha_of(x)) for lbl, x in (s.split("=", 1) for s in a.arm)]
+    arms = []
+    for lbl, x in (s.split("=", 1) for s in a.arm):
+        binary, _, args = x.partition("::")  # flags after "::", as ab.py takes them
+        arms.append((lbl, sha_of(binary), args))
     rows = [json.loads(line) for line in open(a.rows) if line.strip()]
     panels = len(FIELDS) + (2 if a.control_plane else 0)
     fig, axes = plt.subplots(1, panels, figsize=(3.2 * panels, 3.4))
     for ax, (field, title) in zip(axes, FIELDS):
-        for i, (lbl, h) in enumerate(arms):
-            ys = [r[field] for r in rows if r.get("controller_sha256") == h and r.get(field) is not None]
+        for i, (lbl, h, args) in enumerate(arms):
+            ys = [r[field] for r in rows if r.get("controller_sha256") == h and
+                  r.get("controller_args", "") == args and r.get(field) is not None]
             ax.scatter([i] * len(ys), ys, s=18)
             if ys:
                 ys = sorted(ys)
                 ax.hlines(ys[len(ys) // 2], i - 0.25, i + 0.25)
-        ax.set_xticks(range(len(arms)), [lbl for lbl, _ in arms], rotation=20, fontsize=8)
+        ax.set_xticks(range(len(arms)), [lbl for lbl, _, _ in arms], rotation=20, fontsize=8)
         ax.set_title(title, fontsize=9)
         ax.set_ylim(bottom=0)
     if a.control_plane:
