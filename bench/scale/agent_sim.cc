@@ -532,7 +532,8 @@ void Stream::OnDone(const grpc::Status& s) {
 int Usage(const char* argv0) {
   std::fprintf(stderr,
                "usage: %s --target HOST:PORT --agents N [--node-prefix node-] [--node-digits 5]\n"
-               "          [--first-index 0] [--report-interval-ms 30000] [--observe-starving-percent 20] [--watch-policy bench]\n"
+               "          [--first-index 0] [--report-interval-ms 30000] "
+               "[--observe-starving-percent 20] [--watch-policy bench]\n"
                "          [--start-spread-ms 0] [--seed 1]\n"
                "          [--tls-ca F --tls-cert F --tls-key F [--tls-server-name N]]\n",
                argv0);
