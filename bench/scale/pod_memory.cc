@@ -13,11 +13,12 @@
 // tallies, policy_status.h). For comparison, protobuf's SpaceUsedLong() of the same fences and
 // reports parsed: what holding them as messages would cost.
 //
-//   fg-pod-memory [N]      (default 20000)
+//   fg-pod-memory [N [PODS.json]]   (default 20000; with the dumped pods, the realistic shape too)
 #include <malloc.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -90,15 +91,69 @@ json Pod(size_t i, bool rich) {
            {{"phase", "Running"}, {"qosClass", "Burstable"}, {"containerStatuses", statuses}}}};
 }
 
-void Measure(size_t n, bool rich) {
+// The realistic shape: pod i is a copy of the real cluster's pods (bench/scale/shapes/pods.json,
+// as load.py --pod-shape realistic copies them): each node's first pod the training-operator
+// worker (the trainer), the rest the other dumped pods in turn; fresh name, uid, uid-bearing
+// labels and container ids; the fields the watch delivers and the controller parses away
+// (managedFields, the spec's volumes and env) kept, as the informer receives them.
+json RealisticPod(size_t i, const json& trainer, const std::vector<json>& others) {
+  json p = i % 30 == 0 ? trainer : others[(i % 30 - 1) % others.size()];
+  json& meta = p["metadata"];
+  const std::string name = meta.value("name", "pod") + "-" + Hex(i, 8);
+  meta["name"] = name;
+  meta["namespace"] = "team-" + std::to_string(i % 40);
+  meta["uid"] = Hex(i, 8) + "-1111-2222-3333-" + Hex(i, 12);
+  meta["resourceVersion"] = std::to_string(100000 + i);
+  json& labels = meta["labels"];
+  for (const char* k : {"controller-uid", "batch.kubernetes.io/controller-uid"}) {
+    if (labels.contains(k)) labels[k] = Hex(i, 8) + "-aaaa-bbbb-cccc-" + Hex(i, 12);
+  }
+  for (const char* k : {"job-name", "batch.kubernetes.io/job-name"}) {
+    if (labels.contains(k)) labels[k] = name;
+  }
+  if (labels.contains("statefulset.kubernetes.io/pod-name")) {
+    labels["statefulset.kubernetes.io/pod-name"] = name;
+  }
+  if (i % 30 == 0) {
+    labels["feedguard.io/role"] = "trainer";
+  } else {
+    labels.erase("feedguard.io/role");
+  }
+  p["spec"]["nodeName"] = "node-" + std::to_string(i / 30);
+  for (const char* list : {"containerStatuses", "initContainerStatuses"}) {
+    if (!p["status"].contains(list)) continue;
+    int c = 0;
+    for (json& cs : p["status"][list]) {
+      cs["containerID"] = "containerd://" + Hex(i, 32) + Hex(i + static_cast<size_t>(++c), 32);
+    }
+  }
+  return p;
+}
+
+enum class Shape { kLoader, kDeployment, kRealistic };
+const char* ShapeName(Shape s) {
+  return s == Shape::kLoader ? "loader" : s == Shape::kDeployment ? "deployment" : "realistic";
+}
+
+struct RealisticTemplates {
+  json trainer;
+  std::vector<json> others;
+};
+// `t`: the dumped pods, for Shape::kRealistic only.
+json PodOf(size_t i, Shape s, const RealisticTemplates* t) {
+  if (s == Shape::kRealistic) return RealisticPod(i, t->trainer, t->others);
+  return Pod(i, s == Shape::kDeployment);
+}
+
+void Measure(size_t n, Shape shape, const RealisticTemplates* t = nullptr) {
   // The informer's store as the controller fills it: versions only (no JSON kept).
   const size_t base = HeapInUse();
   auto store = std::make_shared<fk::Store>(fk::StoreOptions{false, {}});
-  for (size_t i = 0; i < n; ++i) store->Put(std::make_shared<const json>(Pod(i, rich)));
+  for (size_t i = 0; i < n; ++i) store->Put(std::make_shared<const json>(PodOf(i, shape, t)));
   const size_t after_store = HeapInUse();
   fc::Reconciler rc(std::make_shared<NullSink>(), std::make_shared<feedguard::bench::NullWriter>(),
                     {});
-  for (size_t i = 0; i < n; ++i) rc.UpsertPod(Pod(i, rich));
+  for (size_t i = 0; i < n; ++i) rc.UpsertPod(PodOf(i, shape, t));
   const size_t after_rc = HeapInUse();
 
   // Fences: nodes, the policy, one full resolution.
@@ -138,13 +193,13 @@ void Measure(size_t n, bool rich) {
   const size_t after_reports = HeapInUse();
 
   const double per = static_cast<double>(n);
-  const size_t raw_one = Pod(1, rich).dump().size();
+  const size_t raw_one = PodOf(1, shape, t).dump().size();
   std::printf(
       "{\"shape\":\"%s\",\"pods\":%zu,\"pod_json_bytes\":%zu,\"store_bytes_per_pod\":%.0f,"
       "\"reconciler_bytes_per_pod\":%.0f,\"nodes\":%zu,\"fenced_pods\":%zu,"
       "\"fences_held_bytes_per_pod\":%.0f,\"fences_parsed_bytes_per_pod\":%.0f,"
       "\"report_tallies_bytes_per_pod\":%.0f,\"reports_parsed_bytes_per_pod\":%.0f}\n",
-      rich ? "deployment" : "loader", n, raw_one, static_cast<double>(after_store - base) / per,
+      ShapeName(shape), n, raw_one, static_cast<double>(after_store - base) / per,
       static_cast<double>(after_rc - after_store) / per, nodes, fenced_pods,
       static_cast<double>(after_fences - before_fences) / per,
       static_cast<double>(fence_parsed) / per,
@@ -156,7 +211,30 @@ void Measure(size_t n, bool rich) {
 
 int main(int argc, char** argv) {
   const size_t n = argc > 1 ? std::strtoul(argv[1], nullptr, 10) : 20000;
-  Measure(n, false);
-  Measure(n, true);
+  Measure(n, Shape::kLoader);
+  Measure(n, Shape::kDeployment);
+  if (argc > 2) {  // the dumped pods (bench/scale/shapes/pods.json): the realistic shape too
+    std::ifstream in(argv[2]);
+    json items = json::parse(in, nullptr, /*allow_exceptions=*/false);
+    RealisticTemplates t;
+    if (!items.is_object() || !items["items"].is_array()) {
+      std::fprintf(stderr, "fg-pod-memory: %s is not a pod list\n", argv[2]);
+      return 1;
+    }
+    for (const json& p : items["items"]) {
+      const json labels = p["metadata"].value("labels", json::object());
+      if (labels.contains("training.kubeflow.org/job-name")) {
+        t.trainer = p;
+      } else {
+        t.others.push_back(p);
+      }
+    }
+    if (t.trainer.is_null() || t.others.empty()) {
+      std::fprintf(stderr, "fg-pod-memory: %s has no training-operator pod or no others\n",
+                   argv[2]);
+      return 1;
+    }
+    Measure(n, Shape::kRealistic, &t);
+  }
   return 0;
 }
