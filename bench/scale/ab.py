@@ -54,6 +54,7 @@ def main():
     p.add_argument("--pods", type=int, default=30000)
     p.add_argument("--agents", type=int, default=1000)
     p.add_argument("--phases", default="edits,relist")
+    p.add_argument("--pod-shape", default="realistic", choices=["realistic", "lean"])
     p.add_argument("--rows")
     p.add_argument("--work", default=None)
     p.add_argument("--summary", metavar="ROWS", help="print the arms' values from ROWS and exit")
@@ -80,7 +81,8 @@ def main():
                 cmd = [sys.executable, os.path.join(HERE, "driver.py"), "step", "--build", a.build,
                        "--nodes", str(a.nodes), "--pods", str(a.pods), "--agents", str(a.agents),
                        "--work", step_work, "--rows", a.rows, "--controller", binary,
-                       "--phases", a.phases, "--testbed", tb, "--controller-args=" + args]
+                       "--phases", a.phases, "--testbed", tb, "--controller-args=" + args,
+                       "--pod-shape", a.pod_shape]
                 print(f"ab: round {i} arm {label}: {' '.join(cmd)}", flush=True)
                 r = subprocess.run(cmd)
                 if r.returncode != 0:
