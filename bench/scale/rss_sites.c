@@ -160,58 +160,49 @@ static void forget(void* p) {
   pthread_mutex_unlock(&mu);
 }
 
+// The hooks' own bookkeeping allocates too: record and forget only outside it.
+static void record_outside_hook(void* p, size_t n, const char* file, int line) {
+  if (in_hook) return;
+  in_hook = 1;
+  record(p, n, file, line);
+  in_hook = 0;
+}
+
+static void forget_outside_hook(void* p) {
+  if (in_hook || !p) return;
+  in_hook = 1;
+  forget(p);
+  in_hook = 0;
+}
+
 // ---- the C allocator ----------------------------------------------------------------------
 void* malloc(size_t n) {
   void* p = __libc_malloc(n);
-  if (!in_hook) {
-    in_hook = 1;
-    record(p, n, NULL, 0);
-    in_hook = 0;
-  }
+  record_outside_hook(p, n, NULL, 0);
   return p;
 }
 
 void* calloc(size_t a, size_t b) {
   void* p = __libc_calloc(a, b);
-  if (!in_hook) {
-    in_hook = 1;
-    record(p, a * b, NULL, 0);
-    in_hook = 0;
-  }
+  record_outside_hook(p, a * b, NULL, 0);
   return p;
 }
 
 void* realloc(void* old, size_t n) {
-  if (!in_hook && old) {
-    in_hook = 1;
-    forget(old);
-    in_hook = 0;
-  }
+  forget_outside_hook(old);
   void* p = __libc_realloc(old, n);
-  if (!in_hook) {
-    in_hook = 1;
-    record(p, n, NULL, 0);
-    in_hook = 0;
-  }
+  record_outside_hook(p, n, NULL, 0);
   return p;
 }
 
 void free(void* p) {
-  if (!in_hook && p) {
-    in_hook = 1;
-    forget(p);
-    in_hook = 0;
-  }
+  forget_outside_hook(p);
   __libc_free(p);
 }
 
 void* memalign(size_t align, size_t n) {
   void* p = __libc_memalign(align, n);
-  if (!in_hook) {
-    in_hook = 1;
-    record(p, n, NULL, 0);
-    in_hook = 0;
-  }
+  record_outside_hook(p, n, NULL, 0);
   return p;
 }
 
@@ -229,26 +220,14 @@ void* valloc(size_t n) { return memalign((size_t)sysconf(_SC_PAGESIZE), n); }
 // ---- OpenSSL's allocator: its own file:line names the site ----------------------------------
 static void* ossl_malloc(size_t n, const char* file, int line) {
   void* p = __libc_malloc(n);
-  if (!in_hook) {
-    in_hook = 1;
-    record(p, n, file, line);
-    in_hook = 0;
-  }
+  record_outside_hook(p, n, file, line);
   return p;
 }
 
 static void* ossl_realloc(void* old, size_t n, const char* file, int line) {
-  if (!in_hook && old) {
-    in_hook = 1;
-    forget(old);
-    in_hook = 0;
-  }
+  forget_outside_hook(old);
   void* p = __libc_realloc(old, n);
-  if (!in_hook) {
-    in_hook = 1;
-    record(p, n, file, line);
-    in_hook = 0;
-  }
+  record_outside_hook(p, n, file, line);
   return p;
 }
 

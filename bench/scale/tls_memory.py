@@ -56,13 +56,8 @@ def parse_arm(spec):
 
 
 def wait_quiet(sampler, t0, timeout=60, window_ms=2000, max_cpu=0.05):
-    end = time.time() + timeout
-    while time.time() < end:
-        q = sampler.quiet_since(t0, window_ms=window_ms, max_cpu=max_cpu)
-        if q:
-            return q
-        time.sleep(0.2)
-    return None
+    return driver.wait_for(lambda: sampler.quiet_since(t0, window_ms=window_ms, max_cpu=max_cpu),
+                           timeout, period=0.2)
 
 
 def trigger_sites(path, label, timeout=60):

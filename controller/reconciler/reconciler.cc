@@ -161,34 +161,22 @@ void Reconciler::UpsertPod(const nlohmann::json& obj) {
     spdlog::warn("reconciler: skipping pod {}/{} without metadata.uid", pod.ns.get(), pod.name);
     return;
   }
-  std::lock_guard<std::mutex> l(mu_);
-  const size_t before = dirty_nodes_.size();
-  cache_.UpsertPod(std::move(pod), &dirty_nodes_);
-  if (dirty_nodes_.size() != before) WakeFences();
+  ChangeCache([&](ClusterCache::NodeSet* dirty) { cache_.UpsertPod(std::move(pod), dirty); });
 }
 
 void Reconciler::DeletePod(const nlohmann::json& obj) {
   const std::string ns = kube::NamespaceOf(obj), name = kube::NameOf(obj);
-  std::lock_guard<std::mutex> l(mu_);
-  const size_t before = dirty_nodes_.size();
-  cache_.DeletePod(ns, name, &dirty_nodes_);
-  if (dirty_nodes_.size() != before) WakeFences();
+  ChangeCache([&](ClusterCache::NodeSet* dirty) { cache_.DeletePod(ns, name, dirty); });
 }
 
 void Reconciler::UpsertClaim(const nlohmann::json& obj) {
   ClaimInfo claim = ClaimFromJson(obj, options_.gpu_dra_drivers);
-  std::lock_guard<std::mutex> l(mu_);
-  const size_t before = dirty_nodes_.size();
-  cache_.UpsertClaim(claim, &dirty_nodes_);
-  if (dirty_nodes_.size() != before) WakeFences();
+  ChangeCache([&](ClusterCache::NodeSet* dirty) { cache_.UpsertClaim(claim, dirty); });
 }
 
 void Reconciler::DeleteClaim(const nlohmann::json& obj) {
   const std::string ns = kube::NamespaceOf(obj), name = kube::NameOf(obj);
-  std::lock_guard<std::mutex> l(mu_);
-  const size_t before = dirty_nodes_.size();
-  cache_.DeleteClaim(ns, name, &dirty_nodes_);
-  if (dirty_nodes_.size() != before) WakeFences();
+  ChangeCache([&](ClusterCache::NodeSet* dirty) { cache_.DeleteClaim(ns, name, dirty); });
 }
 
 void Reconciler::UpsertNode(const nlohmann::json& obj) {

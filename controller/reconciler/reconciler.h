@@ -196,6 +196,15 @@ class Reconciler final : public AgentObserver, private PolicyFacts {
   void MarkNodePoliciesDirtyLocked(const std::string& node);
   // The fence loop has work (dirty nodes): wake it.
   void WakeFences() { fence_wakeup_.Notify(); }
+  // Runs `change(&dirty_nodes_)` on the cache under mu_ and wakes the fence loop when it marked
+  // a node dirty.
+  template <typename Change>
+  void ChangeCache(Change change) {
+    std::lock_guard<std::mutex> l(mu_);
+    const size_t before = dirty_nodes_.size();
+    change(&dirty_nodes_);
+    if (dirty_nodes_.size() != before) WakeFences();
+  }
   // The nodes dirty now and those whose SetDesired retry is due; empties the set.
   std::vector<std::string> TakeDirtyNodesLocked();
   void RecomputeNodeLocked(const std::string& node, std::vector<NodeFencePtr>* to_send);
