@@ -23,6 +23,7 @@
 #include <atomic>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <mutex>
 #include <set>
@@ -96,6 +97,11 @@ class CountingObserver final : public controller::AgentObserver {
   void OnUnreadable(const std::string&, const std::string& error) override {
     if (!error.empty()) unreadable.fetch_add(1);
   }
+  // A reconnecting agent's acknowledged fence was dropped: hand it back (as the reconciler does).
+  void OnFenceWanted(const std::string& node, uint64_t version) override {
+    if (refill) refill(node, version);
+  }
+  std::function<void(const std::string&, uint64_t)> refill;  // set before any agent connects
   std::atomic<uint64_t> unreadable{0};
   std::atomic<uint64_t> acks{0};
   std::atomic<uint64_t> reports{0};
@@ -245,6 +251,11 @@ int Main(int argc, char** argv) {
     return 1;
   }
   std::unique_ptr<Distributor> d = std::move(started).value();
+  observer->refill = [&a, &d](const std::string& node, uint64_t version) {
+    auto f = MakeFence(a, std::stoi(node.substr(a.prefix.size())));
+    f.set_version(version);
+    (void)d->SetDesired(f);
+  };
   for (int i = 0; i < a.nodes; ++i) {
     if (auto st = d->SetDesired(MakeFence(a, i)); !st.ok()) {
       std::fprintf(stderr, "%s\n", st.ToString().c_str());

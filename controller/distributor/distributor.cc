@@ -394,6 +394,11 @@ class Distributor::AgentStream final
     n.slot.ResetStream();
     events.push_back(
         [node = node_, h = std::move(hello)](AgentObserver& o) { o.OnConnected(node, *h); });
+    if (n.slot.NeedsRefill()) {
+      events.push_back([node = node_, v = n.slot.desired_version()](AgentObserver& o) {
+        o.OnFenceWanted(node, v);
+      });
+    }
     MaybeSendLocked(n);
   }
 
@@ -802,7 +807,7 @@ void Distributor::SweepLocked() {
       ++it;
       continue;
     }
-    if (!n.slot.desired()) {
+    if (n.slot.desired_version() == 0) {
       it = nodes_.erase(it);  // nothing the controller wants there: nothing worth keeping
       continue;
     }

@@ -6,11 +6,20 @@ namespace feedguard::controller {
 
 Status FenceSlot::SetDesired(NodeFencePtr fence) {
   if (!fence) return InvalidArgument("null NodeFence");
-  if (desired_ && fence->version() <= desired_->version()) {
+  const bool same_version = desired_version_ != 0 && fence->version() == desired_version_;
+  if (same_version && (!desired_ || desired_->Same(*fence))) {
+    // A refill of the bytes dropped after the ACK, or one that crossed another refill or came
+    // after the agent acknowledged the version on this stream: the same fence, held again only
+    // while this stream still needs it.
+    if (!desired_ && !desired_sent_) desired_ = std::move(fence);
+    return OkStatus();
+  }
+  if (fence->version() <= desired_version_ && desired_version_ != 0) {
     return InvalidArgument("NodeFence version " + std::to_string(fence->version()) + " for node " +
                            fence->node_name() + " is not above " +
-                           std::to_string(desired_->version()));
+                           std::to_string(desired_version_));
   }
+  desired_version_ = fence->version();
   desired_ = std::move(fence);
   desired_sent_ = false;
   return OkStatus();
@@ -40,6 +49,8 @@ AnswerResult FenceSlot::OnAck(uint64_t version, const std::string& nonce) {
   }
   acked_version_ = version;
   in_flight_.reset();
+  // The agent holds it now: keep the version, not the bytes.
+  if (version == desired_version_) desired_.reset();
   return AnswerResult::kAccepted;
 }
 

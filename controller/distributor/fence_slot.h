@@ -2,8 +2,13 @@
 //
 // Pure bookkeeping, no I/O: the slot holds at most one desired fence (a newer one replaces an
 // unsent one — never a queue), lets at most one update be in flight per stream, matches ACK/NACK
-// by version and nonce, and remembers the last NACK. The Distributor owns one slot per node and
-// drives it from its gRPC stream reactors under its own lock; the slot itself is not thread-safe.
+// by version and nonce, and remembers the last NACK. Once the agent acknowledged the desired
+// fence the slot drops its bytes and keeps its version: an agent that holds its fence needs no
+// copy here (~5 KB per node). A new stream then needs the fence again, which the slot says
+// (NeedsRefill) and its owner asks the fence's maker for (AgentObserver::OnFenceWanted); the
+// maker hands the same version back (SetDesired accepts it as a refill). The Distributor owns one
+// slot per node and drives it from its gRPC stream reactors under its own lock; the slot itself is
+// not thread-safe.
 #pragma once
 
 #include <chrono>
@@ -45,7 +50,9 @@ enum class AnswerResult {
 
 class FenceSlot {
  public:
-  // Replaces the desired fence (sent or not). Versions must strictly increase per node.
+  // Replaces the desired fence (sent or not). Versions must strictly increase per node, except
+  // that the desired version itself is taken back once its bytes were dropped (a refill) and is
+  // a no-op while they are held.
   Status SetDesired(NodeFencePtr fence);
 
   // A new stream for this node: nothing is in flight any more and the desired fence (if any)
@@ -57,13 +64,17 @@ class FenceSlot {
   std::optional<PendingUpdate> TakeNext(std::string nonce);
   // Whether TakeNext would hand out an update now.
   bool HasDue() const { return !in_flight_ && desired_ && !desired_sent_; }
+  // The desired fence is due on this stream but its bytes were dropped after an ACK: whoever
+  // made it must hand it back (SetDesired with the same version).
+  bool NeedsRefill() const { return desired_version_ != 0 && !desired_ && !desired_sent_; }
 
   AnswerResult OnAck(uint64_t version, const std::string& nonce);
   AnswerResult OnNack(uint64_t version, const std::string& nonce, std::string error,
                       std::chrono::steady_clock::time_point now);
 
+  // The desired fence's bytes: null when there is none or once its agent acknowledged it.
   const NodeFencePtr& desired() const { return desired_; }
-  uint64_t desired_version() const { return desired_ ? desired_->version() : 0; }
+  uint64_t desired_version() const { return desired_version_; }
   uint64_t acked_version() const { return acked_version_; }
   const std::optional<InFlight>& in_flight() const { return in_flight_; }
   const std::optional<NackRecord>& last_nack() const { return last_nack_; }
@@ -74,7 +85,8 @@ class FenceSlot {
   bool Matches(uint64_t version, const std::string& nonce) const;
 
   NodeFencePtr desired_;
-  bool desired_sent_ = false;  // on the current stream
+  uint64_t desired_version_ = 0;  // 0: no fence desired yet
+  bool desired_sent_ = false;     // on the current stream
   std::optional<InFlight> in_flight_;
   uint64_t acked_version_ = 0;
   std::optional<NackRecord> last_nack_;

@@ -5,10 +5,11 @@
 namespace feedguard::controller {
 namespace {
 
-NodeFencePtr Fence(uint64_t version) {
+NodeFencePtr Fence(uint64_t version, const std::string& policy = "") {
   feedguard::v1::NodeFence f;
   f.set_node_name("gpu-1");
   f.set_version(version);
+  if (!policy.empty()) f.add_policies()->set_name(policy);
   return WireFence::From(f);
 }
 
@@ -122,11 +123,53 @@ TEST(FenceSlotTest, NewStreamResendsDesiredAndForgetsInFlight) {
 TEST(FenceSlotTest, RejectsNonIncreasingVersions) {
   FenceSlot slot;
   ASSERT_TRUE(slot.SetDesired(Fence(5)).ok());
-  Status s = slot.SetDesired(Fence(5));
-  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  Status s = slot.SetDesired(Fence(5, "another"));
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << "the same version for another fence";
+  EXPECT_TRUE(slot.SetDesired(Fence(5)).ok()) << "the same fence again changes nothing";
   EXPECT_EQ(slot.SetDesired(Fence(4)).code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(slot.SetDesired(nullptr).code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(slot.desired_version(), 5u);
+}
+
+// An acknowledged fence is not kept (the agent holds it): only its version. A new stream then
+// needs it again, and the same version handed back is taken as its refill.
+TEST(FenceSlotTest, DropsAnAcknowledgedFenceAndTakesItBackForANewStream) {
+  FenceSlot slot;
+  NodeFencePtr fence = Fence(6, "p");
+  std::weak_ptr<const WireFence> alive = fence;
+  ASSERT_TRUE(slot.SetDesired(std::move(fence)).ok());
+  auto u = slot.TakeNext("s1");
+  ASSERT_TRUE(u.has_value());
+  u.reset();  // grpc has written it
+  EXPECT_FALSE(alive.expired()) << "held until the agent answers";
+  EXPECT_FALSE(slot.NeedsRefill());
+  ASSERT_EQ(slot.OnAck(6, "s1"), AnswerResult::kAccepted);
+  EXPECT_TRUE(alive.expired()) << "an acknowledged fence's bytes are dropped";
+  EXPECT_EQ(slot.desired_version(), 6u);
+  EXPECT_FALSE(slot.NeedsRefill()) << "this stream's agent has it";
+  EXPECT_TRUE(slot.SetDesired(Fence(6, "p")).ok()) << "a refill nobody needs";
+  EXPECT_FALSE(slot.desired()) << "is not held";
+
+  slot.ResetStream();
+  EXPECT_TRUE(slot.NeedsRefill());
+  EXPECT_FALSE(slot.HasDue());
+  EXPECT_EQ(slot.SetDesired(Fence(5, "p")).code(), StatusCode::kInvalidArgument);
+  ASSERT_TRUE(slot.SetDesired(Fence(6, "p")).ok());
+  EXPECT_FALSE(slot.NeedsRefill());
+  auto again = slot.TakeNext("s2");
+  ASSERT_TRUE(again.has_value());
+  EXPECT_EQ(again->fence->version(), 6u);
+  EXPECT_EQ(again->fence->Parse().policies(0).name(), "p");
+
+  // A NACKed fence is kept (a new stream resends it without asking anyone).
+  ASSERT_TRUE(slot.SetDesired(Fence(7, "q")).ok());
+  ASSERT_EQ(slot.OnAck(6, "s2"), AnswerResult::kAccepted);
+  auto u7 = slot.TakeNext("s2b");
+  ASSERT_TRUE(u7.has_value());
+  ASSERT_EQ(slot.OnNack(7, "s2b", "no", kNow), AnswerResult::kAccepted);
+  slot.ResetStream();
+  EXPECT_FALSE(slot.NeedsRefill());
+  EXPECT_TRUE(slot.HasDue());
 }
 
 }  // namespace

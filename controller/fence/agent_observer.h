@@ -30,6 +30,13 @@ class AgentObserver {
   // ended): the node is failing until a report of it parses again, which is told with an empty
   // `error` (after that report's OnReport).
   virtual void OnUnreadable(const std::string& node, const std::string& error) = 0;
+  // A new stream for `node` needs its desired fence, `version`, whose bytes the distributor
+  // dropped once the agent had acknowledged it (fence_slot.h): whoever made the fence hands the
+  // same version back (FenceSink::SetDesired). The reconciler does; others need not.
+  virtual void OnFenceWanted(const std::string& node, uint64_t version) {
+    (void)node;
+    (void)version;
+  }
 };
 using AgentObserverPtr = std::shared_ptr<AgentObserver>;
 
@@ -55,6 +62,9 @@ class AgentObserverTee final : public AgentObserver {
   }
   void OnUnreadable(const std::string& node, const std::string& error) override {
     for (const auto& o : observers_) o->OnUnreadable(node, error);
+  }
+  void OnFenceWanted(const std::string& node, uint64_t version) override {
+    for (const auto& o : observers_) o->OnFenceWanted(node, version);
   }
 
  private:

@@ -4,6 +4,7 @@
 
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+#include <openssl/sha.h>
 
 namespace feedguard::controller {
 
@@ -25,6 +26,12 @@ std::string WireFence::Serialize(const feedguard::v1::NodeFence& fence) {
   }
   out.shrink_to_fit();
   return out;
+}
+
+FenceDigest WireFence::Digest(const std::string& unversioned) {
+  FenceDigest d{};
+  SHA256(reinterpret_cast<const unsigned char*>(unversioned.data()), unversioned.size(), d.data());
+  return d;
 }
 
 std::shared_ptr<const WireFence> WireFence::From(const feedguard::v1::NodeFence& fence) {

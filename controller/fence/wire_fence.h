@@ -1,13 +1,17 @@
 // wire_fence.h — a node's desired NodeFence as the controller holds it: serialized.
 //
-// The controller keeps one desired fence per node (5,000 at its design point), shared between
-// the reconciler, the node's FenceSlot and the write in flight. As a parsed protobuf, each
-// fenced pod cost ~0.7 KB (a heap std::string per field, a message per pod and per container);
-// as wire bytes ~0.2 KB, and the bytes are what every send needs anyway. The version is kept
-// beside the bytes, not in them: two resolutions of a node compare byte for byte (Same()); a
-// send parses the bytes into its message and sets the version.
+// A fence is shared between the reconciler, the node's FenceSlot and the write in flight, and
+// held only until the node's agent has acknowledged it (docs/DESIGN.md §5, "a fence is held
+// until acknowledged"): then the slot drops it and the reconciler keeps its digest, so that the
+// next resolution of the node compares against 32 bytes, not ~5 KB of fence per node. As a
+// parsed protobuf, each fenced pod cost ~0.7 KB (a heap std::string per field, a message per
+// pod and per container); as wire bytes ~0.2 KB, and the bytes are what every send needs
+// anyway. The version is kept beside the bytes, not in them: two resolutions of a node compare
+// byte for byte (Same(), or their digests); a send parses the bytes into its message and sets
+// the version.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -15,6 +19,9 @@
 #include "feedguard/v1/nodefence.pb.h"
 
 namespace feedguard::controller {
+
+// SHA-256 of a fence's unversioned bytes: equal digests, same fence.
+using FenceDigest = std::array<uint8_t, 32>;
 
 class WireFence {
  public:
@@ -36,6 +43,8 @@ class WireFence {
 
   // `fence` serialized deterministically with its version left out (what Same() compares).
   static std::string Serialize(const feedguard::v1::NodeFence& fence);
+  // The digest of such bytes.
+  static FenceDigest Digest(const std::string& unversioned);
 
  private:
   std::string node_name_;

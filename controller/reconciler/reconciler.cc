@@ -279,6 +279,16 @@ void Reconciler::OnAck(const std::string& node, uint64_t version) {
   MarkNodePoliciesDirtyLocked(node);
 }
 
+void Reconciler::OnFenceWanted(const std::string& node, uint64_t version) {
+  std::lock_guard<std::mutex> l(mu_);
+  auto it = nodes_.find(node);
+  if (it == nodes_.end()) return;  // no Node object: nothing to send
+  spdlog::debug("reconciler: {} wants its fence (version {}) again", node, version);
+  it->second.wanted = true;
+  dirty_nodes_.insert(node);
+  WakeFences();
+}
+
 void Reconciler::OnNack(const std::string& node, uint64_t version, const std::string& error) {
   spdlog::warn("agent on {} rejected fence version {}: {}", node, version, error);
   std::lock_guard<std::mutex> l(mu_);
@@ -333,13 +343,7 @@ void Reconciler::RecomputeNodeLocked(const std::string& node, std::vector<NodeFe
   auto it = nodes_.find(node);
   if (info == nullptr || it == nodes_.end()) return;  // no Node object (any more)
   NodeEntry& n = it->second;
-  std::vector<const FencePolicy*> active;
-  for (const auto& [name, e] : policies_) {
-    // Suspended: no policy is active, every node gets a fence without policies (reverted).
-    if (e.invalid.empty() && !e.policy.deleting && !SuspendedLocked()) active.push_back(&e.policy);
-  }
-  NodeResolution r = ResolveNode(*info, cache_.PodsOn(node), active, cache_.namespaces(),
-                                 options_.rails, options_.fence_limits);
+  NodeResolution r = ResolveNodeLocked(*info);
   stats_.node_recomputes++;
   n.gpu_pods_not_observed = r.gpu_pods_not_observed;
   // Held serialized (wire_fence.h); an unchanged resolution has the same bytes.
@@ -369,14 +373,38 @@ void Reconciler::RecomputeNodeLocked(const std::string& node, std::vector<NodeFe
     if (!r.policies.count(policy)) per_node.erase(node);
   }
   if (!fence_error.empty()) return;
-  if (n.sent && n.desired && n.desired->unversioned() == bytes) return;
+  const FenceDigest digest = WireFence::Digest(bytes);
+  if (n.sent && n.digest == digest) {
+    if (!n.wanted) return;
+    // A new stream of its agent, and the sink dropped the bytes after the last ACK: the same
+    // fence under the same version (the agent acknowledges it without applying it again).
+    n.wanted = false;
+    auto fence = std::make_shared<const WireFence>(node, n.version, std::move(bytes));
+    n.desired = fence;
+    to_send->push_back(std::move(fence));
+    return;
+  }
   const uint64_t version = NextVersionLocked();
   n.sent_policies[version] = PoliciesIn(r.fence);
   // Bound the bookkeeping: the sink keeps one slot, older unacked versions never get acked.
   while (n.sent_policies.size() > 8) n.sent_policies.erase(n.sent_policies.begin());
-  n.desired = std::make_shared<const WireFence>(node, version, std::move(bytes));
+  auto fence = std::make_shared<const WireFence>(node, version, std::move(bytes));
+  n.desired = fence;
+  n.version = version;
+  n.digest = digest;
   n.sent = true;
-  to_send->push_back(n.desired);
+  n.wanted = false;
+  to_send->push_back(std::move(fence));
+}
+
+NodeResolution Reconciler::ResolveNodeLocked(const NodeInfo& info) const {
+  std::vector<const FencePolicy*> active;
+  for (const auto& [name, e] : policies_) {
+    // Suspended: no policy is active, every node gets a fence without policies (reverted).
+    if (e.invalid.empty() && !e.policy.deleting && !SuspendedLocked()) active.push_back(&e.policy);
+  }
+  return ResolveNode(info, cache_.PodsOn(info.name), active, cache_.namespaces(), options_.rails,
+                     options_.fence_limits);
 }
 
 bool Reconciler::Step() {
@@ -574,8 +602,13 @@ void Reconciler::ForEachPodOn(const std::string& node,
 std::optional<feedguard::v1::NodeFence> Reconciler::DesiredFence(const std::string& node) const {
   std::lock_guard<std::mutex> l(mu_);
   auto it = nodes_.find(node);
-  if (it == nodes_.end() || !it->second.sent || !it->second.desired) return std::nullopt;
-  return it->second.desired->Parse();
+  if (it == nodes_.end() || !it->second.sent) return std::nullopt;
+  if (auto held = it->second.desired.lock()) return held->Parse();
+  const NodeInfo* info = cache_.Node(node);
+  if (info == nullptr) return std::nullopt;
+  feedguard::v1::NodeFence fence = ResolveNodeLocked(*info).fence;
+  fence.set_version(it->second.version);
+  return fence;
 }
 
 }  // namespace feedguard::controller

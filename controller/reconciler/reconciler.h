@@ -136,6 +136,7 @@ class Reconciler final : public AgentObserver, private PolicyFacts {
   void OnNack(const std::string& node, uint64_t version, const std::string& error) override;
   void OnReport(const std::string& node, const feedguard::v1::NodeReport& report) override;
   void OnUnreadable(const std::string& node, const std::string& error) override;
+  void OnFenceWanted(const std::string& node, uint64_t version) override;
 
   // One pass: recompute dirty nodes, send, finalizers, due status writes. Returns true if it
   // did anything.
@@ -150,7 +151,8 @@ class Reconciler final : public AgentObserver, private PolicyFacts {
   ReconcilerStats stats() const;
   // Whether the off switch is on (flag or annotation): no policy is enforced anywhere.
   bool Suspended() const;
-  // The current desired fence of a node (tests, debugging).
+  // The current desired fence of a node (tests, debugging): the one the sink holds, else (its
+  // agent acknowledged it) the node resolved again with the version last sent.
   std::optional<feedguard::v1::NodeFence> DesiredFence(const std::string& node) const;
   // Calls `fn` with each pod the cache holds on `node`, under the reconciler's lock (`fn` must
   // not call back into the reconciler): how observations name the uids agents report.
@@ -163,8 +165,14 @@ class Reconciler final : public AgentObserver, private PolicyFacts {
   };
   // What the fence loop knows of one node (a Node object exists: the cache has its labels).
   struct NodeEntry {
-    NodeFencePtr desired;  // shared with the sink
+    // The newest fence handed to the sink: its version and digest, and the fence itself only
+    // while the sink holds it (until the agent acknowledges it: fence_slot.h).
+    std::weak_ptr<const WireFence> desired;
+    uint64_t version = 0;
+    FenceDigest digest{};
     bool sent = false;
+    // The sink asked for the fence again (a new stream after it dropped the bytes).
+    bool wanted = false;
     // Policies contained in each sent version not yet acknowledged, and in the acked one.
     std::map<uint64_t, std::set<std::string>> sent_policies;
     std::set<std::string> acked_policies;
@@ -208,6 +216,8 @@ class Reconciler final : public AgentObserver, private PolicyFacts {
   // The nodes dirty now and those whose SetDesired retry is due; empties the set.
   std::vector<std::string> TakeDirtyNodesLocked();
   void RecomputeNodeLocked(const std::string& node, std::vector<NodeFencePtr>* to_send);
+  // The node's fence under the policies in force now (requires mu_).
+  NodeResolution ResolveNodeLocked(const NodeInfo& info) const;
   // A resolution over the fence size agents accept: why it is not sent ("" when it fits).
   std::string FenceTooBig(const NodeResolution& r, size_t bytes) const;
   // Hands fences to the sink; a failed one is retried with per-node backoff.

@@ -98,6 +98,44 @@ class ReconcilerTest : public ::testing::Test {
   ReconcilerPtr r_;
 };
 
+// The reconciler keeps no fence the sink dropped (its agent acknowledged it), only its digest and
+// version: a resolution that did not change sends nothing, and a sink that asks for the fence
+// again (a new stream) gets the same version with the same bytes.
+TEST_F(ReconcilerTest, AFenceTheSinkDroppedIsHandedBackUnderTheSameVersion) {
+  r_->UpsertPolicy(PolicyJson(true));
+  r_->UpsertPod(PodJson("train", "gpu-1", {{"role", "trainer"}}));
+  r_->UpsertPod(PodJson("spin", "gpu-1"));
+  r_->Step();
+  auto first = std::find_if(sink_->sent.begin(), sink_->sent.end(),
+                            [](const auto& f) { return f.node_name() == "gpu-1"; });
+  ASSERT_NE(first, sink_->sent.end());
+  const feedguard::v1::NodeFence sent = *first;
+  Ack("gpu-1");
+  sink_->sent.clear();
+
+  r_->UpsertPod(PodJson("spin", "gpu-1"));  // the same pod again: the same fence
+  r_->Step();
+  EXPECT_TRUE(sink_->sent.empty()) << "an unchanged resolution is not sent";
+
+  r_->OnFenceWanted("gpu-1", sent.version());
+  r_->OnFenceWanted("gpu-9", 1);  // no such node: nothing
+  r_->Step();
+  ASSERT_EQ(sink_->sent.size(), 1u);
+  EXPECT_EQ(sink_->sent[0].version(), sent.version()) << "the same version";
+  EXPECT_EQ(sink_->sent[0].SerializeAsString(), sent.SerializeAsString()) << "the same bytes";
+  sink_->sent.clear();
+  r_->Step();
+  EXPECT_TRUE(sink_->sent.empty()) << "asked once, sent once";
+
+  // Wanted while the pods changed: the new fence, under a new version.
+  r_->OnFenceWanted("gpu-1", sent.version());
+  r_->DeletePod(PodJson("spin", "gpu-1"));
+  r_->Step();
+  ASSERT_EQ(sink_->sent.size(), 1u);
+  EXPECT_GT(sink_->sent[0].version(), sent.version());
+  EXPECT_EQ(sink_->sent[0].neighbours_size(), 0);
+}
+
 TEST_F(ReconcilerTest, SendsOnlyChangedFencesWithGrowingVersions) {
   r_->UpsertPolicy(PolicyJson(true));
   r_->UpsertPod(PodJson("train", "gpu-1", {{"role", "trainer"}}));

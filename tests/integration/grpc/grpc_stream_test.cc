@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <mutex>
 #include <set>
 #include <sstream>
@@ -131,6 +132,13 @@ class RecordingObserver final : public controller::AgentObserver {
   void OnUnreadable(const std::string& node, const std::string& e) override {
     Add("unreadable " + node + " " + e);
   }
+  // The distributor dropped an acknowledged fence and a new stream needs it: `refill` (set by
+  // the test before any agent connects) hands it back, as the reconciler does.
+  void OnFenceWanted(const std::string& node, uint64_t v) override {
+    Add("wanted " + node + " " + std::to_string(v));
+    if (refill) refill(node, v);
+  }
+  std::function<void(const std::string&, uint64_t)> refill;
   bool Has(const std::string& prefix) const {
     std::lock_guard lock(mu_);
     for (const auto& e : events_)
@@ -695,11 +703,17 @@ TEST_F(GrpcStreamTest, RefusalByAControllerKeepsTheFullBackoff) {
 TEST_F(GrpcStreamTest, ServerDisconnectThenReconnectAndResendIsIdempotent) {
   auto server = StartServerHolding(Fence("gpu-1", 1));
   ASSERT_TRUE(server);
+  observer_->refill = [&server](const std::string& node, uint64_t v) {
+    EXPECT_TRUE(server->SetDesired(Fence(node, v)).ok());
+  };
   auto client = StartClient(ClientOptions("gpu-1", server->port()));
   ASSERT_TRUE(WaitUntil([&] { return server->GetAgent("gpu-1")->acked_version == 1; }));
+  EXPECT_FALSE(observer_->Has("wanted")) << "the first stream had the fence";
   ASSERT_TRUE(server->Disconnect("gpu-1").ok());
   ASSERT_TRUE(WaitUntil([&] { return server->GetAgent("gpu-1")->streams == 2; }));
-  // The same fence is resent on the new stream and ACKed without applying it again.
+  // The acknowledged fence was dropped; the new stream asks for it, gets the same version and
+  // ACKs it without applying it again.
+  ASSERT_TRUE(WaitUntil([&] { return observer_->Has("wanted gpu-1 1"); }));
   ASSERT_TRUE(WaitUntil([&] { return client->stats().acks == 2; }));
   EXPECT_EQ(applier_->seen(), (std::vector<uint64_t>{1}));
   EXPECT_EQ(server->GetAgent("gpu-1")->sends, 2u);
