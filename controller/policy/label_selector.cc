@@ -21,8 +21,9 @@ bool IsLabelName(const std::string& s) {
                      [](char c) { return IsAlnum(c) || c == '-' || c == '_' || c == '.'; });
 }
 
-// Whether a label set satisfies the requirement `op`: `has` the key, its value `in` the values.
-bool Holds(LabelSelector::Op op, bool has, bool in) {
+}  // namespace
+
+bool LabelSelector::Holds(Op op, bool has, bool in) {
   switch (op) {
     case LabelSelector::Op::kIn:
       return in;
@@ -35,6 +36,8 @@ bool Holds(LabelSelector::Op op, bool has, bool in) {
   }
   return false;
 }
+
+namespace {
 
 // What one selector allows for one label key, all its requirements on that key combined.
 struct KeyDomain {
@@ -219,17 +222,10 @@ Result<LabelSelector> LabelSelector::FromJson(const nlohmann::json& j, const std
 }
 
 bool LabelSelector::Matches(const Labels& labels) const {
-  for (const auto& [k, v] : match_labels_) {
-    auto it = labels.find(k);
-    if (it == labels.end() || it->second != v) return false;
-  }
-  for (const auto& r : expressions_) {
-    auto it = labels.find(r.key);
-    bool has = it != labels.end();
-    bool in = has && std::find(r.values.begin(), r.values.end(), it->second) != r.values.end();
-    if (!Holds(r.op, has, in)) return false;
-  }
-  return true;
+  return MatchesBy([&labels](const std::string& key) -> const std::string* {
+    auto it = labels.find(key);
+    return it == labels.end() ? nullptr : &it->second;
+  });
 }
 
 bool LabelSelector::HasPositiveRequirement() const {

@@ -1,6 +1,8 @@
 // label_selector.h — Kubernetes metav1.LabelSelector: parse from JSON and match label sets.
 #pragma once
 
+#include <algorithm>
+#include <concepts>
 #include <map>
 #include <string>
 #include <vector>
@@ -32,6 +34,15 @@ class LabelSelector {
   static Result<LabelSelector> FromJson(const nlohmann::json& j, const std::string& field);
 
   bool Matches(const Labels& labels) const;
+  // Any other label set with `const std::string* Find(key)` (null: no such label), e.g. the
+  // pods' LabelSet (controller/resolver/label_set.h).
+  template <class Set>
+  requires requires(const Set& set, const std::string& key) {
+    { set.Find(key) } -> std::convertible_to<const std::string*>;
+  }
+  bool Matches(const Set& labels) const {
+    return MatchesBy([&labels](const std::string& key) { return labels.Find(key); });
+  }
   bool empty() const { return match_labels_.empty() && expressions_.empty(); }
   // Whether some condition requires a label to be present (a matchLabels entry, In or Exists).
   // A selector without one (only NotIn / DoesNotExist) matches every pod that lacks a label.
@@ -51,6 +62,24 @@ class LabelSelector {
   const std::vector<Requirement>& expressions() const { return expressions_; }
 
  private:
+  // Whether a label set satisfies the requirement `op`: `has` the key, its value `in` the values.
+  static bool Holds(Op op, bool has, bool in);
+  // `find(key)`: the set's value of that label, null when it has none.
+  template <class Find>
+  bool MatchesBy(const Find& find) const {
+    for (const auto& [k, v] : match_labels_) {
+      const std::string* got = find(k);
+      if (got == nullptr || *got != v) return false;
+    }
+    for (const auto& r : expressions_) {
+      const std::string* got = find(r.key);
+      const bool has = got != nullptr;
+      const bool in = has && std::find(r.values.begin(), r.values.end(), *got) != r.values.end();
+      if (!Holds(r.op, has, in)) return false;
+    }
+    return true;
+  }
+
   Labels match_labels_;
   std::vector<Requirement> expressions_;
 };

@@ -7,7 +7,7 @@
 namespace feedguard::controller {
 
 void ClusterCache::UpsertPod(PodInfo pod, NodeSet* dirty) {
-  pod.labels = label_sets_.Intern(std::move(pod.labels));
+  pod.labels = label_sets_.Intern(pod.labels.get().Interned(names_));
   pod.ns = names_.Intern(std::move(pod.ns));
   pod.node_name = names_.Intern(std::move(pod.node_name));
   pod.priority_class = names_.Intern(std::move(pod.priority_class));

@@ -65,7 +65,8 @@ class ClusterCache {
   PodTable pods_;
   std::unordered_map<std::string, std::vector<const PodInfo*>> node_pods_;
   LabelSetPool label_sets_;
-  // Namespace, node, priority-class, phase and container names of the pods, one copy each.
+  // Namespace, node, priority-class, phase and container names of the pods and their label keys
+  // and values, one copy each.
   InternPool<std::string> names_;
   std::map<std::string, NodeInfo> nodes_;
   // DRA: each claim's GPU devices (claims with none are not kept) and the names of the stored pods

@@ -278,7 +278,7 @@ PodInfo PodFromJson(const nlohmann::json& pod, const GpuResourceNames& gpu_names
   p.uid = Str(meta, "uid");
   p.ns = Str(meta, "namespace");
   p.name = Str(meta, "name");
-  p.labels = LabelsFromJson(JsonMember(meta, "labels"));
+  p.labels = LabelSet(LabelsFromJson(JsonMember(meta, "labels")));
   p.terminating = !JsonMember(meta, "deletionTimestamp").is_null();
   p.node_name = Str(spec, "nodeName");
   p.priority_class = Str(spec, "priorityClassName");

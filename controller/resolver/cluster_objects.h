@@ -22,6 +22,7 @@
 #include "controller/kube/field_set.h"
 #include "controller/policy/label_selector.h"
 #include "controller/resolver/interned.h"
+#include "controller/resolver/label_set.h"
 #include "feedguard/common/gpu_resource_names.h"
 #include "feedguard/common/qos.h"
 #include "feedguard/common/status.h"
@@ -91,7 +92,7 @@ struct PodInfo {
   SharedString node_name;
   SharedString priority_class;
   SharedString phase;  // Pending | Running | Succeeded | Failed | Unknown
-  SharedLabels labels;
+  SharedLabelSet labels;
   std::vector<PodContainer> containers;
   int64_t cpu_request_milli = 0;
   int64_t cpu_limit_milli = 0;  // 0 when any container has no limit

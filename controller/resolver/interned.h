@@ -1,5 +1,5 @@
-// interned.h — values that pod records share: one copy of each label set, namespace, node,
-// priority class and phase among 150,000 pods (Shared<T>, InternPool<T>).
+// interned.h — values that pod records share: one copy of each label set, label key and value,
+// namespace, node, priority class and phase among 150,000 pods (Shared<T>, InternPool<T>).
 #pragma once
 
 #include <algorithm>
@@ -9,8 +9,6 @@
 #include <type_traits>
 #include <unordered_set>
 #include <utility>
-
-#include "controller/policy/label_selector.h"
 
 namespace feedguard::controller {
 
@@ -66,10 +64,8 @@ class Shared {
   }
   Node* n_ = nullptr;
 };
-using SharedLabels = Shared<Labels>;
 using SharedString = Shared<std::string>;
 
-size_t InternHash(const Labels& labels);
 size_t InternHash(const std::string& s);
 
 // Interns values so equal ones share one copy. Not thread-safe (the reconciler calls it under
@@ -101,6 +97,5 @@ class InternPool {
   std::unordered_set<Shared<T>, Hash, Eq> values_;
   size_t sweep_at_ = 1024;
 };
-using LabelSetPool = InternPool<Labels>;
 
 }  // namespace feedguard::controller

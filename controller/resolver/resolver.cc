@@ -79,7 +79,7 @@ const PodInfo* TrainerInOtherTier(const PodInfo& neighbour, const FencePolicy& p
 
 bool Protected(const PodInfo& pod, const Rails& rails) {
   if (Contains(rails.protected_priority_classes, pod.priority_class)) return true;
-  if (pod.ns.get() == rails.agent_namespace && rails.agent_selector.Matches(pod.labels))
+  if (pod.ns.get() == rails.agent_namespace && rails.agent_selector.Matches(pod.labels.get()))
     return true;
   return false;
 }
@@ -131,7 +131,7 @@ NodeResolution ResolveNode(const NodeInfo& node, const std::vector<const PodInfo
     const FencePolicy* winner = nullptr;
     for (const FencePolicy* p : ranked) {
       if (!p->trainers.namespace_selector.Matches(ns_labels(pod->ns))) continue;
-      if (!p->trainers.pod_selector.Matches(pod->labels)) continue;
+      if (!p->trainers.pod_selector.Matches(pod->labels.get())) continue;
       // requireGPU: a pod without a GPU never becomes a trainer (it stays a neighbour).
       if (p->trainers.require_gpu && pod->AllGpus() <= 0) continue;
       if (!winner) {
@@ -161,7 +161,7 @@ NodeResolution ResolveNode(const NodeInfo& node, const std::vector<const PodInfo
       const NeighbourSpec& n = p->neighbours;
       if (Contains(n.exclude_namespaces, pod->ns)) continue;
       if (Contains(n.exclude_priority_classes, pod->priority_class)) continue;
-      if (!n.pod_selector.Matches(pod->labels)) continue;
+      if (!n.pod_selector.Matches(pod->labels.get())) continue;
       if (!winner) {
         winner = p;
       } else {

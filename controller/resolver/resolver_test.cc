@@ -26,7 +26,7 @@ PodInfo Pod(const std::string& ns, const std::string& name, Labels labels = {}) 
   p.name = name;
   p.node_name = "gpu-1";
   p.phase = "Running";
-  p.labels = std::move(labels);
+  p.labels = LabelSet(labels);
   p.qos = QosClass::kBurstable;
   p.cpu_request_milli = 500;
   p.containers = {{"main", "containerd://" + name}};
@@ -656,7 +656,10 @@ TEST(ClusterObjectsTest, RecordsOfTrimmedObjectsEqualRecordsOfWholeOnes) {
   EXPECT_EQ(b.containers[1].id, "containerd://bbbb");
   EXPECT_EQ(b.containers[2].name, "proxy");
   EXPECT_EQ(b.containers[2].id, "containerd://dddd");
-  EXPECT_EQ(static_cast<const Labels&>(b.labels).size(), 3u);
+  EXPECT_EQ(b.labels.get().size(), 3u);
+  ASSERT_NE(b.labels.get().Find("pod-template-hash"), nullptr);
+  EXPECT_EQ(*b.labels.get().Find("pod-template-hash"), "7d9f");
+  EXPECT_EQ(b.labels.get().Find("pod-template"), nullptr);
   EXPECT_EQ(trimmed["metadata"]["resourceVersion"], "225");
 
   const std::string node_text = R"({"kind": "Node", "metadata": {"name": "gpu-node-1",

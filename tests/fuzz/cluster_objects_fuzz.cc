@@ -23,9 +23,19 @@ extern "C" int LLVMFuzzerTestOneInput(const unsigned char* data, size_t size) {
   FG_FUZZ_CHECK(pod.cpu_request_milli >= 0 && pod.cpu_limit_milli >= 0 && pod.gpus >= 0);
   FG_FUZZ_CHECK(pod == controller::PodFromJson(j));
   feedguard::controller::LabelSetPool pool;
+  feedguard::controller::InternPool<std::string> strings;
   PodInfo interned = controller::PodFromJson(j);
-  interned.labels = pool.Intern(std::move(interned.labels));
+  interned.labels = pool.Intern(interned.labels.get().Interned(strings));
   FG_FUZZ_CHECK(pod == interned);
+  // The set finds every label the parsed map has, with its value, and nothing else.
+  const feedguard::controller::Labels map = interned.labels.get().ToMap();
+  FG_FUZZ_CHECK(map.size() == interned.labels.get().size());
+  for (const auto& [k, v] : map) {
+    const std::string* got = interned.labels.get().Find(k);
+    FG_FUZZ_CHECK(got != nullptr && *got == v);
+    const std::string absent = k + "\x01";
+    FG_FUZZ_CHECK(map.count(absent) != 0 || interned.labels.get().Find(absent) == nullptr);
+  }
 
   // The informers parse pods and nodes down to PodFields()/NodeFields(): the records of the
   // trimmed objects must equal those of the whole ones.
