@@ -30,6 +30,11 @@ tests/install_deps.sh
 # when it is installed), bounded so it cannot grow without end.
 export CCACHE_DIR="${CCACHE_DIR:-${FEEDGUARD_CACHE:-$HOME/.cache/feedguard}/ccache}"
 export CCACHE_MAXSIZE="${CCACHE_MAXSIZE:-5G}"
+# A fresh clone in another directory (as CI makes one per run) hits the same cache: paths under
+# the clone are hashed relative to it, and the build directory itself is not hashed (the debug
+# info of a cached object then names the directory of the build that first compiled it).
+export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$PWD}"
+export CCACHE_NOHASHDIR="${CCACHE_NOHASHDIR:-true}"
 
 step() { printf '\n==== %s ====\n' "$*"; }
 
