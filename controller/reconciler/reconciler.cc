@@ -374,24 +374,20 @@ void Reconciler::RecomputeNodeLocked(const std::string& node, std::vector<NodeFe
   }
   if (!fence_error.empty()) return;
   const FenceDigest digest = WireFence::Digest(bytes);
-  if (n.sent && n.digest == digest) {
-    if (!n.wanted) return;
-    // A new stream of its agent, and the sink dropped the bytes after the last ACK: the same
-    // fence under the same version (the agent acknowledges it without applying it again).
-    n.wanted = false;
-    auto fence = std::make_shared<const WireFence>(node, n.version, std::move(bytes));
-    n.desired = fence;
-    to_send->push_back(std::move(fence));
-    return;
+  // Unchanged: nothing to send, unless its agent's new stream asked for it again after the sink
+  // dropped the bytes at the last ACK; then the same fence under the same version (the agent
+  // acknowledges it without applying it again).
+  const bool unchanged = n.sent && n.digest == digest;
+  if (unchanged && !n.wanted) return;
+  if (!unchanged) {
+    n.version = NextVersionLocked();
+    n.digest = digest;
+    n.sent_policies[n.version] = PoliciesIn(r.fence);
+    // Bound the bookkeeping: the sink keeps one slot, older unacked versions never get acked.
+    while (n.sent_policies.size() > 8) n.sent_policies.erase(n.sent_policies.begin());
   }
-  const uint64_t version = NextVersionLocked();
-  n.sent_policies[version] = PoliciesIn(r.fence);
-  // Bound the bookkeeping: the sink keeps one slot, older unacked versions never get acked.
-  while (n.sent_policies.size() > 8) n.sent_policies.erase(n.sent_policies.begin());
-  auto fence = std::make_shared<const WireFence>(node, version, std::move(bytes));
+  auto fence = std::make_shared<const WireFence>(node, n.version, std::move(bytes));
   n.desired = fence;
-  n.version = version;
-  n.digest = digest;
   n.sent = true;
   n.wanted = false;
   to_send->push_back(std::move(fence));
