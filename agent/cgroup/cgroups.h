@@ -97,6 +97,9 @@ struct CpuUsage {
   uint64_t nr_periods = 0;
   uint64_t nr_throttled = 0;
   uint64_t throttled_ns = 0;
+  // The dir's cpu.idle reads 1 (kernel_facts.h: SCHED_IDLE for the group); false where the file
+  // is missing (kernels < 5.15) or unreadable.
+  bool idle = false;
 };
 
 struct PressureLine {

@@ -232,6 +232,11 @@ class FsCgroups final : public Cgroups {
 
   Result<CpuUsage> ReadUsage(const CgroupPaths& d) const override {
     CpuUsage u;
+    if (auto idle =
+            ReadRaw(JoinPath(d.cpu, layout_.version == CgroupVersion::kV1 ? v1::kIdle : v2::kIdle));
+        idle.ok()) {
+      u.idle = Trim(*idle) == "1";
+    }
     if (layout_.version == CgroupVersion::kV1) {
       const std::string uf = JoinPath(d.cpuacct, v1::kCpuacctUsage);
       FG_ASSIGN_OR_RETURN(std::string usage, ReadRaw(uf));

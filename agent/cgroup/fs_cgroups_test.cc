@@ -313,6 +313,11 @@ TEST_P(FsCgroupsTest, UsagePidsAndPressure) {
   EXPECT_EQ(u.nr_periods, 10u);
   EXPECT_EQ(u.nr_throttled, 3u);
   EXPECT_EQ(u.throttled_ns, 5000u);
+  EXPECT_FALSE(u.idle);
+  Put(pod.dirs.cpu + "/cpu.idle", "1\n");
+  EXPECT_TRUE(cg_->ReadUsage(pod.dirs).value().idle);
+  fs::remove(pod.dirs.cpu + "/cpu.idle");  // a kernel without cpu.idle: not idle, not an error
+  EXPECT_FALSE(cg_->ReadUsage(pod.dirs).value().idle);
   Put(pod.dirs.cpu + "/cgroup.procs", "12\n34\n");
   EXPECT_EQ(cg_->ListPids(pod.dirs).value(), (std::vector<int>{12, 34}));
   auto p = cg_->ReadPressure(pod.dirs);

@@ -95,6 +95,10 @@ inline constexpr int64_t kMaxPeriodUs = 1000000;
 // and on the 6.1 cloud kernel in the qemu VM (v2): there cpu.weight of an idle group reads "0"
 // (the minimum shares, 3, scaled to the weight range and rounded), writes of cpu.weight fail with
 // EINVAL, and cpu.idle=0 resets cpu.weight to 100 (v1: cpu.shares to 1024).
+// What an idle group does to others (kernel/sched/fair.c, check_preempt_wakeup_fair: where the
+// two meet in the hierarchy, a waking entity that is not idle preempts an idle one at once; an
+// idle group weighs the minimum, 3): its tasks run on time its non-idle siblings leave, so the
+// observer (agent/observe/starvation.h) counts an idle pod's CPU time as taken from no one.
 // cpuset on v2: an empty cpuset.cpus / cpuset.mems means "use the parent's effective set"
 // (kubelet leaves pod and container cgroups so). Once a populated cgroup's set is non-empty the
 // kernel refuses to make it empty again while it has tasks (ENOSPC, validate_change in

@@ -93,9 +93,11 @@ std::vector<std::string> NodeObserver::Step(double dt_s,
     auto u = cgroups_->ReadUsage(dirs);
     auto cpus = cgroups_->ReadEffectiveCpus(dirs);
     if (!u.ok() || !cpus.ok()) continue;  // went away meanwhile
-    OtherUsage now{static_cast<double>(u->usage_ns) / 1e9, std::move(*cpus)};
+    OtherUsage now{static_cast<double>(u->usage_ns) / 1e9, std::move(*cpus), u->idle};
     if (auto last = last_usage_.find(uid); last != last_usage_.end()) {
-      deltas.push_back({uid, CounterDelta(last->second.cpu_s, now.cpu_s), now.cpus});
+      // Idle now: counted so for the whole interval (a fence lands within one interval of 10 s
+      // by default; the interval it lands in leans towards the fence).
+      deltas.push_back({uid, CounterDelta(last->second.cpu_s, now.cpu_s), now.cpus, now.idle});
     }
     usage.emplace(uid, std::move(now));
   }

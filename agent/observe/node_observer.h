@@ -72,6 +72,7 @@ class NodeObserver {
   struct OtherUsage {
     double cpu_s = 0;  // cumulative
     CpuSet cpus;
+    bool idle = false;  // cpu.idle = 1 now
   };
 
   // Processes by observed pod from one scan of the proc root (kProcScan), for the pods that

@@ -61,11 +61,16 @@ ContentionOnCpus ContendersOn(const CpuSet& cpus, double own_cpu_s,
     if (overlap == 0) continue;
     const double share =
         u.cpu_s * static_cast<double>(overlap) / static_cast<double>(u.cpus.size());
+    if (u.idle) {
+      out.total.idle_pods_s += share;
+      continue;
+    }
     by[u.contender] += share;
     out.total.pods_s += share;
   }
   if (node_busy_on_cpus_s) {
-    const double node_s = std::max(0.0, *node_busy_on_cpus_s - own_cpu_s - out.total.pods_s);
+    const double node_s =
+        std::max(0.0, *node_busy_on_cpus_s - own_cpu_s - out.total.pods_s - out.total.idle_pods_s);
     out.total.node_s = node_s;
     if (node_s > 0) by[kNodeContender] += node_s;
   }

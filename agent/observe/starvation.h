@@ -14,7 +14,10 @@
 // of its CPUs, and a CPU of its own not running it). The rest, w − c, it waited behind its own
 // threads (or its own quota): more CPU for the pod, not a fence, is its cure. Of c, the pods' part
 // is at most min(c, the other pods' CPU-seconds on those CPUs); the node (system daemons, kubelet)
-// has the rest.
+// has the rest. A pod whose cgroup is idle (cpu.idle = 1: a fenced neighbour) runs only on time
+// the others leave and is preempted at once by a waking task that is not idle
+// (agent/cgroup/kernel_facts.h): its CPU time is left out of o, of the pods' part and of the
+// contenders — it took that time from no one.
 //
 // GPU time lost: in one interval the feeders waited c seconds behind others and the GPU was idle
 // i = (1 - busy)·dt. Where within the interval the two fell is not known, so the lost time L,
@@ -80,6 +83,8 @@ struct GpuLost {
 struct OthersOnCpus {
   double pods_s = 0;
   std::optional<double> node_s;
+  // Idle pods' CPU-seconds on those CPUs (see the top): in neither part, kept to say so.
+  double idle_pods_s = 0;
 };
 // Splits s.wait_s (see the top of this file): behind_others_s = min(w, pods + node, n·dt − u),
 // behind_pods_s = min(that, pods). Without the node's figure, o is not bounded by it.
@@ -98,11 +103,13 @@ struct CgroupUsage {
   std::string contender;  // pod uid
   double cpu_s = 0;
   CpuSet cpus;
+  bool idle = false;  // its cgroup's cpu.idle is 1 (see the top of this file)
 };
 // Who ran on `cpus` (the observed pod's allowed CPUs) during the interval: each other pod's usage
 // × |its CPUs ∩ cpus| / |its CPUs| (its usage taken as spread evenly over the CPUs it may use),
 // and the node's busy time on `cpus` (/proc/stat; nullopt: not read) less the observed pod's own
-// use and all those shares as kNodeContender. `top`: most first, at most `top_k`, entries below
+// use and all those shares as kNodeContender. An idle pod's share goes to total.idle_pods_s only:
+// not a contender, not the node's. `top`: most first, at most `top_k`, entries below
 // 1 ms dropped; `total`: every share, none dropped.
 struct ContentionOnCpus {
   std::vector<Contention> top;

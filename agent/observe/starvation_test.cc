@@ -73,6 +73,34 @@ TEST(ContendersTest, SharesByCpuOverlapAndTheNodeAsTheRest) {
   EXPECT_EQ(blind.top[0], (Contention{"pod-a", 4.0}));
 }
 
+TEST(ContendersTest, AnIdlePodTookNothingNeitherAsAPodNorAsTheNode) {
+  // The demo fenced on 2 CPUs over 10 s: the trainer used 17.5 CPU-s, the node's daemons 1,
+  // eight idle neighbours soaked up the 1.3 CPU-s left (cpu.idle = 1), one neighbour was not
+  // fenced yet (0.2).
+  const CpuSet mine = CpuSet::Range(0, 1);
+  std::vector<CgroupUsage> others = {{"pod-plain", 0.2, CpuSet::Range(0, 1)}};
+  for (int i = 0; i < 8; ++i) {
+    others.push_back({"pod-idle-" + std::to_string(i), 1.3 / 8, CpuSet::Range(0, 1), true});
+  }
+  auto on = ContendersOn(mine, 17.5, others, 20.0, 8);
+  EXPECT_NEAR(on.total.pods_s, 0.2, 1e-9);
+  EXPECT_NEAR(on.total.idle_pods_s, 1.3, 1e-9);
+  ASSERT_TRUE(on.total.node_s);
+  EXPECT_NEAR(*on.total.node_s, 1.0, 1e-9) << "the idle pods' time is not the node's either";
+  ASSERT_EQ(on.top.size(), 2u) << "no idle pod named";
+  EXPECT_EQ(on.top[0].contender, kNodeContender);
+  EXPECT_EQ(on.top[1], (Contention{"pod-plain", 0.2}));
+  // It waited 6 s, mostly behind its own threads: of the 2.5 CPU-s it left unused only the
+  // node's and the plain pod's could have held it up.
+  PodSample s;
+  s.dt_s = 10;
+  s.wait_s = 6;
+  s.cpu_s = 17.5;
+  SplitWait(s, 2, on.total);
+  EXPECT_NEAR(s.behind_others_s, 1.2, 1e-9);
+  EXPECT_NEAR(s.behind_pods_s, 0.2, 1e-9);
+}
+
 PodSample Used(double wait_s, double cpu_s, double dt = 10) {
   PodSample s;
   s.dt_s = dt;

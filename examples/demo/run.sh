@@ -40,7 +40,10 @@
 #   --build-dir DIR   where the binaries are built / found (default build/release)
 #   --root-shares N   cpu.shares of the node's cgroup root (default 8192): on a real node the
 #                     kubepods tree out-weighs the few system daemons; here every process in the
-#                     host's root cgroup would otherwise weigh as much as the whole "node"
+#                     host's root cgroup would otherwise weigh as much as the whole "node".
+#                     The cluster's daemons (control plane, kubelet, containerd: a cgroup of
+#                     their own beside the node's) get the same weight, as a control plane on
+#                     other machines and system.slice beside kubepods.slice would have
 #   --keep-logs       keep the logs (copied to /tmp/feedguard-demo-logs-*; kept anyway on failure)
 #   --check           for CI: exit 3 unless the fenced phase beats plain CFS by >= 20% and every
 #                     original cgroup value came back after the policy was deleted
@@ -111,6 +114,10 @@ info() { printf '    %s\n' "$*"; }
 indent() { sed 's/^/    /'; }
 die() {
   printf '%sdemo failed:%s %s\n' "$RED" "$PLAIN" "$*" >&2
+  # What a failure on a loaded machine needs to be told apart from a bug: the load, and the
+  # processes that used the most CPU.
+  printf '    load average: %s\n' "$(cut -d' ' -f1-3 /proc/loadavg)" >&2
+  ps -eo pid,pcpu,cputimes,comm --sort=-cputimes 2>/dev/null | head -n 8 | sed 's/^/    /' >&2 || true
   exit 1
 }
 usage() { sed -n '2,/^set -uo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; }
@@ -232,7 +239,11 @@ start_cluster() {
   info "netns $NETNS, kubelet cgroup root $CGROUP_ROOT (cgroupfs driver), kubectl: $KUBECTL"
   if [[ -w "$CPU_CG/cpu.shares" ]]; then
     echo "$ROOT_SHARES" >"$CPU_CG/cpu.shares" || die "cannot write $CPU_CG/cpu.shares"
-    info "node cgroup root cpu.shares = $ROOT_SHARES (see --help)"
+    # The cluster's own daemons (control plane, kubelet, containerd) weigh as much as the node.
+    if [[ -n "${DAEMON_CGROUP:-}" && -w "$DAEMON_CGROUP/cpu.shares" ]]; then
+      echo "$ROOT_SHARES" >"$DAEMON_CGROUP/cpu.shares" || die "cannot write $DAEMON_CGROUP/cpu.shares"
+    fi
+    info "node cgroup root cpu.shares = $ROOT_SHARES, and the same for the cluster's daemons beside it (see --help)"
   fi
 }
 

@@ -21,7 +21,8 @@
 # and whose kubelet-tuned sysctls (vm.overcommit_memory, kernel.panic, ...) are files in DIR, so
 # kubelet never changes the host's. Host side effects: the empty directories above are created as
 # mount points when missing (and stay, empty), and cgroups /<ctrl>/feedguard-node-<id> in every
-# cgroup v1 hierarchy (+ the copy runc makes under the cgroup2 mount), removed by `down`.
+# cgroup v1 hierarchy (+ the copy runc makes under the cgroup2 mount) and /<cpu>/feedguard-node-
+# <id>-daemons (the cluster's own daemons, see make_daemon_cgroup), removed by `down`.
 # Needs root, a cgroup v1 (or hybrid) host, the binaries of tests/testbed/build.sh, and Debian's
 # containerd, runc, crun, containernetworking-plugins, iproute2, util-linux, iptables, gcc,
 # busybox-static.
@@ -92,6 +93,7 @@ launch() {
   start="$(proc_start "$pid")" || die "$name exited at once (log: $DIR/logs/$name.log)"
   state_set "${name//-/_}_PID" "$pid"
   state_set "${name//-/_}_START" "$start"
+  join_daemon_cgroup "$pid"
 }
 
 # stop NAME — TERM, up to 20 s, then KILL; only the recorded process.
@@ -161,6 +163,54 @@ make_cgroup_root() {
       cat "$m/cpuset.mems" >"$d/cpuset.mems"
     fi
   done
+}
+
+# The cluster's own daemons (etcd, kube-apiserver, scheduler, controller-manager, kubelet,
+# containerd and its shims, kube-proxy, CoreDNS) share one cgroup of their own in the cpu
+# hierarchy, /<cpu>/feedguard-node-<id>-daemons, beside the node's cgroup root and weighing as
+# much (cpu.shares equal to the root's; the demo raises both together). On a real node the
+# control plane runs on other machines and kubelet/containerd sit in system.slice beside
+# kubepods.slice at comparable weight. Left in the host's root cgroup, each daemon would be a
+# 1024-weight autogroup (setsid) against a node root the demo weighs at 8192: with 8 spinning
+# neighbour pods and the trainer on 2 cores, kube-apiserver then missed TLS handshakes (10 s) and
+# the demo failed in CI (2026-11-29, twice in one run).
+daemon_cgroup_dir() {
+  local m
+  for m in $(cgroup_v1_mounts); do
+    [[ -f "$m/cpu.shares" ]] && { echo "$m/$CGROUP_NAME-daemons"; return 0; }
+  done
+  return 1
+}
+make_daemon_cgroup() {
+  local d
+  d="$(daemon_cgroup_dir)" || die "no cgroup v1 cpu hierarchy mounted"
+  mkdir -p "$d"
+  cat "$(dirname "$d")/$CGROUP_NAME/cpu.shares" >"$d/cpu.shares"
+  state_set DAEMON_CGROUP "$d"
+}
+# join_daemon_cgroup PID — moves one process we started (every thread of it) into that cgroup.
+join_daemon_cgroup() {
+  [[ -n "${DAEMON_CGROUP:-}" && -d "$DAEMON_CGROUP" ]] || return 0
+  echo "$1" >"$DAEMON_CGROUP/cgroup.procs" 2>/dev/null || log "WARNING: could not move pid $1 into $DAEMON_CGROUP"
+}
+# remove_daemon_cgroup — once every daemon is stopped: kills what is left in it (only processes
+# this script started, and their children, e.g. containerd shims), then removes it.
+remove_daemon_cgroup() {
+  [[ -n "${DAEMON_CGROUP:-}" && -d "$DAEMON_CGROUP" ]] || return 0
+  local try pids
+  for ((try = 0; try < 100; try++)); do
+    pids="$(cat "$DAEMON_CGROUP/cgroup.procs" 2>/dev/null)"
+    if [[ -n "$pids" ]]; then
+      ((try % 20 == 0)) && log "killing $(wc -w <<<"$pids") process(es) left in $DAEMON_CGROUP"
+      # shellcheck disable=SC2086
+      kill -KILL $pids 2>/dev/null || true
+    else
+      rmdir "$DAEMON_CGROUP" 2>/dev/null && return 0
+    fi
+    sleep 0.2
+  done
+  log "WARNING: could not remove $DAEMON_CGROUP"
+  return 1
 }
 
 # remove_cgroup_root — kills what is left in our cgroups (only kubelet's pods and runc's
@@ -541,6 +591,12 @@ cmd_up() {
   # Namespaced sysctls: pods reach Service endpoints on the bridge through the namespace's routing.
   in_net sh -c 'echo 1 >/proc/sys/net/ipv4/ip_forward'
 
+  # cgroup root in every v1 hierarchy (kubelet refuses a --cgroup-root that does not exist), and
+  # the daemons' cgroup beside it, before the first daemon starts.
+  log "cgroup root /$CGROUP_NAME in $(cgroup_v1_mounts | wc -l) v1 hierarchies; daemons in /$CGROUP_NAME-daemons (cpu)"
+  make_cgroup_root
+  make_daemon_cgroup
+
   # etcd + kube-apiserver inside the namespace (testbed.sh with its node opt-ins: ServiceAccount
   # admission kept, bound to every address of the namespace, advertising the node address, which
   # becomes the endpoint of the `kubernetes` Service that pods dial).
@@ -548,6 +604,7 @@ cmd_up() {
   log "starting etcd + kube-apiserver (tests/testbed/testbed.sh) in netns $NETNS"
   state_set APISERVER_DIR "$DIR/apiserver"
   FEEDGUARD_TESTBED_SA_ADMISSION=1 FEEDGUARD_TESTBED_ADVERTISE_ADDRESS="$NODE_IP" \
+  FEEDGUARD_TESTBED_CGROUP="$DAEMON_CGROUP" \
   FEEDGUARD_APISERVER_FLAGS="--kubelet-client-certificate=$DIR/pki/apiserver-kubelet-client.crt \
 --kubelet-client-key=$DIR/pki/apiserver-kubelet-client.key --kubelet-preferred-address-types=InternalIP \
 ${FEEDGUARD_APISERVER_FLAGS:-}" \
@@ -559,10 +616,6 @@ ${FEEDGUARD_APISERVER_FLAGS:-}" \
   mkdir -p "$DIR/kubelet"
   kubeconfig "$DIR/kubelet/kubeconfig" "$APISERVER_URL" "$DIR/apiserver/pki/ca.crt" \
     "$DIR/pki/kubelet-client.crt" "$DIR/pki/kubelet-client.key"
-
-  # cgroup root in every v1 hierarchy (kubelet refuses a --cgroup-root that does not exist).
-  log "cgroup root /$CGROUP_NAME in $(cgroup_v1_mounts | wc -l) v1 hierarchies"
-  make_cgroup_root
 
   # Private mount namespace, held by a sleep process that lives in the network namespace too.
   local p
@@ -665,6 +718,7 @@ NODE_NAME=$NODE_NAME
 NODE_IP=$NODE_IP
 NETNS=$NETNS
 CGROUP_ROOT=/$CGROUP_NAME
+DAEMON_CGROUP=$DAEMON_CGROUP
 KUBECONFIG=$DIR/kubeconfig
 KUBECTL=$DIR/bin/kubectl
 CTR=$DIR/bin/ctr
@@ -728,6 +782,7 @@ cmd_down() {
     ip netns del "$NETNS" || rc=1
   fi
   remove_cgroup_root || rc=1
+  remove_daemon_cgroup || rc=1
   # Nothing of ours may still be mounted before files are removed.
   if grep -qF " $DIR/" /proc/self/mountinfo; then
     log "ERROR: mounts under $DIR remain on the host:"

@@ -26,6 +26,8 @@
 #                                      `kubernetes` Service's endpoint, reached by pods); the
 #                                      serving certificate also names IP. Run it inside a network
 #                                      namespace of your own: 0.0.0.0 means every address there.
+#   FEEDGUARD_TESTBED_CGROUP=DIR       a cgroup directory the caller made: etcd and kube-apiserver
+#                                      (also when restarted later) are moved into it
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -81,6 +83,12 @@ spawn() {
     [[ "$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null)" == "$shell" ]] || break
     sleep 0.005
   done
+  # FEEDGUARD_TESTBED_CGROUP: a cgroup directory the caller made (tests/node/cluster.sh: the node's
+  # daemons' cgroup); the server and all its threads move there.
+  if [[ -n "${FEEDGUARD_TESTBED_CGROUP:-}" ]]; then
+    echo "$pid" >"$FEEDGUARD_TESTBED_CGROUP/cgroup.procs" 2>/dev/null ||
+      log "WARNING: could not move pid $pid into $FEEDGUARD_TESTBED_CGROUP"
+  fi
   echo "$pid"
 }
 
@@ -295,6 +303,7 @@ SA_SIGNING_KEY=$dir/pki/sa.key
 K8S_VERSION=$FEEDGUARD_K8S_VERSION
 ETCD_VERSION=$FEEDGUARD_ETCD_VERSION
 HELM=$HELM
+FEEDGUARD_TESTBED_CGROUP=${FEEDGUARD_TESTBED_CGROUP:-}
 ENV
   mv -f "$dir/env.tmp" "$dir/env"
 }
