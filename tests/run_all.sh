@@ -70,7 +70,8 @@ step "fuzz build (clang, libFuzzer + ASan/UBSan)"
 cmake --preset fuzz >/dev/null
 cmake --build --preset fuzz -j"$jobs" --target fg_fuzz_targets
 step "fuzz tier (each target ${FEEDGUARD_FUZZ_SECONDS:-10}s from its seed corpus)"
-ctest --preset fuzz -j1
+# -j2: each fuzzer is one single-threaded process bounded in time.
+ctest --preset fuzz -j2
 
 step "TSan build (threaded parts)"
 cmake --preset tsan >/dev/null

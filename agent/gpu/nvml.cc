@@ -7,38 +7,14 @@
 #include <cctype>
 #include <mutex>
 
+#include "agent/gpu/nvml_abi.h"
 #include "agent/topology/gpu_ids.h"
 
 namespace feedguard::agent::gpu {
 namespace {
 
-// ---- NVML's C ABI: only what is used (nvml.h of any driver since R450) ----------------------
-using nvmlReturn_t = int;  // NVML_SUCCESS = 0
-constexpr nvmlReturn_t kNvmlSuccess = 0;
-struct nvmlDevice_st;
-using nvmlDevice_t = nvmlDevice_st*;
-struct nvmlUtilization_t {
-  unsigned int gpu;
-  unsigned int memory;
-};
-struct nvmlPciInfo_t {  // the _v3 layout
-  char busIdLegacy[16];
-  unsigned int domain;
-  unsigned int bus;
-  unsigned int device;
-  unsigned int pciDeviceId;
-  unsigned int pciSubSystemId;
-  char busId[32];
-};
-constexpr unsigned int kUuidBufferSize = 96;  // NVML_DEVICE_UUID_V2_BUFFER_SIZE
-
-using InitFn = nvmlReturn_t (*)();
-using ShutdownFn = nvmlReturn_t (*)();
-using GetCountFn = nvmlReturn_t (*)(unsigned int*);
-using GetHandleByIndexFn = nvmlReturn_t (*)(unsigned int, nvmlDevice_t*);
-using GetUuidFn = nvmlReturn_t (*)(nvmlDevice_t, char*, unsigned int);
-using GetPciInfoFn = nvmlReturn_t (*)(nvmlDevice_t, nvmlPciInfo_t*);
-using GetUtilizationFn = nvmlReturn_t (*)(nvmlDevice_t, nvmlUtilization_t*);
+using namespace nvml_abi;  // NOLINT(google-build-using-namespace): the C ABI's names
+constexpr nvmlReturn_t kNvmlSuccess = kSuccess;
 
 std::string Lower(std::string s) {
   std::transform(s.begin(), s.end(), s.begin(),

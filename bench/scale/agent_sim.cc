@@ -9,6 +9,9 @@
 // stream; at most 5 s after a dial that reached no controller, as FenceClient's
 // unreached_backoff_cap), with a new channel (own TCP connection) per attempt. Plaintext
 // by default; --tls-ca/--tls-cert/--tls-key: mTLS as the real agent (one handshake per attempt).
+// --token-dir DIR: the chart's default identity (token): each agent reads DIR/<node> (a
+// pod-bound ServiceAccount token) again for every attempt, as the real agent re-reads its
+// projected token, and sends it as `authorization: Bearer <token>`.
 //
 // Built on grpc's callback API: no thread per stream; grpc's own pool runs the reactions, one
 // timer thread runs reconnects and periodic reports, one thread reads commands from stdin.
@@ -31,6 +34,7 @@
 #include <sys/resource.h>
 
 #include <atomic>
+#include <cctype>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -85,6 +89,7 @@ struct Options {
   // mTLS (all three set) instead of plaintext; the server's certificate is checked against
   // tls_server_name when set (else the target's host).
   std::string tls_ca, tls_cert, tls_key, tls_server_name;
+  std::string token_dir;  // "": no token
 };
 
 std::string ReadFile(const std::string& path) {
@@ -174,7 +179,9 @@ class Sim;
 class Stream final : public grpc::ClientBidiReactor<AgentMessage, ControllerMessage> {
  public:
   Stream(Sim* sim, int agent, uint64_t stream_no) : sim_(sim), agent_(agent), no_(stream_no) {}
-  void Start(feedguard::v1::FenceDistribution::Stub* stub, AgentMessage hello);
+  // `token`: sent as `authorization: Bearer <token>` ("": nothing sent).
+  void Start(feedguard::v1::FenceDistribution::Stub* stub, AgentMessage hello,
+             const std::string& token);
   void Send(AgentMessage m);
   void Cancel() { ctx_.TryCancel(); }
   uint64_t number() const { return no_; }
@@ -271,6 +278,13 @@ class Sim {
     h->set_cgroup_driver("systemd");
     h->add_capabilities("cpu.idle");
     h->add_capabilities("cpu.max.burst");
+    std::string token;
+    if (!opt_.token_dir.empty()) {
+      token = ReadFile(opt_.token_dir + "/" + a.node);
+      while (!token.empty() && std::isspace(static_cast<unsigned char>(token.back()))) {
+        token.pop_back();
+      }
+    }
     Stream* s = nullptr;
     {
       std::lock_guard lock(a.mu);
@@ -279,7 +293,7 @@ class Sim {
       a.stream = s;
       a.channel = std::move(channel);  // the previous channel (if any) goes with its last stream
       a.stub = std::move(stub);
-      s->Start(a.stub.get(), std::move(hello));
+      s->Start(a.stub.get(), std::move(hello), token);
       if (a.has_report) {  // as FenceClient: the controller gets our state right after hello
         AgentMessage m;
         *m.mutable_report() = a.report;
@@ -468,7 +482,9 @@ class Sim {
   Timer timer_;  // last: stopped (joined) before the rest goes
 };
 
-void Stream::Start(feedguard::v1::FenceDistribution::Stub* stub, AgentMessage hello) {
+void Stream::Start(feedguard::v1::FenceDistribution::Stub* stub, AgentMessage hello,
+                   const std::string& token) {
+  if (!token.empty()) ctx_.AddMetadata("authorization", "Bearer " + token);
   sim_->StreamOpened();
   stub->async()->Stream(&ctx_, this);
   // The hold keeps OnDone away until the read side has ended and closed_ forbids new writes,
@@ -535,7 +551,8 @@ int Usage(const char* argv0) {
                "          [--first-index 0] [--report-interval-ms 30000] "
                "[--observe-starving-percent 20] [--watch-policy bench]\n"
                "          [--start-spread-ms 0] [--seed 1]\n"
-               "          [--tls-ca F --tls-cert F --tls-key F [--tls-server-name N]]\n",
+               "          [--tls-ca F --tls-cert F --tls-key F [--tls-server-name N]] "
+               "[--token-dir DIR]\n",
                argv0);
   return 2;
 }
@@ -573,6 +590,8 @@ int Main(int argc, char** argv) {
         o.tls_key = v;
       } else if (k == "--tls-server-name") {
         o.tls_server_name = v;
+      } else if (k == "--token-dir") {
+        o.token_dir = v;
       } else if (k == "--seed") {
         o.seed = std::stoull(v);
       } else {

@@ -233,10 +233,12 @@ def wait_for(pred, timeout, period=0.05):
 
 
 # ---- controller --------------------------------------------------------------------------
-def make_tls(work):
+def make_tls(work, identity="token"):
     """A CA, a server certificate for the controller (127.0.0.1, feedguard-controller) and one
-    client certificate every simulated agent presents (the chart's shared-cert shape), made with
-    the openssl CLI. Returns (controller flags, simulator flags)."""
+    client certificate every simulated agent presents (the chart's shape), made with the openssl
+    CLI. identity "token" (the chart's default): the agents also send their node-bound token
+    (work/tokens/<node>, load.mint_agent_tokens) and the controller checks it by TokenReview;
+    "shared-cert": the certificate alone. Returns (controller flags, simulator flags)."""
     d = os.path.join(work, "tls")
     os.makedirs(d, exist_ok=True)
     def run(*args):
@@ -253,9 +255,13 @@ def make_tls(work):
             "-CAcreateserial", "-out", f"{name}.crt", "-days", "2", "-extfile", f"{name}.ext")
     p = lambda n: os.path.join(d, n)  # noqa: E731
     ctl = ["--tls-cert", p("server.crt"), "--tls-key", p("server.key"), "--tls-client-ca",
-           p("ca.crt"), "--agent-identity", "shared-cert"]
+           p("ca.crt"), "--agent-identity", identity]
     sim = ["--tls-ca", p("ca.crt"), "--tls-cert", p("client.crt"), "--tls-key", p("client.key"),
            "--tls-server-name", "feedguard-controller"]
+    if identity == "token":
+        ctl += ["--agent-token-audience", loader.TOKEN_AUDIENCE,
+                "--agent-service-account", loader.AGENT_SA]
+        sim += ["--token-dir", os.path.join(work, "tokens")]
     return ctl, sim
 
 
@@ -399,6 +405,7 @@ def run_step(a):
            "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "notes": []}
     os.makedirs(a.work, exist_ok=True)
     row["transport"] = "mtls" if a.tls else "plaintext"
+    row["agent_identity"] = a.identity if a.tls else "none"
     # Observation (docs/DESIGN.md §4b): GPU trainers are observed by their agents, whose reports
     # carry the windows (observe_starving_percent % of them starving; < 0: no observations).
     row["trainer_gpus"] = a.trainer_gpus
@@ -408,7 +415,7 @@ def run_step(a):
     Controller.extra_args = a.controller_args.split()
     Sim.observe_args = ["--observe-starving-percent", str(a.observe_starving_percent)]
     if a.tls:
-        Controller.transport_args, Sim.extra_args = make_tls(a.work)
+        Controller.transport_args, Sim.extra_args = make_tls(a.work, a.identity)
     tb = a.testbed or os.path.join(a.work, "tb")
     loaded_file = os.path.join(tb, "fg-scale-loaded.json")
     ctl_bin = os.path.join(a.work, "feedguard-controller")
@@ -463,6 +470,14 @@ def run_step(a):
         row["load_errors"] = ld["errors"]
         if ld["errors"]:
             raise RuntimeError(f"loader: {ld['errors']} errors")
+        if a.tls and a.identity == "token":
+            # Tokens for every node of this step (the earlier steps' agent pods exist: 409).
+            tk = loader.mint_agent_tokens(tb, 0, a.nodes, os.path.join(a.work, "tokens"),
+                                          a.threads)
+            row["agent_pods"] = a.nodes
+            row["token_mint_seconds"] = round(tk["seconds"], 1)
+            if tk["errors"]:
+                raise RuntimeError(f"agent tokens: {tk['errors']}")
         with open(loaded_file, "w") as f:
             json.dump({"nodes": a.nodes, "pods": a.pods, "trainer_gpus": a.trainer_gpus,
                        "pod_shape": a.pod_shape}, f)
@@ -877,6 +892,10 @@ def main():
     s.add_argument("--tls", action="store_true",
                    help="mTLS between controller and agents (as installs run it) instead of "
                         "--insecure; the row says so (transport)")
+    s.add_argument("--identity", choices=["token", "shared-cert"], default="token",
+                   help="with --tls: the agents' identity — token (the chart's default: a "
+                        "pod-bound ServiceAccount token per node, checked by TokenReview) or "
+                        "shared-cert (the certificate alone; the ladders before 2026-11-29)")
     s.add_argument("--keep", action="store_true")
     s.add_argument("--testbed", help="reuse (or create) this API server dir; left running")
     r = sub.add_parser("report")

@@ -233,6 +233,61 @@ def run_parallel(env, threads, items, fn):
     return time.monotonic() - t0, errors
 
 
+AGENT_NS = "feedguard-system"
+AGENT_SA = "feedguard-agent"
+TOKEN_AUDIENCE = "feedguard"
+
+
+def mint_agent_tokens(testbed, first_node, nodes, out_dir, threads=8, log=sys.stderr):
+    """The chart's token identity for nodes first_node..nodes-1: per node, the agent's
+    DaemonSet pod (namespace feedguard-system, ServiceAccount feedguard-agent, bound to the node:
+    the controller never fences that namespace) and a TokenRequest bound to that pod for
+    feedguard's audience — what the kubelet projects into the real agent — written to
+    out_dir/<node>. The API server puts the node's name in such a token's extra
+    (authentication.kubernetes.io/node-name), which the controller's TokenReview checks against
+    the hello. Returns {"pods": created, "seconds": s, "errors": [...]}."""
+    env = read_env(testbed)
+    os.makedirs(out_dir, exist_ok=True)
+    api = Api(env)
+    ensure(api, "POST", "/api/v1/namespaces",
+           {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": AGENT_NS}})
+    ensure(api, "POST", f"/api/v1/namespaces/{AGENT_NS}/serviceaccounts",
+           {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": AGENT_SA}})
+
+    def one(a, i):
+        node = node_name(i)
+        name = f"feedguard-agent-{node}"
+        status, pod = a.request("POST", f"/api/v1/namespaces/{AGENT_NS}/pods", {
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "labels": {"app.kubernetes.io/name": "feedguard",
+                                                  "app.kubernetes.io/component": "agent"}},
+            "spec": {"nodeName": node, "serviceAccountName": AGENT_SA,
+                     "automountServiceAccountToken": False,
+                     "containers": [{"name": "agent", "image": "ghcr.io/feedguard/feedguard-agent:0.1.0"}]}})
+        if status == 409:
+            status, pod = a.request("GET", f"/api/v1/namespaces/{AGENT_NS}/pods/{name}")
+        if status not in (200, 201):
+            raise RuntimeError(f"agent pod {name}: HTTP {status}: {json.dumps(pod)[:300]}")
+        status, tr = a.request(
+            "POST", f"/api/v1/namespaces/{AGENT_NS}/serviceaccounts/{AGENT_SA}/token",
+            {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+             "spec": {"audiences": [TOKEN_AUDIENCE], "expirationSeconds": 6 * 3600,
+                      "boundObjectRef": {"apiVersion": "v1", "kind": "Pod", "name": name,
+                                         "uid": pod["metadata"]["uid"]}}})
+        token = tr.get("status", {}).get("token", "") if status in (200, 201) else ""
+        if not token:
+            raise RuntimeError(f"TokenRequest for {name}: HTTP {status}: {json.dumps(tr)[:300]}")
+        tmp = os.path.join(out_dir, f".{node}.tmp")
+        with open(tmp, "w") as f:
+            f.write(token)
+        os.replace(tmp, os.path.join(out_dir, node))
+
+    secs, errors = run_parallel(env, threads, range(first_node, nodes), one)
+    print(f"load: {nodes - first_node} agent pods + tokens in {secs:.1f} s, {len(errors)} errors",
+          file=log)
+    return {"pods": nodes - first_node, "seconds": secs, "errors": errors[:5]}
+
+
 def load(testbed, nodes, pods, trainers_per_node=1, threads=8, ns="scale", log=sys.stderr,
          first_node=0, trainer_gpus=1, pod_shape="lean"):
     """Nodes first_node..nodes-1 and their pods (pods/nodes per node, which must divide)."""

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # smoke_test.sh BUILD_DIR — the scale pipeline end to end on a tiny ladder (5 nodes, 50 pods,
 # 5 agents, 3 edits): a private API server, the loader, the real controller, fg-agent-sim, every
-# phase (leader failover included: ~35 s of the ~80 s); passes only if the step produced a row whose measurements are all present and sane.
+# phase (leader failover included: ~35 s of the ~80 s), as installs run it: mTLS with the chart's
+# token identity (each agent's pod-bound token, checked by TokenReview); passes only if the step
+# produced a row whose measurements are all present and sane.
 set -uo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 BUILD="$(cd "${1:?usage: smoke_test.sh BUILD_DIR}" && pwd)"
@@ -19,7 +21,8 @@ trap 'exit 143' TERM INT
 /usr/bin/python3 "$HERE/driver.py" step --build "$BUILD" --nodes 5 --pods 50 --agents 5 \
   --work "$WORK/step" --rows "$WORK/rows.jsonl" --edits 3 --edit-gap-s 0.2 --settle-s 1 \
   --report-interval-ms 2000 --timeout 40 --phases edits,nack,relist,storm,restart,failover \
-  --controller-args=--observe-interval-ms=1000 --observe-starving-percent 100 --observe-wait-s 15 &
+  --controller-args=--observe-interval-ms=1000 --observe-starving-percent 100 --observe-wait-s 15 \
+  --tls --identity token &
 drv=$!
 wait "$drv" || { drv=""; echo "FAIL: driver step"; exit 1; }
 drv=""
@@ -56,6 +59,9 @@ o = r.get("observe_report") or {}
 g = o.get("gpu_pods") or 0
 if g < 5 or (o.get("starving_pods"), o.get("nodes_reporting"), o.get("pods_listed")) != (g, 5, min(g, 50)):
     bad.append(f"observation: the StarvationReport is not every GPU pod starving on 5 nodes: {o}")
+if (r.get("transport"), r.get("agent_identity"), r.get("agent_pods")) != ("mtls", "token", 5):
+    bad.append(f"not as installed: transport {r.get('transport')!r}, identity "
+               f"{r.get('agent_identity')!r}, agent pods {r.get('agent_pods')!r}")
 if r.get("pod_shape") != "realistic":
     bad.append(f"pod_shape = {r.get('pod_shape')!r}")
 if r.get("controller_rss_peak_mb", 0) < r.get("controller_rss_steady_mb", 1e9) * 0.99:

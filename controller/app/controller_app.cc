@@ -37,6 +37,9 @@ struct ControllerConfig {
   bool leader_elect = false;
   std::string lease_namespace = "feedguard-system";
   std::string lease_name = "feedguard-controller";
+  int64_t lease_duration_ms = kube::LeaderElectionConfig{}.lease_duration.count();
+  int64_t renew_deadline_ms = kube::LeaderElectionConfig{}.renew_deadline.count();
+  int64_t retry_period_ms = kube::LeaderElectionConfig{}.retry_period.count();
   std::string identity;
   std::string tls_cert, tls_key, tls_client_ca;
   bool insecure = false;
@@ -87,6 +90,17 @@ void AddFlags(CLI::App& app, ControllerConfig* c) {
                "run only while holding the Lease (for 2+ replicas)");
   opt("--lease-namespace", c->lease_namespace, "namespace of the leader-election Lease");
   opt("--lease-name", c->lease_name, "name of the leader-election Lease");
+  opt("--lease-duration-ms", c->lease_duration_ms,
+      "how long a standby waits after the leader's last renewal before it takes the Lease: "
+      "the floor of a failover after a leader dies without releasing it")
+      ->check(Whole(1000, 3'600'000));
+  opt("--renew-deadline-ms", c->renew_deadline_ms,
+      "the leader steps down (and exits) when it could not renew for this long; < "
+      "--lease-duration-ms")
+      ->check(Whole(500, 3'600'000));
+  opt("--retry-period-ms", c->retry_period_ms,
+      "how often the leader renews and a standby tries to take the Lease; < --renew-deadline-ms")
+      ->check(Whole(100, 600'000));
   opt("--identity", c->identity, "this replica's name in the Lease (default: hostname-pid)");
   opt("--tls-cert", c->tls_cert, "controller's serving certificate (PEM)");
   opt("--tls-key", c->tls_key, "controller's serving key (PEM)");
@@ -245,6 +259,12 @@ Result<std::unique_ptr<ControllerApp>> ControllerApp::Create(ControllerConfig co
       return InvalidArgument("--gpu-dra-drivers: " + error);
     }
   }
+  if (!(c.retry_period_ms < c.renew_deadline_ms && c.renew_deadline_ms < c.lease_duration_ms)) {
+    return InvalidArgument("leader election needs --retry-period-ms (" +
+                           std::to_string(c.retry_period_ms) + ") < --renew-deadline-ms (" +
+                           std::to_string(c.renew_deadline_ms) + ") < --lease-duration-ms (" +
+                           std::to_string(c.lease_duration_ms) + ")");
+  }
   app->stale_after_ = std::chrono::milliseconds(c.stale_after_ms);
   FG_ASSIGN_OR_RETURN(kube::RestConfig rest, c.kubeconfig.empty()
                                                  ? kube::LoadDefaultConfig()
@@ -308,6 +328,9 @@ Status ControllerApp::Start() {
   kube::LeaderElectionConfig lc;
   lc.lease_namespace = c_.lease_namespace;
   lc.lease_name = c_.lease_name;
+  lc.lease_duration = std::chrono::milliseconds(c_.lease_duration_ms);
+  lc.renew_deadline = std::chrono::milliseconds(c_.renew_deadline_ms);
+  lc.retry_period = std::chrono::milliseconds(c_.retry_period_ms);
   lc.identity = identity_;
   lc.on_started_leading = [this] { StartLeading(); };
   lc.on_stopped_leading = [this] {

@@ -16,7 +16,11 @@
 #include <string>
 #include <vector>
 
+#include "agent/gpu/nvml_abi.h"
+
 namespace {
+
+using namespace feedguard::agent::gpu::nvml_abi;  // NOLINT(google-build-using-namespace)
 
 struct StandinGpu {
   std::string uuid;
@@ -49,27 +53,8 @@ void Reload(State& s) {
   }
 }
 
-struct Utilization {
-  unsigned int gpu;
-  unsigned int memory;
-};
-struct PciInfo {
-  char busIdLegacy[16];
-  unsigned int domain;
-  unsigned int bus;
-  unsigned int device;
-  unsigned int pciDeviceId;
-  unsigned int pciSubSystemId;
-  char busId[32];
-};
-
-constexpr int kSuccess = 0;
-constexpr int kInvalidArgument = 2;
-constexpr int kUninitialized = 1;
-constexpr int kInsufficientSize = 7;
-
 // A device handle is 1 + its index.
-bool Index(void* dev, size_t* i) {
+bool Index(nvmlDevice_t dev, size_t* i) {
   const auto v = reinterpret_cast<uintptr_t>(dev);
   State& s = TheState();
   if (v == 0 || v > s.gpus.size()) return false;
@@ -107,15 +92,15 @@ int nvmlDeviceGetCount_v2(unsigned int* count) {
   return kSuccess;
 }
 
-int nvmlDeviceGetHandleByIndex_v2(unsigned int index, void** device) {
+int nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t* device) {
   State& s = TheState();
   std::lock_guard<std::mutex> l(s.mu);
   if (device == nullptr || index >= s.gpus.size()) return kInvalidArgument;
-  *device = reinterpret_cast<void*>(static_cast<uintptr_t>(index) + 1);
+  *device = reinterpret_cast<nvmlDevice_t>(static_cast<uintptr_t>(index) + 1);
   return kSuccess;
 }
 
-int nvmlDeviceGetUUID(void* device, char* uuid, unsigned int length) {
+int nvmlDeviceGetUUID(nvmlDevice_t device, char* uuid, unsigned int length) {
   State& s = TheState();
   std::lock_guard<std::mutex> l(s.mu);
   size_t i = 0;
@@ -125,7 +110,7 @@ int nvmlDeviceGetUUID(void* device, char* uuid, unsigned int length) {
   return kSuccess;
 }
 
-int nvmlDeviceGetPciInfo_v3(void* device, PciInfo* pci) {
+int nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, nvmlPciInfo_t* pci) {
   State& s = TheState();
   std::lock_guard<std::mutex> l(s.mu);
   size_t i = 0;
@@ -136,7 +121,7 @@ int nvmlDeviceGetPciInfo_v3(void* device, PciInfo* pci) {
   return kSuccess;
 }
 
-int nvmlDeviceGetUtilizationRates(void* device, Utilization* u) {
+int nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_t* u) {
   State& s = TheState();
   std::lock_guard<std::mutex> l(s.mu);
   size_t i = 0;
