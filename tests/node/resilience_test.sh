@@ -42,7 +42,14 @@ s="$(wait_qos)"
 snapshot "$WORK/snap/qos.0" "${QOS[@]}"
 pass "QoS tiers settled after ${s}s; pre-install picture of kubepods, burstable, besteffort: $(wc -l <"$WORK/snap/qos.0") files"
 
-helm_install_fg --set-json "controller.extraArgs=[\"--stale-after-ms=$STALE_AFTER_MS\"]"
+# A short Lease through the chart's controller.leaderElection.* values (renewed every second
+# for the whole test); phase c checks the controller got them. A deleted leader pod hands the
+# Lease over at SIGTERM, so its takeover does not wait for the expiry.
+LEASE_S=5
+helm_install_fg --set-json "controller.extraArgs=[\"--stale-after-ms=$STALE_AFTER_MS\"]" \
+  --set controller.leaderElection.leaseDurationSeconds=$LEASE_S \
+  --set controller.leaderElection.renewDeadlineSeconds=3 \
+  --set controller.leaderElection.retryPeriodSeconds=1
 AGENT="$(agent_pod)"
 [[ -n "$AGENT" ]] || fail "no Running agent pod"
 # shellcheck disable=SC2046
@@ -185,6 +192,8 @@ $K -n "$RNS" delete pod "$leader" --wait=false >/dev/null
 new_leader() { local l; l="$(leader_pod)"; [[ -n "$l" && "$l" != "$leader" && "$(pod_metric "$l" 8080 feedguard_controller_leader)" == 1 ]]; }
 wait_until 90 "a new controller leader" new_leader >/dev/null
 t_lead="$(secs_since "$t1")"
+$K -n "$RNS" get deployment "$RELEASE-feedguard-controller" -o 'jsonpath={.spec.template.spec.containers[0].args}' |
+  grep -q -- "--lease-duration-ms=$((LEASE_S * 1000))" || fail "the controller was not given the chart's lease duration"
 wait_until 90 "agent connected to the new leader" agent_connected >/dev/null
 nl="$(leader_pod)"
 wait_until 60 "the new leader counts the agent" eval '[[ "$(pod_metric "$nl" 8080 feedguard_agents_connected)" == 1 ]]' >/dev/null
