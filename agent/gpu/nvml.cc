@@ -14,7 +14,6 @@ namespace feedguard::agent::gpu {
 namespace {
 
 using namespace nvml_abi;  // NOLINT(google-build-using-namespace): the C ABI's names
-constexpr nvmlReturn_t kNvmlSuccess = kSuccess;
 
 std::string Lower(std::string s) {
   std::transform(s.begin(), s.end(), s.begin(),
@@ -48,26 +47,26 @@ class NvmlMonitor final : public GpuMonitor {
   Result<std::map<std::string, GpuSample>> Sample() override {
     std::lock_guard<std::mutex> l(mu_);
     unsigned int n = 0;
-    if (const nvmlReturn_t r = count_(&n); r != kNvmlSuccess) {
+    if (const nvmlReturn_t r = count_(&n); r != kSuccess) {
       return Unavailable("nvmlDeviceGetCount_v2 failed (NVML error " + std::to_string(r) + ")");
     }
     std::map<std::string, GpuSample> out;
     for (unsigned int i = 0; i < n; ++i) {
       nvmlDevice_t dev = nullptr;
-      if (by_index_(i, &dev) != kNvmlSuccess) continue;
+      if (by_index_(i, &dev) != kSuccess) continue;
       nvmlPciInfo_t pci{};
-      if (pci_(dev, &pci) != kNvmlSuccess) continue;
+      if (pci_(dev, &pci) != kSuccess) continue;
       pci.busId[sizeof pci.busId - 1] = '\0';
       GpuSample s;
       s.bus_id = NormalizePciBusId(pci.busId);
       if (s.bus_id.empty()) continue;
       char uuid[kUuidBufferSize] = {};
-      if (uuid_(dev, uuid, kUuidBufferSize) == kNvmlSuccess) {
+      if (uuid_(dev, uuid, kUuidBufferSize) == kSuccess) {
         uuid[kUuidBufferSize - 1] = '\0';
         s.uuid = Lower(uuid);
       }
       nvmlUtilization_t u{};
-      if (util_(dev, &u) != kNvmlSuccess) continue;
+      if (util_(dev, &u) != kSuccess) continue;
       s.gpu_percent = std::min(u.gpu, 100u);
       s.memory_percent = std::min(u.memory, 100u);
       out[s.bus_id] = std::move(s);
@@ -111,7 +110,7 @@ Result<GpuMonitorPtr> OpenNvml(const std::string& library) {
   auto pci = Symbol<GetPciInfoFn>(lib.get(), "nvmlDeviceGetPciInfo_v3", &missing);
   auto util = Symbol<GetUtilizationFn>(lib.get(), "nvmlDeviceGetUtilizationRates", &missing);
   if (!missing.empty()) return Unavailable(library + " lacks " + missing);
-  if (const nvmlReturn_t r = init(); r != kNvmlSuccess) {
+  if (const nvmlReturn_t r = init(); r != kSuccess) {
     return Unavailable("nvmlInit_v2 failed (NVML error " + std::to_string(r) + ")");
   }
   return GpuMonitorPtr(

@@ -34,7 +34,6 @@
 #include <sys/resource.h>
 
 #include <atomic>
-#include <cctype>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -57,6 +56,7 @@
 #include "agent/client/fence_client.h"
 #include "bench/scale/sim_report.h"
 #include "common/backoff.h"
+#include "common/strings.h"
 #include "feedguard/v1/nodefence.grpc.pb.h"
 
 namespace feedguard::bench {
@@ -280,10 +280,7 @@ class Sim {
     h->add_capabilities("cpu.max.burst");
     std::string token;
     if (!opt_.token_dir.empty()) {
-      token = ReadFile(opt_.token_dir + "/" + a.node);
-      while (!token.empty() && std::isspace(static_cast<unsigned char>(token.back()))) {
-        token.pop_back();
-      }
+      token = std::string(Trim(ReadFile(opt_.token_dir + "/" + a.node)));
     }
     Stream* s = nullptr;
     {
