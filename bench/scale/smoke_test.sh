@@ -46,7 +46,9 @@ if (r["nodes"], r["pods"], r["agents"]) != (5, 50, 5):
     bad.append("wrong step")
 if r.get("edits") != 3:
     bad.append(f"edits = {r.get('edits')}")
-if not r.get("nack_seen") or not r.get("nack_then_edit_all_acked_s"):
+# Present, not positive: on 5 agents the edit after the NACKs can take under 5 ms, which the
+# row's two decimals round to 0.0.
+if not r.get("nack_seen") or not isinstance(r.get("nack_then_edit_all_acked_s"), (int, float)):
     bad.append("NACK phase: the requested NACKs or the edit after them did not happen")
 if r.get("failover_agents_with_withdrawn_fence") != 0 or r.get("restart_agents_with_withdrawn_fence") != 0:
     bad.append("a restart or a failover withdrew a fence")
