@@ -899,7 +899,8 @@ def main():
     s.add_argument("--keep", action="store_true")
     s.add_argument("--testbed", help="reuse (or create) this API server dir; left running")
     r = sub.add_parser("report")
-    r.add_argument("--rows", required=True)
+    r.add_argument("--rows", required=True, action="append",
+                   help="rows file (JSON lines); repeat to report several ladders, one arm each")
     r.add_argument("--out-json", required=True)
     r.add_argument("--out-md", required=True)
     r.add_argument("--out-png")
