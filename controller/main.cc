@@ -3,6 +3,7 @@
 
 #include <cstdlib>
 
+#include "common/mutex_checks.h"
 #include "controller/app/controller_app.h"
 #include "controller/distributor/distributor.h"
 
@@ -16,5 +17,7 @@ int main(int argc, char** argv) {
   // Socket reads sized per connection instead of 8 KiB each: ~4 KB less per agent
   // (DistributorOptions::tcp_read_chunk_bytes).
   feedguard::controller::UseClassicGrpcReader();
+  // grpc's locks without Debian Abseil's lock-order tracking (common/mutex_checks.h).
+  feedguard::SkipMutexLockOrderTracking();
   return feedguard::controller::RunController(argc, argv);
 }

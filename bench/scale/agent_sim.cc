@@ -30,6 +30,7 @@
 //   nack K         the agents 0..K-1 NACK the next fence they receive
 //   stats          print a stats line
 //   quit           cancel everything and exit (also on stdin EOF)
+#include <grpc/grpc_security.h>
 #include <grpcpp/grpcpp.h>
 #include <sys/resource.h>
 
@@ -56,6 +57,7 @@
 #include "agent/client/fence_client.h"
 #include "bench/scale/sim_report.h"
 #include "common/backoff.h"
+#include "common/mutex_checks.h"
 #include "common/strings.h"
 #include "feedguard/v1/nodefence.grpc.pb.h"
 
@@ -89,7 +91,15 @@ struct Options {
   // mTLS (all three set) instead of plaintext; the server's certificate is checked against
   // tls_server_name when set (else the target's host).
   std::string tls_ca, tls_cert, tls_key, tls_server_name;
+  // With mTLS: each agent keeps the TLS session tickets the controller sends (grpc's client
+  // session cache, one per agent, as one agent process has one) and resumes with them on its
+  // next attempt against the same controller process.
+  bool tls_session_cache = false;
   std::string token_dir;  // "": no token
+};
+
+struct SessionCacheFree {
+  void operator()(grpc_ssl_session_cache* c) const { grpc_ssl_session_cache_destroy(c); }
 };
 
 std::string ReadFile(const std::string& path) {
@@ -218,6 +228,7 @@ struct AgentState {
   bool has_report = false;
   std::shared_ptr<grpc::Channel> channel;  // of the current attempt
   std::unique_ptr<feedguard::v1::FenceDistribution::Stub> stub;
+  std::unique_ptr<grpc_ssl_session_cache, SessionCacheFree> session_cache;  // --tls-session-cache
 };
 
 class Sim {
@@ -239,6 +250,9 @@ class Sim {
       std::snprintf(buf, sizeof buf, "%0*d", opt_.node_digits, opt_.first_index + i);
       a.node = opt_.node_prefix + buf;
       a.backoff = std::make_unique<Backoff>(BackoffPolicy{}, rng() | 1u);
+      if (opt_.tls_session_cache && !opt_.tls_ca.empty()) {
+        a.session_cache.reset(grpc_ssl_session_cache_create_lru(1));
+      }
     }
   }
 
@@ -263,6 +277,10 @@ class Sim {
     args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
     if (!opt_.tls_server_name.empty()) args.SetSslTargetNameOverride(opt_.tls_server_name);
+    if (a.session_cache) {  // the cache outlives every channel of this agent (AgentState)
+      const grpc_arg arg = grpc_ssl_session_cache_create_channel_arg(a.session_cache.get());
+      args.SetPointerWithVtable(arg.key, arg.value.pointer.p, arg.value.pointer.vtable);
+    }
     auto channel = grpc::CreateCustomChannel(opt_.target, creds_, args);
     auto stub = feedguard::v1::FenceDistribution::NewStub(channel);
     AgentMessage hello;
@@ -549,12 +567,13 @@ int Usage(const char* argv0) {
                "[--observe-starving-percent 20] [--watch-policy bench]\n"
                "          [--start-spread-ms 0] [--seed 1]\n"
                "          [--tls-ca F --tls-cert F --tls-key F [--tls-server-name N]] "
-               "[--token-dir DIR]\n",
+               "[--tls-session-cache 1] [--token-dir DIR]\n",
                argv0);
   return 2;
 }
 
 int Main(int argc, char** argv) {
+  feedguard::SkipMutexLockOrderTracking();  // as the agent (common/mutex_checks.h)
   Options o;
   for (int i = 1; i < argc; ++i) {
     const std::string k = argv[i];
@@ -587,6 +606,8 @@ int Main(int argc, char** argv) {
         o.tls_key = v;
       } else if (k == "--tls-server-name") {
         o.tls_server_name = v;
+      } else if (k == "--tls-session-cache") {
+        o.tls_session_cache = v == "1";
       } else if (k == "--token-dir") {
         o.token_dir = v;
       } else if (k == "--seed") {

@@ -416,6 +416,8 @@ def run_step(a):
     Sim.observe_args = ["--observe-starving-percent", str(a.observe_starving_percent)]
     if a.tls:
         Controller.transport_args, Sim.extra_args = make_tls(a.work, a.identity)
+    row["sim_args"] = a.sim_args
+    Sim.extra_args = Sim.extra_args + a.sim_args.split()
     tb = a.testbed or os.path.join(a.work, "tb")
     loaded_file = os.path.join(tb, "fg-scale-loaded.json")
     ctl_bin = os.path.join(a.work, "feedguard-controller")
@@ -761,6 +763,7 @@ def run_step(a):
         if "storm" in phases and t_all is not None:
             before, _ = mark()
             t_s = now_ms()
+            c0, s0 = ctl.sampler.last(), sim_sampler.last()
             sim.send("storm")
             st = sim.wait_misc("storm", after=t_s - 1)
             t_s = st["t"] if st else t_s
@@ -770,6 +773,16 @@ def run_step(a):
                 row["notes"].append(f"storm: {n}/{a.agents} reconnected in {a.timeout}s")
             else:
                 row["reconnect_storm_all_connected_s"] = round((done - t_s) / 1000.0, 2)
+                # CPU of the storm (one connection set-up per agent): the controller's and the
+                # simulator's, sampled before the storm and once everything is quiet again.
+                time.sleep(1.0)
+                c1, s1 = ctl.sampler.last(), sim_sampler.last()
+                if c0 and c1 and s0 and s1:
+                    idle = (row.get("controller_idle_cpu_percent") or 0) / 100.0
+                    busy = (c1[1] - c0[1]) - idle * (c1[0] - c0[0]) / 1000.0
+                    row["storm_controller_cpu_ms_per_agent"] = round(1000.0 * busy / a.agents, 3)
+                    row["storm_sim_cpu_ms_per_agent"] = round(1000.0 * (s1[1] - s0[1]) / a.agents,
+                                                              3)
             with sim.lock:
                 row["storm_stream_errors"] = sum(
                     1 for e in sim.ends for x in e if x[0] > t_s and x[2] not in (0, 1))
@@ -888,6 +901,8 @@ def main():
                    help="how long to wait for the StarvationReport after the edits")
     s.add_argument("--controller-args", default="",
                    help="extra controller flags, e.g. --max-observed-pods=0 (in the row)")
+    s.add_argument("--sim-args", default="",
+                   help="extra fg-agent-sim flags, e.g. '--tls-session-cache 1' (in the row)")
     s.add_argument("--phases", default="edits,relist,storm,restart,failover")
     s.add_argument("--tls", action="store_true",
                    help="mTLS between controller and agents (as installs run it) instead of "
