@@ -170,9 +170,18 @@ bool DialReachedController(const grpc::Status& status, grpc_connectivity_state c
 
 void FenceClient::RunLoop(std::stop_token stop) {
   Backoff backoff(options_.backoff, options_.jitter_seed);
+  StreamEnd previous = StreamEnd::kHealthy;
   for (uint64_t attempt = 1;; ++attempt) {
     const StreamEnd end = RunStream(attempt);
-    if (end == StreamEnd::kHealthy) backoff.Reset();
+    // A controller reached after dials that reached nobody (a failover: the old leader gone,
+    // the new one listening now) is a first contact: what the backoff grew to meanwhile says
+    // nothing about this controller, so a refusal by it (RESOURCE_EXHAUSTED while it reviews
+    // every agent's token at once) retries from the first step, not after 10-30 s.
+    if (end == StreamEnd::kHealthy ||
+        (previous == StreamEnd::kUnreached && end != StreamEnd::kUnreached)) {
+      backoff.Reset();
+    }
+    previous = end;
     {
       std::lock_guard lock(mu_);
       if (stopping_) return;

@@ -222,6 +222,7 @@ struct AgentState {
   Stream* stream = nullptr;  // guarded by mu; open stream (owned by grpc until OnDone)
   uint64_t streams = 0;      // guarded by mu
   uint64_t applied_version = 0;
+  bool last_unreached = false;  // guarded by mu; the last stream's dial reached no controller
   bool nack_next = false;
   std::map<std::string, int> pods_per_policy;  // of the last fence received
   feedguard::v1::NodeReport report;            // last report (pods of the last applied fence)
@@ -391,12 +392,15 @@ class Sim {
     {
       std::lock_guard lock(a.mu);
       if (a.stream == s) a.stream = nullptr;
-      if (healthy) a.backoff->Reset();
+      const bool unreached = !healthy && !feedguard::agent::DialReachedController(
+                                             st, a.channel ? a.channel->GetState(false)
+                                                           : GRPC_CHANNEL_TRANSIENT_FAILURE);
+      // As FenceClient: healthy resets, and so does the first controller reached after dials
+      // that reached nobody; a dial that reached no controller waits at most the cap.
+      if (healthy || (a.last_unreached && !unreached)) a.backoff->Reset();
+      a.last_unreached = unreached;
       delay = a.backoff->Next();
-      // As FenceClient: a dial that reached no controller waits at most the cap.
-      if (!healthy &&
-          !feedguard::agent::DialReachedController(
-              st, a.channel ? a.channel->GetState(false) : GRPC_CHANNEL_TRANSIENT_FAILURE)) {
+      if (unreached) {
         delay = std::min(delay, std::chrono::milliseconds(opt_.unreached_backoff_cap_ms));
       }
     }

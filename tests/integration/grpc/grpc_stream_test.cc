@@ -684,6 +684,56 @@ TEST_F(GrpcStreamTest, UnreachedDialsWaitAtMostTheUnreachedCap) {
   EXPECT_EQ(delays[5], milliseconds(50)) << "the backoff grew underneath, the cap held";
 }
 
+// A failover: the agent dialled nobody long enough for its backoff to grow underneath the cap,
+// then a controller listens at that address and refuses (as a new leader does while every
+// agent's token is being reviewed). That first refusal starts the backoff again (20 ms, then
+// 40, each plus jitter), instead of the grown one (20 ms x 2^6 and more: over a second).
+TEST_F(GrpcStreamTest, FirstControllerAfterUnreachedDialsStartsTheBackoffAgain) {
+  int port = 0;
+  std::unique_ptr<FenceClient> client;
+  {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    ASSERT_GE(fd, 0);
+    struct FdCloser {
+      int fd;
+      ~FdCloser() { close(fd); }
+    } closer{fd};
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+    socklen_t len = sizeof addr;
+    ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+    port = ntohs(addr.sin_port);
+    client = StartClient(FastBackoffOptions(port, /*jitter=*/0.0));
+    ASSERT_TRUE(client);
+    ASSERT_TRUE(WaitUntil([&] { return sleeper_->delays().size() >= 8; }));
+  }  // the port is free now; the controller takes it
+  const size_t unreached = sleeper_->delays().size();
+  auto so = ServerOptions();
+  so.listen_address = "127.0.0.1:" + std::to_string(port);
+  so.admit_node = [](const std::string&) { return false; };
+  auto server = StartServer(std::move(so));
+  ASSERT_TRUE(server) << "port " << port << " was taken meanwhile";
+  // The first wait that is not the unreached cap follows the first refusal.
+  auto refused_delays = [&] {
+    std::vector<milliseconds> out;
+    const auto d = sleeper_->delays();
+    for (size_t i = unreached; i < d.size(); ++i) {
+      if (!out.empty() || d[i] != milliseconds(50)) out.push_back(d[i]);
+    }
+    return out;
+  };
+  ASSERT_TRUE(WaitUntil([&] { return refused_delays().size() >= 2; }));
+  const auto d = refused_delays();
+  // 20 ms and 40 ms, plus the policy's jitter above (the grown backoff would be >= 1,280 ms).
+  EXPECT_GE(d[0], milliseconds(20)) << "the backoff starts again at the first refusal";
+  EXPECT_LT(d[0], milliseconds(40)) << "the backoff starts again at the first refusal";
+  EXPECT_GE(d[1], milliseconds(40)) << "and grows from there";
+  EXPECT_LT(d[1], milliseconds(80)) << "and grows from there";
+  EXPECT_EQ(client->stats().last_error.rfind("9: ", 0), 0u) << client->stats().last_error;
+}
+
 // A controller that answers and refuses (here: no Node object for the agent's node) keeps the
 // agent on the full backoff: the cap is only for dials that reached nobody.
 TEST_F(GrpcStreamTest, RefusalByAControllerKeepsTheFullBackoff) {
