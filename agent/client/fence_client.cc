@@ -169,27 +169,32 @@ bool DialReachedController(const grpc::Status& status, grpc_connectivity_state c
 }
 
 void FenceClient::RunLoop(std::stop_token stop) {
+  // Two backoffs. `backoff` paces streams a controller answered and grows with its refusals;
+  // `unreached` paces dials that reached nobody (capped at unreached_backoff_cap), going on from
+  // where `backoff` stood at the last dial that reached a controller. Dials that reached nobody
+  // do not grow `backoff`: after a failover (the old leader gone, the new one listening 15 s
+  // later), a refusal by the new leader while it reviews every agent's token is retried after an
+  // early step, not after the 10-30 s those dials would have grown it to. Behind one Service with
+  // a standby that does not listen, refusals still grow `backoff` whatever unreached dials come
+  // between them.
   Backoff backoff(options_.backoff, options_.jitter_seed);
-  StreamEnd previous = StreamEnd::kHealthy;
+  Backoff unreached = backoff;
   for (uint64_t attempt = 1;; ++attempt) {
     const StreamEnd end = RunStream(attempt);
-    // A controller reached after dials that reached nobody (a failover: the old leader gone,
-    // the new one listening now) is a first contact: what the backoff grew to meanwhile says
-    // nothing about this controller, so a refusal by it (RESOURCE_EXHAUSTED while it reviews
-    // every agent's token at once) retries from the first step, not after 10-30 s.
-    if (end == StreamEnd::kHealthy ||
-        (previous == StreamEnd::kUnreached && end != StreamEnd::kUnreached)) {
-      backoff.Reset();
-    }
-    previous = end;
+    if (end == StreamEnd::kHealthy) backoff.Reset();
     {
       std::lock_guard lock(mu_);
       if (stopping_) return;
     }
-    auto delay = backoff.Next();
-    if (end == StreamEnd::kUnreached) delay = std::min(delay, options_.unreached_backoff_cap);
+    Backoff& b = end == StreamEnd::kUnreached ? unreached : backoff;
+    auto delay = b.Next();
+    if (end == StreamEnd::kUnreached) {
+      delay = std::min(delay, options_.unreached_backoff_cap);
+    } else {
+      unreached = backoff;  // dials that reach nobody next go on from here
+    }
     spdlog::info("fence client: reconnecting to {} in {} ms (failure {})", options_.target,
-                 delay.count(), backoff.failures());
+                 delay.count(), b.failures());
     if (!options_.sleeper->Sleep(delay, stop)) return;  // Stop() was called
   }
 }

@@ -70,10 +70,9 @@ struct FenceClientOptions {
   // listens where the Service sent it) waits at most this long before the next, whatever the
   // backoff has grown to: behind one Service the next dial may reach another replica (a standby
   // that leads now), and a refused connection costs no controller anything. Refusals by a
-  // controller (RESOURCE_EXHAUSTED, UNAVAILABLE, …) keep the full backoff, except the first
-  // dial that reaches a controller after unreached ones: the backoff starts again there (a new
-  // leader refusing while it reviews every agent's token would otherwise be retried 10-30 s
-  // later: bench/results/scale-failover-2026-11-29.md).
+  // controller (RESOURCE_EXHAUSTED, UNAVAILABLE, …) keep the full backoff, which dials that
+  // reached nobody do not grow: a new leader refusing while it reviews every agent's token is
+  // retried after the first step, not 10-30 s later (bench/results/scale-failover-2026-11-29.md).
   std::chrono::milliseconds unreached_backoff_cap{5'000};
   std::chrono::milliseconds keepalive_time{30'000};
   std::chrono::milliseconds keepalive_timeout{10'000};

@@ -217,12 +217,12 @@ class Stream final : public grpc::ClientBidiReactor<AgentMessage, ControllerMess
 
 struct AgentState {
   std::string node;
-  std::unique_ptr<Backoff> backoff;
+  std::unique_ptr<Backoff> backoff;            // streams a controller answered
+  std::unique_ptr<Backoff> unreached_backoff;  // dials that reached nobody (capped)
   std::mutex mu;
   Stream* stream = nullptr;  // guarded by mu; open stream (owned by grpc until OnDone)
   uint64_t streams = 0;      // guarded by mu
   uint64_t applied_version = 0;
-  bool last_unreached = false;  // guarded by mu; the last stream's dial reached no controller
   bool nack_next = false;
   std::map<std::string, int> pods_per_policy;  // of the last fence received
   feedguard::v1::NodeReport report;            // last report (pods of the last applied fence)
@@ -251,6 +251,7 @@ class Sim {
       std::snprintf(buf, sizeof buf, "%0*d", opt_.node_digits, opt_.first_index + i);
       a.node = opt_.node_prefix + buf;
       a.backoff = std::make_unique<Backoff>(BackoffPolicy{}, rng() | 1u);
+      a.unreached_backoff = std::make_unique<Backoff>(BackoffPolicy{}, rng() | 1u);
       if (opt_.tls_session_cache && !opt_.tls_ca.empty()) {
         a.session_cache.reset(grpc_ssl_session_cache_create_lru(1));
       }
@@ -395,13 +396,16 @@ class Sim {
       const bool unreached = !healthy && !feedguard::agent::DialReachedController(
                                              st, a.channel ? a.channel->GetState(false)
                                                            : GRPC_CHANNEL_TRANSIENT_FAILURE);
-      // As FenceClient: healthy resets, and so does the first controller reached after dials
-      // that reached nobody; a dial that reached no controller waits at most the cap.
-      if (healthy || (a.last_unreached && !unreached)) a.backoff->Reset();
-      a.last_unreached = unreached;
-      delay = a.backoff->Next();
+      // As FenceClient::RunLoop: one backoff for streams a controller answered (reset when
+      // healthy), one for dials that reached nobody (capped), which goes on from where the
+      // first stood at the last dial that reached a controller.
+      if (healthy) a.backoff->Reset();
       if (unreached) {
-        delay = std::min(delay, std::chrono::milliseconds(opt_.unreached_backoff_cap_ms));
+        delay = std::min(a.unreached_backoff->Next(),
+                         std::chrono::milliseconds(opt_.unreached_backoff_cap_ms));
+      } else {
+        delay = a.backoff->Next();
+        *a.unreached_backoff = *a.backoff;
       }
     }
     std::string msg = st.error_message();

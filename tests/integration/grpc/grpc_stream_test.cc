@@ -686,8 +686,9 @@ TEST_F(GrpcStreamTest, UnreachedDialsWaitAtMostTheUnreachedCap) {
 
 // A failover: the agent dialled nobody long enough for its backoff to grow underneath the cap,
 // then a controller listens at that address and refuses (as a new leader does while every
-// agent's token is being reviewed). That first refusal starts the backoff again (20 ms, then
-// 40, each plus jitter), instead of the grown one (20 ms x 2^6 and more: over a second).
+// agent's token is being reviewed). Dials that reached nobody do not grow the backoff that paces
+// a controller's refusals: the first refusal waits 20 ms, then 40 (each plus jitter), not what
+// the unreached dials grew to (20 ms x 2^6 and more: over a second).
 TEST_F(GrpcStreamTest, FirstControllerAfterUnreachedDialsStartsTheBackoffAgain) {
   int port = 0;
   std::unique_ptr<FenceClient> client;
