@@ -163,11 +163,19 @@ class RecordingObserver final : public controller::AgentObserver {
 class RecordingSleeper final : public Sleeper {
  public:
   bool Sleep(std::chrono::nanoseconds d, std::stop_token stop) override {
+    std::function<void()> hook;
     {
       std::lock_guard lock(mu_);
       delays_.push_back(std::chrono::duration_cast<milliseconds>(d));
+      hook = before_sleep_;
     }
+    if (hook) hook();  // on the sleeping (client's) thread, between two dials
     return real_.Sleep(d, stop);
+  }
+  // Runs at each Sleep, after the delay is recorded and before it is slept.
+  void set_before_sleep(std::function<void()> hook) {
+    std::lock_guard lock(mu_);
+    before_sleep_ = std::move(hook);
   }
   std::vector<milliseconds> delays() const {
     std::lock_guard lock(mu_);
@@ -177,7 +185,8 @@ class RecordingSleeper final : public Sleeper {
  private:
   RealSleeper real_;
   mutable std::mutex mu_;
-  std::vector<milliseconds> delays_;  // guarded by mu_
+  std::vector<milliseconds> delays_;    // guarded by mu_
+  std::function<void()> before_sleep_;  // guarded by mu_
 };
 
 v1::NodeFence Fence(const std::string& node, uint64_t version) {
@@ -733,6 +742,62 @@ TEST_F(GrpcStreamTest, FirstControllerAfterUnreachedDialsStartsTheBackoffAgain) 
   EXPECT_GE(d[1], milliseconds(40)) << "and grows from there";
   EXPECT_LT(d[1], milliseconds(80)) << "and grows from there";
   EXPECT_EQ(client->stats().last_error.rfind("9: ", 0), 0u) << client->stats().last_error;
+}
+
+// Behind one Service, dials alternate between a standby that does not listen and a leader that
+// refuses the agent: the refusals must still back off (20, 40, 80, 160 ms here), whatever
+// unreached dials come between them, and the unreached ones stay under their cap.
+TEST_F(GrpcStreamTest, RefusalsBackOffThroughUnreachedDialsBetweenThem) {
+  auto refusing = [this] {
+    auto o = ServerOptions();
+    o.admit_node = [](const std::string&) { return false; };
+    return o;
+  };
+  std::unique_ptr<Distributor> server = StartServer(refusing());
+  ASSERT_TRUE(server);
+  const int port = server->port();
+  std::mutex mu;
+  std::vector<bool> refused;  // guarded by mu: per delay, whether its dial reached the server
+  bool port_lost = false;     // guarded by mu
+  sleeper_->set_before_sleep([&] {
+    std::lock_guard lock(mu);
+    if (port_lost) return;
+    refused.push_back(server != nullptr);
+    if (server) {
+      server.reset();  // the next dial reaches nobody
+    } else {
+      auto o = refusing();
+      o.listen_address = "127.0.0.1:" + std::to_string(port);
+      auto d = Distributor::Start(std::move(o));
+      if (d.ok()) {
+        server = std::move(d).value();
+      } else {
+        port_lost = true;  // another process took the port meanwhile
+      }
+    }
+  });
+  auto client = StartClient(FastBackoffOptions(port, /*jitter=*/0.0));
+  ASSERT_TRUE(client);
+  ASSERT_TRUE(WaitUntil([&] { return sleeper_->delays().size() >= 8; }));
+  client.reset();
+  sleeper_->set_before_sleep(nullptr);
+  std::lock_guard lock(mu);
+  ASSERT_FALSE(port_lost) << "port " << port << " was taken while the server was down";
+  const auto delays = sleeper_->delays();
+  std::vector<milliseconds> after_refusal;
+  for (size_t i = 0; i < refused.size() && i < delays.size(); ++i) {
+    if (refused[i]) {
+      after_refusal.push_back(delays[i]);
+    } else {
+      EXPECT_LE(delays[i], milliseconds(50)) << "an unreached dial's wait, delay " << i;
+    }
+  }
+  ASSERT_GE(after_refusal.size(), 4u);
+  for (size_t i = 1; i < 4; ++i) {
+    EXPECT_GT(after_refusal[i], after_refusal[i - 1])
+        << "refusal " << i << " did not back off further (20, 40, 80, 160 ms plus jitter)";
+  }
+  EXPECT_GE(after_refusal[3], milliseconds(160));
 }
 
 // A controller that answers and refuses (here: no Node object for the agent's node) keeps the
