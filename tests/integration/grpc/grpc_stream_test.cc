@@ -21,6 +21,7 @@
 #include <gtest/gtest.h>
 
 #include "agent/client/fence_client.h"
+#include "common/fd.h"
 #include "controller/distributor/distributor.h"
 #include "controller/distributor/tls_buffers.h"
 #include "feedguard/v1/nodefence.grpc.pb.h"
@@ -187,6 +188,30 @@ class RecordingSleeper final : public Sleeper {
   mutable std::mutex mu_;
   std::vector<milliseconds> delays_;    // guarded by mu_
   std::function<void()> before_sleep_;  // guarded by mu_
+};
+
+// A loopback port bound but never listened on: every dial to it is refused, and no other
+// process (a server of a test running beside this one) can take the port while this holds it.
+// port() is 0 when the socket could not be made.
+class UnlistenedPort {
+ public:
+  UnlistenedPort() : fd_(socket(AF_INET, SOCK_STREAM, 0)) {
+    if (fd_.get() < 0) return;
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof addr;
+    if (bind(fd_.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+        getsockname(fd_.get(), reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+      return;
+    }
+    port_ = ntohs(addr.sin_port);
+  }
+  int port() const { return port_; }
+
+ private:
+  Fd fd_;
+  int port_ = 0;
 };
 
 v1::NodeFence Fence(const std::string& node, uint64_t version) {
@@ -669,23 +694,11 @@ TEST_F(GrpcStreamTest, ControllerGoneAgentKeepsFenceBacksOffAndGetsLatest) {
 // Behind one Service, a dial can land on a replica that does not listen (a standby): a refused
 // connection must not grow the wait to the full backoff, the next dial may reach the leader.
 TEST_F(GrpcStreamTest, UnreachedDialsWaitAtMostTheUnreachedCap) {
-  // A port bound but never listened on: every dial is refused, and no other process (a server
-  // of a test running beside this one) can take the port while the socket holds it. (A port
-  // merely freed could be reused, and a dial that reaches anyone keeps the full backoff.)
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  ASSERT_GE(fd, 0);
-  struct FdCloser {
-    int fd;
-    ~FdCloser() { close(fd); }
-  } closer{fd};
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-  socklen_t len = sizeof addr;
-  ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
-  const int port = ntohs(addr.sin_port);
-  auto client = StartClient(FastBackoffOptions(port, /*jitter=*/0.2));
+  // (A port merely freed could be reused, and a dial that reaches anyone keeps the full
+  // backoff.)
+  UnlistenedPort unlistened;
+  ASSERT_GT(unlistened.port(), 0);
+  auto client = StartClient(FastBackoffOptions(unlistened.port(), /*jitter=*/0.2));
   ASSERT_TRUE(client);
   ASSERT_TRUE(WaitUntil([&] { return sleeper_->delays().size() >= 6; }));
   const auto delays = sleeper_->delays();
@@ -702,19 +715,9 @@ TEST_F(GrpcStreamTest, FirstControllerAfterUnreachedDialsStartsTheBackoffAgain) 
   int port = 0;
   std::unique_ptr<FenceClient> client;
   {
-    const int fd = socket(AF_INET, SOCK_STREAM, 0);
-    ASSERT_GE(fd, 0);
-    struct FdCloser {
-      int fd;
-      ~FdCloser() { close(fd); }
-    } closer{fd};
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-    socklen_t len = sizeof addr;
-    ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
-    port = ntohs(addr.sin_port);
+    UnlistenedPort unlistened;
+    port = unlistened.port();
+    ASSERT_GT(port, 0);
     client = StartClient(FastBackoffOptions(port, /*jitter=*/0.0));
     ASSERT_TRUE(client);
     ASSERT_TRUE(WaitUntil([&] { return sleeper_->delays().size() >= 8; }));
