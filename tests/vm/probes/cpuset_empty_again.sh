@@ -3,7 +3,7 @@
 #   tests/vm/run_in_vm.sh --file tests/vm/probes/cpuset_empty_again.sh:/probe.sh -- /bin/busybox sh /probe.sh
 # Seen on 6.1.0-57-cloud-amd64 (2026-11-29): the direct empty write is refused (ENOSPC) at the
 # container and at the pod level; turning cpuset off and on in the pod's cgroup.subtree_control
-# gives the container an empty cpuset.cpus again and its task the pod's CPUs (docs/DESIGN.md §2).
+# gives the container an empty cpuset.cpus again and its task the pod's CPUs (docs/DESIGN.md §4).
 cd /sys/fs/cgroup
 mkdir -p fgx-pod
 echo "+cpuset +cpu" > fgx-pod/cgroup.subtree_control
