@@ -168,38 +168,38 @@ bool DialReachedController(const grpc::Status& status, grpc_connectivity_state c
          channel_state == GRPC_CHANNEL_SHUTDOWN;
 }
 
+ReconnectPacer::ReconnectPacer(BackoffPolicy policy, uint64_t jitter_seed,
+                               std::chrono::milliseconds unreached_cap)
+    : answered_(policy, jitter_seed), unreached_(answered_), unreached_cap_(unreached_cap) {}
+
+std::chrono::milliseconds ReconnectPacer::Next(StreamEnd end) {
+  if (end == StreamEnd::kUnreached) {
+    last_ = &unreached_;
+    return std::min(unreached_.Next(), unreached_cap_);
+  }
+  if (end == StreamEnd::kHealthy) answered_.Reset();
+  last_ = &answered_;
+  const auto delay = answered_.Next();
+  unreached_ = answered_;  // dials that reach nobody next go on from here
+  return delay;
+}
+
 void FenceClient::RunLoop(std::stop_token stop) {
-  // Two backoffs. `backoff` paces streams a controller answered and grows with its refusals;
-  // `unreached` paces dials that reached nobody (capped at unreached_backoff_cap), going on from
-  // where `backoff` stood at the last dial that reached a controller. Dials that reached nobody
-  // do not grow `backoff`: after a failover (the old leader gone, the new one listening 15 s
-  // later), a refusal by the new leader while it reviews every agent's token is retried after an
-  // early step, not after the 10-30 s those dials would have grown it to. Behind one Service with
-  // a standby that does not listen, refusals still grow `backoff` whatever unreached dials come
-  // between them.
-  Backoff backoff(options_.backoff, options_.jitter_seed);
-  Backoff unreached = backoff;
+  ReconnectPacer pacer(options_.backoff, options_.jitter_seed, options_.unreached_backoff_cap);
   for (uint64_t attempt = 1;; ++attempt) {
     const StreamEnd end = RunStream(attempt);
-    if (end == StreamEnd::kHealthy) backoff.Reset();
     {
       std::lock_guard lock(mu_);
       if (stopping_) return;
     }
-    Backoff& b = end == StreamEnd::kUnreached ? unreached : backoff;
-    auto delay = b.Next();
-    if (end == StreamEnd::kUnreached) {
-      delay = std::min(delay, options_.unreached_backoff_cap);
-    } else {
-      unreached = backoff;  // dials that reach nobody next go on from here
-    }
+    const auto delay = pacer.Next(end);
     spdlog::info("fence client: reconnecting to {} in {} ms (failure {})", options_.target,
-                 delay.count(), b.failures());
+                 delay.count(), pacer.failures());
     if (!options_.sleeper->Sleep(delay, stop)) return;  // Stop() was called
   }
 }
 
-FenceClient::StreamEnd FenceClient::RunStream(uint64_t attempt) {
+StreamEnd FenceClient::RunStream(uint64_t attempt) {
   auto h = std::make_shared<StreamHandle>();
   h->escape_log = &escape_log_;
   {

@@ -90,6 +90,39 @@ struct FenceClientOptions {
 // FenceClientOptions::unreached_backoff_cap case).
 bool DialReachedController(const grpc::Status& status, grpc_connectivity_state channel_state);
 
+// How a stream to the controller ended, as far as the next dial's wait is concerned.
+enum class StreamEnd {
+  kHealthy,    // delivered a fence or lived healthy_after: resets the backoff
+  kFailed,     // a controller answered, then the stream ended early (a refusal included)
+  kUnreached,  // the channel never connected: at most unreached_backoff_cap until the next
+};
+
+// When to dial again after a stream ended: FenceClient's pacing, one owner for the agent and
+// the scale simulator. Two backoffs: one paces streams a controller answered and grows with its
+// refusals; the other paces dials that reached nobody (capped at unreached_cap), going on from
+// where the first stood at the last dial that reached a controller. Dials that reached nobody
+// never grow the first: after a failover (the old leader gone, the new one listening 15 s
+// later), a refusal by the new leader while it reviews every agent's token is retried after an
+// early step, not after the 10-30 s those dials would have grown it to. Behind one Service with
+// a standby that does not listen, refusals still grow it whatever unreached dials come between.
+class ReconnectPacer {
+ public:
+  ReconnectPacer(BackoffPolicy policy, uint64_t jitter_seed,
+                 std::chrono::milliseconds unreached_cap);
+  ReconnectPacer(const ReconnectPacer&) = delete;  // last_ points into this object
+  ReconnectPacer& operator=(const ReconnectPacer&) = delete;
+  // The wait before the next dial after a stream that ended so.
+  std::chrono::milliseconds Next(StreamEnd end);
+  // Failures counted by the backoff the last Next() used.
+  int failures() const { return last_->failures(); }
+
+ private:
+  Backoff answered_;
+  Backoff unreached_;
+  std::chrono::milliseconds unreached_cap_;
+  const Backoff* last_ = &answered_;
+};
+
 // Makes `report` fit in `max_bytes` serialized (the controller's receive limit, wire_limits.h:
 // a bigger message ends the stream before the controller reads it, after the ACK that made the
 // node look enforced). Steps, each only while still too big: every pod's message is cut to 512
@@ -132,11 +165,6 @@ class FenceClient {
               std::shared_ptr<grpc::experimental::CertificateProviderInterface> provider);
   void RunLoop(std::stop_token stop);
   void ReportLoop();
-  enum class StreamEnd {
-    kHealthy,    // delivered a fence or lived healthy_after: resets the backoff
-    kFailed,     // a controller answered, then the stream ended early
-    kUnreached,  // the channel never connected: at most unreached_backoff_cap until the next
-  };
   // One stream from dial to end.
   StreamEnd RunStream(uint64_t attempt);
   void HandleUpdate(StreamHandle& h, const feedguard::v1::FenceUpdate& update);

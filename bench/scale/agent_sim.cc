@@ -5,10 +5,11 @@
 // version), ACK of every FenceUpdate by version + nonce (or NACK, on request), a NodeReport
 // right after each apply and every --report-interval-ms, shaped like the real agent's (one
 // PodReport per trainer and neighbour of the fence, marked enforced), and the real agent's
-// reconnect backoff (common/backoff.h: 500 ms ×2 to 30 s, ±20 %; reset after a healthy
-// stream; at most 5 s after a dial that reached no controller, as FenceClient's
-// unreached_backoff_cap), with a new channel (own TCP connection) per attempt. Plaintext
-// by default; --tls-ca/--tls-cert/--tls-key: mTLS as the real agent (one handshake per attempt).
+// reconnect pacing (agent::ReconnectPacer, linked from agent/client: 500 ms ×2 to 30 s, ±20 %;
+// reset after a healthy stream; at most 5 s after a dial that reached no controller, as
+// FenceClient's unreached_backoff_cap), with a new channel (own TCP connection) per attempt.
+// Plaintext by default; --tls-ca/--tls-cert/--tls-key: mTLS as the real agent (one handshake per
+// attempt).
 // --token-dir DIR: the chart's default identity (token): each agent reads DIR/<node> (a
 // pod-bound ServiceAccount token) again for every attempt, as the real agent re-reads its
 // projected token, and sends it as `authorization: Bearer <token>`.
@@ -217,8 +218,7 @@ class Stream final : public grpc::ClientBidiReactor<AgentMessage, ControllerMess
 
 struct AgentState {
   std::string node;
-  std::unique_ptr<Backoff> backoff;            // streams a controller answered
-  std::unique_ptr<Backoff> unreached_backoff;  // dials that reached nobody (capped)
+  std::unique_ptr<feedguard::agent::ReconnectPacer> pacer;  // the real agent's
   std::mutex mu;
   Stream* stream = nullptr;  // guarded by mu; open stream (owned by grpc until OnDone)
   uint64_t streams = 0;      // guarded by mu
@@ -250,8 +250,8 @@ class Sim {
       char buf[32];
       std::snprintf(buf, sizeof buf, "%0*d", opt_.node_digits, opt_.first_index + i);
       a.node = opt_.node_prefix + buf;
-      a.backoff = std::make_unique<Backoff>(BackoffPolicy{}, rng() | 1u);
-      a.unreached_backoff = std::make_unique<Backoff>(BackoffPolicy{}, rng() | 1u);
+      a.pacer = std::make_unique<feedguard::agent::ReconnectPacer>(
+          BackoffPolicy{}, rng() | 1u, std::chrono::milliseconds(opt_.unreached_backoff_cap_ms));
       if (opt_.tls_session_cache && !opt_.tls_ca.empty()) {
         a.session_cache.reset(grpc_ssl_session_cache_create_lru(1));
       }
@@ -393,20 +393,12 @@ class Sim {
     {
       std::lock_guard lock(a.mu);
       if (a.stream == s) a.stream = nullptr;
-      const bool unreached = !healthy && !feedguard::agent::DialReachedController(
-                                             st, a.channel ? a.channel->GetState(false)
-                                                           : GRPC_CHANNEL_TRANSIENT_FAILURE);
-      // As FenceClient::RunLoop: one backoff for streams a controller answered (reset when
-      // healthy), one for dials that reached nobody (capped), which goes on from where the
-      // first stood at the last dial that reached a controller.
-      if (healthy) a.backoff->Reset();
-      if (unreached) {
-        delay = std::min(a.unreached_backoff->Next(),
-                         std::chrono::milliseconds(opt_.unreached_backoff_cap_ms));
-      } else {
-        delay = a.backoff->Next();
-        *a.unreached_backoff = *a.backoff;
-      }
+      using feedguard::agent::StreamEnd;
+      const bool reached = feedguard::agent::DialReachedController(
+          st, a.channel ? a.channel->GetState(false) : GRPC_CHANNEL_TRANSIENT_FAILURE);
+      delay = a.pacer->Next(healthy   ? StreamEnd::kHealthy
+                            : reached ? StreamEnd::kFailed
+                                      : StreamEnd::kUnreached);
     }
     std::string msg = st.error_message();
     if (msg.size() > 200) msg.resize(200);
