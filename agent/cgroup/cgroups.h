@@ -138,17 +138,24 @@ class Cgroups {
   // The usable CPUs of one dir (v1 cpuset.effective_cpus, v2 cpuset.cpus.effective).
   virtual Result<CpuSet> ReadEffectiveCpus(const CgroupPaths& dirs) const = 0;
 
-  // The ordered writes that set `dirs.cpuset` and every cgroup below it to `target`
+  // The ordered writes that set `dirs.cpuset` (v1 only, see ChildDirs) and every cgroup below
+  // it to `target`
   // (knob = kCpusetCpus or kCpusetMems) without violating v1's rules: growing → parents first,
   // shrinking → children first, mixed → grow parents to the union, set children, shrink
   // parents. Reads the current tree; writes nothing. Dirs already at `target` are skipped.
   virtual Result<std::vector<FileWrite>> PlanCpusetTree(const CgroupPaths& dirs, Knob knob,
                                                         const CpuSet& target) const = 0;
-  // The cpuset file (knob = kCpusetCpus or kCpusetMems) of `dirs.cpuset` and of every cgroup
-  // below it — also those no container names, such as the sandbox (pause) container's — parents
-  // first. Reads only.
+  // The cpuset file (knob = kCpusetCpus or kCpusetMems) of `dirs.cpuset` (v1 only) and of every
+  // cgroup below it — also those no container names, such as the sandbox (pause) container's —
+  // parents first. Reads only.
   virtual Result<std::vector<std::string>> CpusetTreeFiles(const CgroupPaths& dirs,
                                                            Knob knob) const = 0;
+  // cgroup v2 cpusets of a pod are written in its child dirs only (containers, the sandbox and
+  // what is below them), never in the pod's own dir: an emptied child set comes back exactly
+  // through the pod dir's cgroup.subtree_control (CpusetResetWrites, knobs.h), the pod's own
+  // only through its QoS tier's, which every pod shares. v1 writes the pod dir too (a child must
+  // be a subset of its parent there). The names of the dirs directly below `dir`, sorted.
+  virtual Result<std::vector<std::string>> ChildDirs(const std::string& dir) const = 0;
   // Applies writes in order; stops at the first failure and returns it (annotated with the
   // index reached). PlanCpusetTree + ApplyWrites sets a cpuset tree; CpuKnobWrites (knobs.h)
   // + ApplyWrites sets a cpu dir's weight, idle flag and quota.

@@ -40,8 +40,19 @@ Status MakeOne(const std::string& dir, CgroupVersion version, std::string_view c
               "usage_usec 0\nuser_usec 0\nsystem_usec 0\nnr_periods 0\n"
               "nr_throttled 0\nthrottled_usec 0\n"},
              {v2::kProcs, ""},
-             {v2::kControllers, "cpuset cpu\n"},
-             {v2::kSubtreeControl, "cpuset cpu\n"}};
+             {v2::kControllers, "cpuset cpu\n"}};
+    // As the kernel and its managers leave them: controllers on for the children of a dir that
+    // has some, off in a leaf (a container's cgroup).
+    files.push_back({v2::kSubtreeControl, ""});
+    const std::string parent = dir.substr(0, dir.find_last_of('/'));
+    const std::string parent_sub = parent + "/" + std::string(v2::kSubtreeControl);
+    struct stat st;
+    if (::stat((parent + "/" + std::string(v2::kControllers)).c_str(), &st) == 0 &&
+        ::stat(parent_sub.c_str(), &st) == 0 && st.st_size == 0) {
+      std::ofstream out(parent_sub, std::ios::binary | std::ios::trunc);
+      out << "cpuset cpu\n";
+      if (!out) return Internal("cannot write fake cgroup file " + parent_sub);
+    }
     if (o.cpu_idle) files.push_back({v2::kIdle, "0\n"});
     if (o.burst) files.push_back({v2::kMaxBurst, "0\n"});
     if (o.psi) {

@@ -191,16 +191,7 @@ class FsCgroups final : public Cgroups {
       FG_ASSIGN_OR_RETURN(CpuSet cur, ReadSet(file));
       nodes.push_back({JoinPath(dir, name), parent, cur});
       const int me = static_cast<int>(nodes.size()) - 1;
-      DIR* dp = ::opendir(dir.c_str());
-      if (dp == nullptr) return NotFound("cannot list " + dir + ": " + std::strerror(errno));
-      std::vector<std::string> children;
-      while (dirent* e = ::readdir(dp)) {
-        std::string n = e->d_name;
-        if (n == "." || n == "..") continue;
-        if (IsDir(JoinPath(dir, n))) children.push_back(n);
-      }
-      ::closedir(dp);
-      std::sort(children.begin(), children.end());
+      FG_ASSIGN_OR_RETURN(std::vector<std::string> children, ChildDirs(dir));
       for (const auto& c : children) queue.push_back({JoinPath(dir, c), me});
     }
     return nodes;
@@ -209,14 +200,33 @@ class FsCgroups final : public Cgroups {
   Result<std::vector<std::string>> CpusetTreeFiles(const CgroupPaths& d, Knob knob) const override {
     FG_ASSIGN_OR_RETURN(std::vector<CpusetNode> nodes, CpusetNodes(d, knob));
     std::vector<std::string> out;
-    for (const auto& n : nodes) out.push_back(n.file);
+    for (size_t i = TopWritten() ? 0 : 1; i < nodes.size(); ++i) out.push_back(nodes[i].file);
     return out;
   }
 
   Result<std::vector<FileWrite>> PlanCpusetTree(const CgroupPaths& d, Knob knob,
                                                 const CpuSet& target) const override {
     FG_ASSIGN_OR_RETURN(std::vector<CpusetNode> nodes, CpusetNodes(d, knob));
-    return PlanCpusetWrites(nodes, target);
+    std::vector<FileWrite> writes = PlanCpusetWrites(nodes, target);
+    if (!TopWritten()) {
+      // v2 has no subset rule, so the children's writes stand without the top's.
+      std::erase_if(writes, [&](const FileWrite& w) { return w.path == nodes.front().file; });
+    }
+    return writes;
+  }
+
+  Result<std::vector<std::string>> ChildDirs(const std::string& dir) const override {
+    DIR* dp = ::opendir(dir.c_str());
+    if (dp == nullptr) return NotFound("cannot list " + dir + ": " + std::strerror(errno));
+    std::vector<std::string> children;
+    while (dirent* e = ::readdir(dp)) {
+      std::string n = e->d_name;
+      if (n == "." || n == "..") continue;
+      if (IsDir(JoinPath(dir, n))) children.push_back(n);
+    }
+    ::closedir(dp);
+    std::sort(children.begin(), children.end());
+    return children;
   }
 
   Status ApplyWrites(const std::vector<FileWrite>& writes) override {
@@ -287,6 +297,8 @@ class FsCgroups final : public Cgroups {
 
  private:
   static std::string_view kIdle() { return v1::kIdle; }  // same name on v1 and v2
+  // Whether a pod's own dir gets its cpuset written (Cgroups::ChildDirs says why v2 does not).
+  bool TopWritten() const { return layout_.version == CgroupVersion::kV1; }
 
   static std::string Normal(std::string p) {
     while (p.size() > 1 && p.back() == '/') p.pop_back();

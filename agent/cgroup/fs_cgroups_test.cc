@@ -152,17 +152,23 @@ TEST_P(FsCgroupsTest, KnobTableWritesLandInTheRightFiles) {
     EXPECT_EQ(Slurp(quota), "max 200000");
   }
 
-  // cpusets through the tree plan (the pod dir and its container's).
+  // cpusets through the tree plan: the container's, and on v1 the pod dir's too (v2 leaves the
+  // pod's own set alone, Cgroups::ChildDirs).
+  const std::string pod_cpus_before = Slurp(pod.dirs.cpuset + "/cpuset.cpus");
   ASSERT_TRUE(ApplyCpusetTree(*cg_, pod.dirs, Knob::kCpusetCpus, {1, 2}).ok());
-  EXPECT_EQ(Slurp(pod.dirs.cpuset + "/cpuset.cpus"), "1-2");
-  EXPECT_EQ(CpuSet::Parse(cg_->ReadRaw(pod.dirs.cpuset + "/cpuset.cpus").value()).value(),
-            (CpuSet{1, 2}));
+  if (v1()) {
+    EXPECT_EQ(Slurp(pod.dirs.cpuset + "/cpuset.cpus"), "1-2");
+    EXPECT_EQ(CpuSet::Parse(cg_->ReadRaw(pod.dirs.cpuset + "/cpuset.cpus").value()).value(),
+              (CpuSet{1, 2}));
+  } else {
+    EXPECT_EQ(Slurp(pod.dirs.cpuset + "/cpuset.cpus"), pod_cpus_before);
+  }
   EXPECT_EQ(Slurp(pod.containers[0].dirs.cpuset + "/cpuset.cpus"), "1-2");
   Put(pod.dirs.cpuset + "/cpuset.mems", "0-1\n");
   Put(pod.containers[0].dirs.cpuset + "/cpuset.mems", "0-1\n");
   ASSERT_TRUE(ApplyCpusetTree(*cg_, pod.dirs, Knob::kCpusetMems, {0}).ok());
   EXPECT_EQ(CpuSet::Parse(cg_->ReadRaw(pod.dirs.cpuset + "/cpuset.mems").value()).value(),
-            (CpuSet{0}));
+            (v1() ? CpuSet{0} : CpuSet{0, 1}));
   EXPECT_EQ(Slurp(pod.containers[0].dirs.cpuset + "/cpuset.mems"), "0");
 }
 
@@ -258,14 +264,17 @@ TEST_P(FsCgroupsTest, CpusetTreePlanCoversCrunChild) {
   Put(pod.containers[0].children[0].cpuset + "/cpuset.cpus", "0-3\n");
   auto plan = cg_->PlanCpusetTree(pod.dirs, Knob::kCpusetCpus, {2, 3});
   ASSERT_TRUE(plan.ok()) << plan.status().ToString();
-  ASSERT_EQ(plan->size(), 3u);
+  // Children first (shrinking); the pod dir last, and on v1 only.
+  ASSERT_EQ(plan->size(), v1() ? 3u : 2u);
   EXPECT_EQ((*plan)[0].path, pod.containers[0].children[0].cpuset + "/cpuset.cpus");
-  EXPECT_EQ((*plan)[2].path, pod.dirs.cpuset + "/cpuset.cpus");
   EXPECT_EQ((*plan)[1].path, pod.containers[0].dirs.cpuset + "/cpuset.cpus");
+  if (v1()) {
+    EXPECT_EQ((*plan)[2].path, pod.dirs.cpuset + "/cpuset.cpus");
+  }
   for (const auto& w : *plan) EXPECT_EQ(w.value, "2-3") << w.path;
   ASSERT_TRUE(cg_->ApplyWrites(*plan).ok());
   EXPECT_EQ(Slurp(pod.containers[0].children[0].cpuset + "/cpuset.cpus"), "2-3");
-  EXPECT_EQ(Slurp(pod.dirs.cpuset + "/cpuset.cpus"), "2-3");
+  EXPECT_EQ(Slurp(pod.dirs.cpuset + "/cpuset.cpus"), v1() ? "2-3" : "0-3\n");
   EXPECT_EQ(cg_->PlanCpusetTree(pod.dirs, Knob::kCpusetCpus, {2, 3}).value().size(), 0u);
 }
 
@@ -283,13 +292,14 @@ TEST_P(FsCgroupsTest, CpusetTreeSkipsChildDirsWithoutCpusetFiles) {
   Put(container + "/cpuset.cpus", "0-3\n");
   auto files = cg_->CpusetTreeFiles(pod.dirs, Knob::kCpusetCpus);
   ASSERT_TRUE(files.ok()) << files.status().ToString();
-  EXPECT_EQ(*files, (std::vector<std::string>{pod.dirs.cpuset + "/cpuset.cpus",
-                                              container + "/cpuset.cpus"}));
+  std::vector<std::string> want_files = {container + "/cpuset.cpus"};
+  if (v1()) want_files.insert(want_files.begin(), pod.dirs.cpuset + "/cpuset.cpus");
+  EXPECT_EQ(*files, want_files);
   auto plan = cg_->PlanCpusetTree(pod.dirs, Knob::kCpusetCpus, {2, 3});
   ASSERT_TRUE(plan.ok()) << plan.status().ToString();
   ASSERT_TRUE(cg_->ApplyWrites(*plan).ok());
   EXPECT_EQ(Slurp(container + "/cpuset.cpus"), "2-3");
-  EXPECT_EQ(Slurp(pod.dirs.cpuset + "/cpuset.cpus"), "2-3");
+  EXPECT_EQ(Slurp(pod.dirs.cpuset + "/cpuset.cpus"), v1() ? "2-3" : "0-3\n");
   // A child that is a cpuset of its own (cpuset enabled for it) is still in the tree.
   ASSERT_TRUE(MakeFakeCgroupDir(container + "/own", layout_.version, v1() ? "cpuset" : "").ok());
   Put(container + "/own/cpuset.cpus", "0-3\n");

@@ -51,6 +51,15 @@ inline constexpr std::string_view kProcs = "cgroup.procs";
 inline constexpr std::string_view kControllers = "cgroup.controllers";
 inline constexpr std::string_view kSubtreeControl = "cgroup.subtree_control";
 inline constexpr std::string_view kMaxKeyword = "max";  // unlimited quota in cpu.max
+// The cpuset controller's name in cgroup.controllers / cgroup.subtree_control, and the two
+// writes that turn it off and on for a dir's children. Turning it off drops every child's cpuset
+// state (its tasks run on the dir's effective set); turning it on makes it afresh with empty
+// cpuset.cpus / cpuset.mems ("the parent's"). It is the one way a populated child gets its empty
+// set back (measured on 6.1: tests/vm/probes/cpuset_empty_again.sh). The kernel refuses the off
+// write (EBUSY) while a child has cpuset on in its own subtree_control.
+inline constexpr std::string_view kCpusetController = "cpuset";
+inline constexpr std::string_view kCpusetOff = "-cpuset";
+inline constexpr std::string_view kCpusetOn = "+cpuset";
 // cpu.stat keys of v2 alone (kStatNrPeriods, kStatNrThrottled: both versions).
 inline constexpr std::string_view kStatUsageUsec = "usage_usec";
 inline constexpr std::string_view kStatThrottledUsec = "throttled_usec";
@@ -102,7 +111,8 @@ inline constexpr int64_t kMaxPeriodUs = 1000000;
 // cpuset on v2: an empty cpuset.cpus / cpuset.mems means "use the parent's effective set"
 // (kubelet leaves pod and container cgroups so). Once a populated cgroup's set is non-empty the
 // kernel refuses to make it empty again while it has tasks (ENOSPC, validate_change in
-// kernel/cgroup/cpuset.c), so such an original can only be restored as the inherited set.
+// kernel/cgroup/cpuset.c): only cpuset turned off and on in the parent's subtree_control
+// (kCpusetOff / kCpusetOn) gives it back, else it is restored as the inherited set.
 inline constexpr std::string_view kIdleMissingMessage = "kernel lacks cpu.idle (needs ≥ 5.15)";
 
 // cgroup v2: what an idle group's cpu.weight reads on kernels that do not clamp the read-back to

@@ -272,6 +272,22 @@ std::map<std::string, std::string> InheritedCpusets(CgroupVersion v,
   return out;
 }
 
+std::vector<FileWrite> CpusetResetWrites(const std::string& dir) {
+  const std::string file = JoinPath(dir, v2::kSubtreeControl);
+  return {{file, std::string(v2::kCpusetOff)}, {file, std::string(v2::kCpusetOn)}};
+}
+
+FileWrite CpusetReenableWrite(const std::string& dir) {
+  return {JoinPath(dir, v2::kSubtreeControl), std::string(v2::kCpusetOn)};
+}
+
+bool ListsCpuset(std::string_view controllers) {
+  for (std::string_view t : Fields(controllers)) {
+    if (t == v2::kCpusetController) return true;
+  }
+  return false;
+}
+
 std::vector<std::pair<std::string, std::string>> IntermediatesOf(
     CgroupVersion v, const std::vector<RestoreItem>& items, const std::vector<FileWrite>& writes) {
   std::map<std::string, std::string> original;

@@ -123,6 +123,15 @@ std::vector<FileWrite> OrderRestores(CgroupVersion v, const std::vector<RestoreI
 std::map<std::string, std::string> InheritedCpusets(CgroupVersion v,
                                                     const std::vector<RestoreItem>& items,
                                                     const ReadFn& read);
+// cgroup v2: the two writes into `dir`'s cgroup.subtree_control (cpuset off, then on) that give
+// every child of `dir` an empty cpuset.cpus and cpuset.mems again — the exact bytes a populated
+// child cannot get back by writing "" (kernel_facts.h, kCpusetOff). Whatever else a child's sets
+// held is lost too, so callers use it only when every child's sets are empty or being restored
+// to empty. An interrupted pair is finished by the second write alone (CpusetReenableWrite).
+std::vector<FileWrite> CpusetResetWrites(const std::string& dir);
+FileWrite CpusetReenableWrite(const std::string& dir);
+// Whether cgroup.subtree_control / cgroup.controllers contents list the cpuset controller.
+bool ListsCpuset(std::string_view controllers);
 // Every value a restore sequence passes through for a file besides its original: the
 // intermediates written, and each side effect of the sequence's writes. path → values.
 std::vector<std::pair<std::string, std::string>> IntermediatesOf(

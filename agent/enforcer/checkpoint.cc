@@ -143,10 +143,12 @@ Result<std::unique_ptr<CheckpointStore>> CheckpointStore::Open(const std::string
   }
   std::map<std::string, CheckpointEntry> entries;
   uint64_t version = 0;
-  FG_RETURN_IF_ERROR(Parse(*text, &entries, &version).Annotate(store->file_path()));
+  std::set<std::string> resets;
+  FG_RETURN_IF_ERROR(Parse(*text, &entries, &version, &resets).Annotate(store->file_path()));
   std::lock_guard<std::mutex> l(store->mu_);
   store->entries_ = std::move(entries);
   store->applied_version_ = version;
+  store->cpuset_resets_ = std::move(resets);
   return store;
 }
 
@@ -212,7 +214,7 @@ Status CheckpointStore::Commit(const std::vector<CheckpointEntry>& upserts,
     changed |= inserted;
   }
   if (!changed) return OkStatus();
-  FG_RETURN_IF_ERROR(SaveLocked(next, applied_version_));
+  FG_RETURN_IF_ERROR(SaveLocked(next, applied_version_, cpuset_resets_));
   entries_ = std::move(next);
   return OkStatus();
 }
@@ -220,14 +222,36 @@ Status CheckpointStore::Commit(const std::vector<CheckpointEntry>& upserts,
 Status CheckpointStore::SetAppliedVersion(uint64_t version) {
   std::lock_guard<std::mutex> l(mu_);
   if (version == applied_version_) return OkStatus();
-  FG_RETURN_IF_ERROR(SaveLocked(entries_, version));
+  FG_RETURN_IF_ERROR(SaveLocked(entries_, version, cpuset_resets_));
   applied_version_ = version;
   return OkStatus();
 }
 
+std::set<std::string> CheckpointStore::cpuset_resets() const {
+  return LockedCopy(mu_, cpuset_resets_);
+}
+
+Status CheckpointStore::SetCpusetReset(const std::string& dir, bool pending) {
+  if (dir.empty() || dir[0] != '/') {
+    return InvalidArgument("checkpoint: cpuset reset dir must be absolute: '" + dir + "'");
+  }
+  std::lock_guard<std::mutex> l(mu_);
+  if (cpuset_resets_.count(dir) == (pending ? 1u : 0u)) return OkStatus();
+  std::set<std::string> next = cpuset_resets_;
+  if (pending) {
+    next.insert(dir);
+  } else {
+    next.erase(dir);
+  }
+  FG_RETURN_IF_ERROR(SaveLocked(entries_, applied_version_, next));
+  cpuset_resets_ = std::move(next);
+  return OkStatus();
+}
+
 Status CheckpointStore::SaveLocked(const std::map<std::string, CheckpointEntry>& entries,
-                                   uint64_t applied_version) {
-  const std::string data = Serialize(entries, applied_version);
+                                   uint64_t applied_version,
+                                   const std::set<std::string>& cpuset_resets) {
+  const std::string data = Serialize(entries, applied_version, cpuset_resets);
   const std::string temp_path = state_dir_ + "/" + kTempName;
   {
     Fd fd(::open(temp_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
@@ -246,10 +270,20 @@ Status CheckpointStore::SaveLocked(const std::map<std::string, CheckpointEntry>&
 }
 
 std::string CheckpointStore::Serialize(const std::map<std::string, CheckpointEntry>& entries,
-                                       uint64_t applied_version) {
+                                       uint64_t applied_version,
+                                       const std::set<std::string>& cpuset_resets) {
   nlohmann::json root;
   root["format"] = kFormatVersion;
   root["applied_version"] = applied_version;
+  if (!cpuset_resets.empty()) {
+    nlohmann::json list = nlohmann::json::array();
+    for (const auto& dir : cpuset_resets) {
+      nlohmann::json item;
+      PutBytes(item, "dir", dir);
+      list.push_back(std::move(item));
+    }
+    root["cpuset_resets"] = std::move(list);
+  }
   nlohmann::json list = nlohmann::json::array();
   for (const auto& [path, e] : entries) {
     nlohmann::json j;
@@ -276,7 +310,7 @@ std::string CheckpointStore::Serialize(const std::map<std::string, CheckpointEnt
 
 Status CheckpointStore::Parse(const std::string& text,
                               std::map<std::string, CheckpointEntry>* entries,
-                              uint64_t* applied_version) {
+                              uint64_t* applied_version, std::set<std::string>* cpuset_resets) {
   nlohmann::json root = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (root.is_discarded() || !root.is_object()) {
     return Internal("checkpoint does not parse as a JSON object");
@@ -315,8 +349,20 @@ Status CheckpointStore::Parse(const std::string& text,
     std::string key = e.path;
     out.emplace(std::move(key), std::move(e));
   }
+  std::set<std::string> resets;
+  if (auto list = root.find("cpuset_resets"); list != root.end()) {
+    if (!list->is_array()) return Internal("checkpoint: cpuset_resets is not an array");
+    for (const auto& j : *list) {
+      std::string dir;
+      if (!j.is_object() || !GetBytes(j, "dir", &dir) || dir.empty() || dir[0] != '/') {
+        return Internal("checkpoint: malformed cpuset reset " + j.dump());
+      }
+      resets.insert(std::move(dir));
+    }
+  }
   *entries = std::move(out);
   *applied_version = version;
+  if (cpuset_resets != nullptr) *cpuset_resets = std::move(resets);
   return OkStatus();
 }
 

@@ -18,6 +18,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -66,6 +67,11 @@ class CheckpointStore {
   Status Put(const CheckpointEntry& entry) { return Commit({entry}, {}); }
   Status Remove(const std::string& path) { return Commit({}, {path}); }
   Status SetAppliedVersion(uint64_t version);
+  // cgroup v2 cpuset resets begun and not known to be finished: dirs whose cgroup.subtree_control
+  // the enforcer is turning cpuset off and on in (an exact revert of emptied container sets,
+  // Enforcer::ResetChildCpusetsLocked). A restarted agent turns cpuset on again in each.
+  std::set<std::string> cpuset_resets() const;
+  Status SetCpusetReset(const std::string& dir, bool pending);
 
   const std::string& state_dir() const { return state_dir_; }
   std::string file_path() const;
@@ -74,20 +80,22 @@ class CheckpointStore {
 
   // Exposed for tests: the file format.
   static std::string Serialize(const std::map<std::string, CheckpointEntry>& entries,
-                               uint64_t applied_version);
+                               uint64_t applied_version,
+                               const std::set<std::string>& cpuset_resets = {});
   static Status Parse(const std::string& text, std::map<std::string, CheckpointEntry>* entries,
-                      uint64_t* applied_version);
+                      uint64_t* applied_version, std::set<std::string>* cpuset_resets = nullptr);
 
  private:
   CheckpointStore(std::string state_dir, int lock_fd);
-  Status SaveLocked(const std::map<std::string, CheckpointEntry>& entries,
-                    uint64_t applied_version);  // requires mu_
+  Status SaveLocked(const std::map<std::string, CheckpointEntry>& entries, uint64_t applied_version,
+                    const std::set<std::string>& cpuset_resets);  // requires mu_
 
   const std::string state_dir_;
   const int lock_fd_;
   mutable std::mutex mu_;
   std::map<std::string, CheckpointEntry> entries_;  // guarded by mu_
   uint64_t applied_version_ = 0;                    // guarded by mu_
+  std::set<std::string> cpuset_resets_;             // guarded by mu_
   uint64_t saves_ = 0;                              // guarded by mu_
 };
 

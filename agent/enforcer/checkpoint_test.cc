@@ -164,6 +164,41 @@ TEST(CheckpointStoreTest, ParseRejectsWrongShapes) {
   EXPECT_TRUE(CheckpointStore::Parse("{\"format\":1,\"entries\":[]}", &e, &v).ok());
 }
 
+// A v2 cpuset reset in flight (Enforcer::ResetChildCpusetsLocked) is on disk before the first of
+// its writes, survives a reopen, and is gone once finished; a malformed one is refused.
+TEST(CheckpointStoreTest, CpusetResetsPersistAndReload) {
+  TempDir dir;
+  {
+    auto store = CheckpointStore::Open(dir.path());
+    ASSERT_TRUE(store.ok());
+    ASSERT_TRUE((*store)->SetCpusetReset("/sys/fs/cgroup/kubepods.slice/pod-a.slice", true).ok());
+    const uint64_t saves = (*store)->saves();
+    ASSERT_TRUE((*store)->SetCpusetReset("/sys/fs/cgroup/kubepods.slice/pod-a.slice", true).ok());
+    EXPECT_EQ((*store)->saves(), saves);  // already pending: nothing written
+    EXPECT_FALSE((*store)->SetCpusetReset("relative/dir", true).ok());
+  }
+  {
+    auto store = CheckpointStore::Open(dir.path());
+    ASSERT_TRUE(store.ok());
+    EXPECT_EQ((*store)->cpuset_resets(),
+              (std::set<std::string>{"/sys/fs/cgroup/kubepods.slice/pod-a.slice"}));
+    ASSERT_TRUE((*store)->SetCpusetReset("/sys/fs/cgroup/kubepods.slice/pod-a.slice", false).ok());
+  }
+  auto store = CheckpointStore::Open(dir.path());
+  ASSERT_TRUE(store.ok());
+  EXPECT_TRUE((*store)->cpuset_resets().empty());
+  std::map<std::string, CheckpointEntry> entries;
+  uint64_t version = 0;
+  std::set<std::string> resets;
+  EXPECT_FALSE(
+      CheckpointStore::Parse(R"({"format":1,"entries":[],"cpuset_resets":[{"dir":"relative"}]})",
+                             &entries, &version, &resets)
+          .ok());
+  EXPECT_FALSE(CheckpointStore::Parse(R"({"format":1,"entries":[],"cpuset_resets":{}})", &entries,
+                                      &version, &resets)
+                   .ok());
+}
+
 TEST(CheckpointStoreTest, SecondStoreOnSameDirIsRefusedUntilFirstCloses) {
   TempDir dir;
   auto first = CheckpointStore::Open(dir.path());

@@ -273,11 +273,15 @@ bool Enforcer::SeenBeforeLocked(const std::string& path, const std::string& curr
          KnobValuesEquivalent(path, current, e.original);
 }
 
-Status Enforcer::WriteVerifyLocked(const std::string& path, const std::string& value) {
+Status Enforcer::WriteCountedLocked(const std::string& path, const std::string& value) {
   Status st = cgroups_->WriteRaw(path, value);
   ++writes_made_;
   if (options_.after_write) options_.after_write(writes_made_, path);
-  if (!st.ok()) return st;
+  return st;
+}
+
+Status Enforcer::WriteVerifyLocked(const std::string& path, const std::string& value) {
+  if (Status st = WriteCountedLocked(path, value); !st.ok()) return st;
   if (auto it = file_state_.find(path); it != file_state_.end()) it->second.theirs_standing = false;
   auto back = cgroups_->ReadRaw(path);
   if (!back.ok()) return back.status();
@@ -983,21 +987,44 @@ void Enforcer::RevertLocked(const std::vector<CheckpointEntry>& entries, ApplyRe
   }
   std::map<std::string, Status> failures;
   std::map<std::string, std::string> substituted;  // path → the inherited set written instead
+  // v2: the empty originals the kernel refused, by the dir their cgroup is a child of.
+  std::map<std::string, std::vector<cgroup::FileWrite>> refused;
+  std::map<std::string, std::string> no_reset;  // path → why the exact way was not taken
   for (const auto& fw : plan) {
     if (failures.count(fw.path)) continue;
-    cgroup::FileWrite done = fw;
     Status st = WriteVerifyLocked(fw.path, fw.value);
     if (st.code() == StatusCode::kFailedPrecondition && inherited.count(fw.path) &&
         Trim(fw.value).empty()) {
-      done.value = inherited.at(fw.path);
-      st = WriteVerifyLocked(fw.path, done.value);
-      if (st.ok()) substituted[fw.path] = done.value;
+      refused[Dirname(Dirname(fw.path))].push_back(fw);
+      continue;
     }
     if (!st.ok()) {
       failures[fw.path] = st;
       continue;
     }
-    r.writes.push_back(std::move(done));
+    r.writes.push_back(fw);
+  }
+  // The exact bytes through the parent's subtree_control where that loses nothing; else the set
+  // each file inherited (v2 cpusets have no order to keep among themselves).
+  for (const auto& [dir, writes] : refused) {
+    std::set<std::string> emptied;
+    for (const auto& fw : writes) emptied.insert(fw.path);
+    Status reset = ResetChildCpusetsLocked(dir, emptied);
+    if (reset.ok()) {
+      r.writes.insert(r.writes.end(), writes.begin(), writes.end());
+      continue;
+    }
+    for (const auto& fw : writes) {
+      no_reset[fw.path] = reset.message();
+      const cgroup::FileWrite done{fw.path, inherited.at(fw.path)};
+      Status st = WriteVerifyLocked(done.path, done.value);
+      if (!st.ok()) {
+        failures[fw.path] = st;
+        continue;
+      }
+      substituted[fw.path] = done.value;
+      r.writes.push_back(done);
+    }
   }
   for (const auto& x : restores) {
     RevertResult rr{x.entry.path, x.entry.pod_uid, x.entry.knob, reason::kRestored, ""};
@@ -1005,7 +1032,7 @@ void Enforcer::RevertLocked(const std::vector<CheckpointEntry>& entries, ApplyRe
       rr.message =
           "the original was empty (inherit the parent's set), which the kernel refuses "
           "on a cgroup with tasks; set to the inherited set " +
-          it->second;
+          it->second + " (no cpuset reset in the parent: " + no_reset[x.entry.path] + ")";
     }
     if (auto it = failures.find(x.entry.path); it != failures.end()) {
       rr.outcome = reason::kRevertFailed;
@@ -1024,6 +1051,95 @@ void Enforcer::RevertLocked(const std::vector<CheckpointEntry>& entries, ApplyRe
   Status st = checkpoint_->Commit({}, removals);
   if (!st.ok() && r.checkpoint_status.ok()) r.checkpoint_status = st;
   for (const auto& path : removals) file_state_.erase(path);
+}
+
+Status Enforcer::ResetChildCpusetsLocked(const std::string& dir,
+                                         const std::set<std::string>& emptied) {
+  if (cgroups_->layout().version != cgroup::CgroupVersion::kV2) {
+    return FailedPrecondition("cgroup v1 has no subtree_control");
+  }
+  const std::string control = JoinPath(dir, kf::v2::kSubtreeControl);
+  FG_ASSIGN_OR_RETURN(std::string on, cgroups_->ReadRaw(control));
+  if (!cgroup::ListsCpuset(on)) return FailedPrecondition("cpuset is not on in " + control);
+  FG_ASSIGN_OR_RETURN(std::vector<std::string> children, cgroups_->ChildDirs(dir));
+  for (const auto& name : children) {
+    const std::string child = JoinPath(dir, name);
+    // The kernel refuses the off write (EBUSY) while a child passes cpuset further down.
+    if (auto sub = cgroups_->ReadRaw(JoinPath(child, kf::v2::kSubtreeControl));
+        sub.ok() && cgroup::ListsCpuset(*sub)) {
+      return FailedPrecondition(child + " has cpuset on for its own children");
+    }
+    const cgroup::CgroupPaths d{child, child, child};
+    for (cgroup::Knob k : {cgroup::Knob::kCpusetCpus, cgroup::Knob::kCpusetMems}) {
+      const std::string f = cgroups_->KnobFiles(d, k).front();
+      if (emptied.count(f)) continue;
+      auto cur = cgroups_->ReadRaw(f);
+      if (cur.ok() && !Trim(*cur).empty()) {
+        return FailedPrecondition(f + " holds '" + std::string(Trim(*cur)) +
+                                  "', which the reset would empty");
+      }
+    }
+  }
+  FG_RETURN_IF_ERROR(checkpoint_->SetCpusetReset(dir, true));
+  const std::vector<cgroup::FileWrite> toggle = cgroup::CpusetResetWrites(dir);
+  if (Status st = WriteCountedLocked(toggle[0].path, toggle[0].value); !st.ok()) {
+    checkpoint_->SetCpusetReset(dir, false).IgnoreError();  // nothing changed
+    return st;
+  }
+  // If this fails the journal keeps the dir: every pass tries to turn cpuset on again.
+  FG_RETURN_IF_ERROR(WriteCountedLocked(toggle[1].path, toggle[1].value));
+  for (const auto& f : emptied) {
+    auto cur = cgroups_->ReadRaw(f);
+    if (!cur.ok()) return cur.status();
+    if (!Trim(*cur).empty()) {
+      return Aborted("after the reset " + f + " reads '" + std::string(Trim(*cur)) + "'");
+    }
+  }
+  return checkpoint_->SetCpusetReset(dir, false);
+}
+
+void Enforcer::FinishCpusetResetsLocked() {
+  for (const auto& dir : checkpoint_->cpuset_resets()) {
+    const std::string control = JoinPath(dir, kf::v2::kSubtreeControl);
+    auto on = cgroups_->ReadRaw(control);
+    if (on.ok() && !cgroup::ListsCpuset(*on)) {
+      const cgroup::FileWrite w = cgroup::CpusetReenableWrite(dir);
+      if (!WriteCountedLocked(w.path, w.value).ok()) continue;  // kept; the next pass retries
+    } else if (!on.ok() && on.status().code() != StatusCode::kNotFound) {
+      continue;  // unreadable now; the next pass tries again
+    }
+    checkpoint_->SetCpusetReset(dir, false).IgnoreError();  // the next pass retries
+  }
+}
+
+std::vector<std::string> Enforcer::ChildWatchDirs() const {
+  std::lock_guard<std::mutex> l(mu_);
+  std::set<std::string> dirs;
+  if (cgroups_->layout().version != cgroup::CgroupVersion::kV2) return {};
+  for (const auto& e : checkpoint_->Entries()) {
+    if (cgroup::IsCpusetFile(e.path)) dirs.insert(Dirname(Dirname(e.path)));
+  }
+  return {dirs.begin(), dirs.end()};
+}
+
+VerifyReport Enforcer::ChildrenAppeared(const std::vector<std::string>& dirs) {
+  std::lock_guard<std::mutex> l(mu_);
+  VerifyReport vr;
+  if (!last_plan_) return vr;
+  const std::set<std::string> parents(dirs.begin(), dirs.end());
+  std::set<std::string> pods;
+  for (const auto& e : checkpoint_->Entries()) {
+    if (cgroup::IsCpusetFile(e.path) && parents.count(Dirname(Dirname(e.path)))) {
+      pods.insert(e.pod_uid);
+    }
+  }
+  ApplyReport r;
+  Scratch s;
+  s.report = &r;
+  // The plan names the containers kubelet reported; a restarted one's new cgroup is found by the
+  // cpuset tree walk, the old one's (gone) is left out rather than failing the pod.
+  ReapplyLocked(std::move(pods), s, vr, /*skip_gone_containers=*/true);
+  return vr;
 }
 
 // The journal entries a pass settles: files verified to hold our value need no other "ours"
@@ -1100,6 +1216,7 @@ ApplyReport Enforcer::Apply(const Plan& plan) {
 }
 
 ApplyReport Enforcer::ApplyLocked(const Plan& plan) {
+  FinishCpusetResetsLocked();
   ApplyReport r;
   r.fence_version = plan.fence_version;
   r.dry_run = plan.dry_run;
@@ -1204,6 +1321,7 @@ ApplyReport Enforcer::ApplyLocked(const Plan& plan) {
 
 ApplyReport Enforcer::RevertAll() {
   std::lock_guard<std::mutex> l(mu_);
+  FinishCpusetResetsLocked();
   ApplyReport r;
   RevertLocked(checkpoint_->Entries(), r);
   last_plan_.reset();
@@ -1278,14 +1396,26 @@ VerifyReport Enforcer::Verify(const std::vector<std::string>& paths) {
   return vr;
 }
 
-void Enforcer::ReapplyLocked(std::set<std::string> uids, Scratch& s, VerifyReport& vr) {
+void Enforcer::ReapplyLocked(std::set<std::string> uids, Scratch& s, VerifyReport& vr,
+                             bool skip_gone_containers) {
   if (uids.empty() || !last_plan_) return;
-  std::vector<PodWork> work;
+  std::vector<Target> targets;
   for (const Target& t : TargetsOf(*last_plan_)) {
     if (!uids.count(t.pod.uid)) continue;
     uids.erase(t.pod.uid);  // first entry wins, as in Apply
-    work.push_back(PreparePodLocked(t, s));
+    targets.push_back(t);
+    if (!skip_gone_containers) continue;
+    // A container restarted: the plan still names the old one, whose cgroup is gone.
+    std::vector<std::string> ids;
+    for (const auto& cid : t.pod.container_ids) {
+      PodIdentity one = t.pod;
+      one.container_ids = {cid};
+      if (cgroups_->ResolvePod(one).ok()) ids.push_back(cid);
+    }
+    targets.back().pod.container_ids = std::move(ids);
   }
+  std::vector<PodWork> work;
+  for (const Target& t : targets) work.push_back(PreparePodLocked(t, s));
   ExecuteLocked(work, /*dry_run=*/false, s);
   for (const auto& w : work) vr.reapplied += w.files_written;
   checkpoint_->Commit(SettledLocked(s), {}).IgnoreError();  // next Apply retries

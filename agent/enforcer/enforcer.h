@@ -3,11 +3,13 @@
 // Apply(plan) resolves every pod of the plan to its cgroup dirs (cgroup::Cgroups), computes the
 // exact bytes each knob file must hold, and for every file that differs: records the file's
 // original bytes in the CheckpointStore (persisted before the first write), writes, reads back
-// and verifies. Trainers get cpuset.cpus/.mems on the pod dir and every container dir (v1
-// ordering: grow parents first, shrink children first; on v2, which clips a set to the parent's
-// effective cpus instead of rejecting it, cpuset.cpus.effective is checked and a clipped set is
-// reported as CpusetNotSubset like v1's EACCES); neighbours get idle / weight / quota
-// at the pod level and cpuset on the pod and container dirs. Files of pods that left the plan,
+// and verifies. Trainers get cpuset.cpus/.mems on every container dir, and on v1 the pod dir
+// too (v1 ordering: grow parents first, shrink children first; v2 writes no pod dir's set, so
+// that a revert can give the children their empty sets back through the pod dir's
+// cgroup.subtree_control, and a container made later is pinned on its IN_CREATE; v2 clips a set
+// to the parent's effective cpus instead of rejecting it, so cpuset.cpus.effective is checked and
+// a clipped set is reported as CpusetNotSubset like v1's EACCES); neighbours get idle / weight /
+// quota at the pod level and cpuset like trainers. Files of pods that left the plan,
 // and knobs a pod no longer needs, are reverted: the checkpointed original is restored only if
 // the file still holds a value we wrote; otherwise someone else owns it now ("OverwrittenBy
 // Other") and it is left alone.
@@ -194,6 +196,14 @@ class Enforcer {
   uint64_t writes_made() const;
   // Pods (uids) with a file left to another writer since this Enforcer started.
   std::set<std::string> ContestedPods() const;
+  // cgroup v2: the dirs whose new children must be fenced as soon as they appear — the pod dir
+  // above every cpuset file we own. A v2 Cpuset fence or trainer pinning lives in the pod's
+  // child dirs only (cgroups.h ChildDirs says why), so a container created under a fenced pod
+  // (a restart, an ephemeral container) starts with the pod's full set until it is pinned.
+  std::vector<std::string> ChildWatchDirs() const;
+  // Something made a dir under `dirs` (the Watcher's IN_CREATE): the pods whose cpusets live
+  // there are prepared and written again, the new child included.
+  VerifyReport ChildrenAppeared(const std::vector<std::string>& dirs);
 
  private:
   struct Target {
@@ -290,9 +300,22 @@ class Enforcer {
   // Makes `value` (another writer's) the original of `entry`'s file and persists it.
   void AdoptOriginalLocked(const CheckpointEntry& entry, const std::string& value, ApplyReport& r);
   Status WriteVerifyLocked(const std::string& path, const std::string& value);
+  // One cgroup write, counted (writes_made, after_write) like every other, not read back.
+  Status WriteCountedLocked(const std::string& path, const std::string& value);
+  // cgroup v2: gives the emptied cpuset files `emptied` (children of `dir`, each refused the
+  // empty write) their empty original back by turning cpuset off and on in `dir`'s
+  // cgroup.subtree_control, journaled first (CheckpointStore::cpuset_resets). Refused
+  // (FailedPrecondition, nothing written) unless cpuset is on in `dir` and off in every child's
+  // subtree_control, and every other cpuset file of `dir`'s children is empty already: the reset
+  // empties them all.
+  Status ResetChildCpusetsLocked(const std::string& dir, const std::set<std::string>& emptied);
+  // Turns cpuset on again in every dir whose reset a crash interrupted (start of each pass).
+  void FinishCpusetResetsLocked();
   std::vector<CheckpointEntry> SettledLocked(const Scratch& s) const;
-  // Prepares and writes the pods `uids` of the last plan again (Verify, Tick).
-  void ReapplyLocked(std::set<std::string> uids, Scratch& s, VerifyReport& vr);
+  // Prepares and writes the pods `uids` of the last plan again (Verify, Tick, ChildrenAppeared);
+  // with `skip_gone_containers`, a container of the plan whose cgroup is gone is left out.
+  void ReapplyLocked(std::set<std::string> uids, Scratch& s, VerifyReport& vr,
+                     bool skip_gone_containers = false);
   // v1: another writer's new value in a pod dir's (not a container's) bandwidth file — kubelet
   // resizing the pod; the Quota fence then waits resize_settle.
   void NoteQuotaResizeLocked(const CheckpointEntry& e);

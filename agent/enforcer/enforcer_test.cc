@@ -1085,6 +1085,218 @@ TEST(EnforcerV2Test, UsesV2FilesWithSystemdLayout) {
   EXPECT_EQ(node.Snapshot(), before);
 }
 
+// The cgroup v2 kernel's cpuset rules that plain files lack (kernel/cgroup/cpuset.c, measured in
+// tests/vm/probes/cpuset_empty_again.sh): a populated cgroup's non-empty cpuset.cpus / .mems
+// cannot be emptied (ENOSPC, which FsCgroups maps to FailedPrecondition); cpuset turned off in a
+// dir's cgroup.subtree_control drops its children's cpuset files (refused, EBUSY, while a child
+// has cpuset on for its own children), and turned on again gives them empty ones.
+class V2CpusetKernel final : public cgroup::Cgroups {
+ public:
+  V2CpusetKernel(cgroup::CgroupsPtr inner, std::set<std::string> populated)
+      : inner_(std::move(inner)), populated_(std::move(populated)) {}
+  const cgroup::CgroupLayout& layout() const override { return inner_->layout(); }
+  Result<cgroup::ResolvedPod> ResolvePod(const PodIdentity& pod) const override {
+    return inner_->ResolvePod(pod);
+  }
+  bool IsKubeletOwned(const std::string& dir) const override { return inner_->IsKubeletOwned(dir); }
+  std::vector<std::string> KnobFiles(const cgroup::CgroupPaths& dirs,
+                                     cgroup::Knob knob) const override {
+    return inner_->KnobFiles(dirs, knob);
+  }
+  Result<std::string> ReadRaw(const std::string& file) const override {
+    return inner_->ReadRaw(file);
+  }
+  Status WriteRaw(const std::string& file, std::string_view bytes) override {
+    const std::string dir = Dirname(file);
+    const std::string name = Basename(file);
+    if ((name == "cpuset.cpus" || name == "cpuset.mems") && Trim(bytes).empty() &&
+        populated_.count(dir) && !Trim(Slurp(file)).empty()) {
+      return FailedPrecondition(file + ": No space left on device (a populated cgroup)");
+    }
+    if (name != "cgroup.subtree_control") return inner_->WriteRaw(file, bytes);
+    ++subtree_writes;
+    auto kids = inner_->ChildDirs(dir);
+    if (!kids.ok()) return kids.status();
+    if (bytes == "-cpuset") {
+      for (const auto& k : *kids) {
+        if (cgroup::ListsCpuset(Slurp(dir + "/" + k + "/cgroup.subtree_control"))) {
+          return FailedPrecondition(file + ": Device or resource busy");
+        }
+      }
+      for (const auto& k : *kids) {
+        fs::remove(dir + "/" + k + "/cpuset.cpus");
+        fs::remove(dir + "/" + k + "/cpuset.mems");
+      }
+      Put(file, "cpu\n");
+      return OkStatus();
+    }
+    if (bytes == "+cpuset") {
+      for (const auto& k : *kids) {
+        for (const char* f : {"/cpuset.cpus", "/cpuset.mems"}) {
+          if (!fs::exists(dir + "/" + k + f)) Put(dir + "/" + k + f, "\n");
+        }
+      }
+      Put(file, "cpuset cpu\n");
+      return OkStatus();
+    }
+    return InvalidArgument(file + ": " + std::string(bytes));
+  }
+  Result<CpuSet> ReadEffectiveCpus(const cgroup::CgroupPaths& dirs) const override {
+    return inner_->ReadEffectiveCpus(dirs);
+  }
+  Result<std::vector<cgroup::FileWrite>> PlanCpusetTree(const cgroup::CgroupPaths& dirs,
+                                                        cgroup::Knob knob,
+                                                        const CpuSet& target) const override {
+    return inner_->PlanCpusetTree(dirs, knob, target);
+  }
+  Result<std::vector<std::string>> CpusetTreeFiles(const cgroup::CgroupPaths& dirs,
+                                                   cgroup::Knob knob) const override {
+    return inner_->CpusetTreeFiles(dirs, knob);
+  }
+  Result<std::vector<std::string>> ChildDirs(const std::string& dir) const override {
+    return inner_->ChildDirs(dir);
+  }
+  Status ApplyWrites(const std::vector<cgroup::FileWrite>& writes) override {
+    for (const auto& w : writes) FG_RETURN_IF_ERROR(WriteRaw(w.path, w.value));
+    return OkStatus();
+  }
+  Result<cgroup::CpuUsage> ReadUsage(const cgroup::CgroupPaths& dirs) const override {
+    return inner_->ReadUsage(dirs);
+  }
+  Result<std::optional<cgroup::CpuPressure>> ReadPressure(
+      const cgroup::CgroupPaths& dirs) const override {
+    return inner_->ReadPressure(dirs);
+  }
+  Result<std::vector<int>> ListPids(const cgroup::CgroupPaths& dirs) const override {
+    return inner_->ListPids(dirs);
+  }
+
+  int subtree_writes = 0;
+
+ private:
+  cgroup::CgroupsPtr inner_;
+  std::set<std::string> populated_;
+};
+
+// A v2 node whose pods' containers all hold tasks: `pod` (two containers) and `trainer`.
+struct PopulatedV2Node {
+  PopulatedV2Node() {
+    pod = node.AddPod("abababab-0001", QosClass::kBurstable, {"c1", "c2"});
+    trainer = node.AddPod("abababab-0002", QosClass::kGuaranteed, {"t1"});
+    std::set<std::string> populated;
+    for (const auto& [p, ids] : {std::pair{pod, std::vector<std::string>{"c1", "c2"}},
+                                 std::pair{trainer, std::vector<std::string>{"t1"}}}) {
+      for (const auto& id : ids) {
+        populated.insert(Dirname(node.CpusetFile(p, "cpuset.cpus", node.ContainerSub(id))));
+      }
+    }
+    kernel = std::make_shared<V2CpusetKernel>(node.cgroups(), populated);
+  }
+  // The neighbour confined to 6-7, the trainer pinned to 0-1 and memory node 0.
+  Plan FencePlanOf() const {
+    Plan plan = FencePlan({pod}, {.cpus = CpuSet{6, 7}});
+    TrainerPlacement t = Trainer(trainer);
+    t.cpus = CpuSet{0, 1};
+    t.mems = CpuSet{0};
+    plan.trainers.push_back(t);
+    return plan;
+  }
+  std::string PodDir(const PodIdentity& p) const { return Dirname(node.CpusetFile(p, "x")); }
+
+  FakeNode node{CgroupVersion::kV2, KubeletDriver::kSystemd};
+  PodIdentity pod, trainer;
+  std::shared_ptr<V2CpusetKernel> kernel;
+};
+
+// Issue 26: v2 pins a pod's containers, never the pod dir, and gets each emptied set back byte
+// for byte by turning cpuset off and on in the pod dir's subtree_control.
+TEST(EnforcerV2Test, EmptiedContainerCpusetsComeBackExactThroughTheSubtreeControl) {
+  PopulatedV2Node n;
+  const auto before = n.node.Snapshot();
+  auto store = OpenStore(n.node.state_dir());
+  Enforcer enf(n.kernel, store, {});
+  auto r = enf.Apply(n.FencePlanOf());
+  ASSERT_EQ(r.enforced, 2u);
+  EXPECT_EQ(Slurp(n.node.CpusetFile(n.pod, "cpuset.cpus")), "\n");  // the pod dir: untouched
+  EXPECT_EQ(Slurp(n.node.CpusetFile(n.pod, "cpuset.cpus", n.node.ContainerSub("c2"))), "6-7");
+  EXPECT_EQ(Slurp(n.node.CpusetFile(n.trainer, "cpuset.mems", n.node.ContainerSub("t1"))), "0");
+  // The kernel's refusal of the plain empty write is what the fake models.
+  EXPECT_EQ(
+      n.kernel->WriteRaw(n.node.CpusetFile(n.pod, "cpuset.cpus", n.node.ContainerSub("c1")), "")
+          .code(),
+      StatusCode::kFailedPrecondition);
+  EXPECT_EQ(enf.ChildWatchDirs(), (std::vector<std::string>{n.PodDir(n.pod), n.PodDir(n.trainer)}));
+
+  auto rv = enf.RevertAll();
+  for (const auto& x : rv.reverts) {
+    EXPECT_EQ(x.outcome, reason::kRestored) << x.path << " " << x.message;
+    EXPECT_EQ(x.message, "") << x.path;
+  }
+  EXPECT_EQ(n.kernel->subtree_writes, 4);  // off and on, in each pod dir
+  EXPECT_EQ(n.node.Snapshot(), before);
+  EXPECT_EQ(store->size(), 0u);
+  EXPECT_TRUE(store->cpuset_resets().empty());
+}
+
+// A reset would also empty a set that is not being restored (here a container's memory nodes,
+// someone else's): the revert writes the inherited set instead and says so.
+TEST(EnforcerV2Test, AResetThatWouldEmptyAnotherSetFallsBackToTheInheritedSet) {
+  PopulatedV2Node n;
+  const std::string mems = n.node.CpusetFile(n.pod, "cpuset.mems", n.node.ContainerSub("c2"));
+  Put(mems, "0\n");
+  auto store = OpenStore(n.node.state_dir());
+  Enforcer enf(n.kernel, store, {});
+  ASSERT_EQ(enf.Apply(FencePlan({n.pod}, {.cpus = CpuSet{6, 7}})).enforced, 1u);
+  auto rv = enf.RevertAll();
+  ASSERT_EQ(rv.reverts.size(), 2u);
+  for (const auto& x : rv.reverts) {
+    EXPECT_EQ(x.outcome, reason::kRestored) << x.path;
+    EXPECT_NE(x.message.find("inherited set"), std::string::npos) << x.message;
+    EXPECT_NE(x.message.find("which the reset would empty"), std::string::npos) << x.message;
+    EXPECT_EQ(Trim(Slurp(x.path)), Trim(Slurp(n.node.CpusetFile(n.pod, "cpuset.cpus.effective"))));
+  }
+  EXPECT_EQ(n.kernel->subtree_writes, 0);
+  EXPECT_EQ(Slurp(mems), "0\n");
+  EXPECT_EQ(store->size(), 0u);
+}
+
+// Killed between turning cpuset off and on again: the journal names the dir, and the next pass
+// turns it on first; every byte comes back.
+TEST(EnforcerV2Test, AKillBetweenTheTwoSubtreeWritesIsFinishedByTheNextPass) {
+  PopulatedV2Node n;
+  const auto before = n.node.Snapshot();
+  const std::string control = n.PodDir(n.pod) + "/cgroup.subtree_control";
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    auto store = CheckpointStore::Open(n.node.state_dir());
+    if (!store.ok()) ::_exit(2);
+    EnforcerOptions o;
+    o.after_write = [&control](uint64_t, const std::string& path) {
+      if (path == control) ::kill(::getpid(), SIGKILL);
+    };
+    Enforcer enf(n.kernel, CheckpointStorePtr(std::move(*store)), o);
+    enf.Apply(n.FencePlanOf());
+    enf.RevertAll();
+    ::_exit(0);
+  }
+  int ws = 0;
+  ASSERT_EQ(::waitpid(pid, &ws, 0), pid);
+  ASSERT_TRUE(WIFSIGNALED(ws) && WTERMSIG(ws) == SIGKILL) << "child status " << ws;
+  EXPECT_EQ(Slurp(control), "cpu\n");  // killed with cpuset off
+  auto store = OpenStore(n.node.state_dir());
+  EXPECT_EQ(store->cpuset_resets(), (std::set<std::string>{n.PodDir(n.pod)}));
+  Enforcer enf(n.kernel, store, {});
+  auto rv = enf.RevertAll();
+  for (const auto& x : rv.reverts) {
+    EXPECT_TRUE(x.outcome == reason::kRestored || x.outcome == reason::kAlreadyOriginal)
+        << x.path << " " << x.outcome << " " << x.message;
+  }
+  EXPECT_EQ(n.node.Snapshot(), before);
+  EXPECT_EQ(store->size(), 0u);
+  EXPECT_TRUE(store->cpuset_resets().empty());
+}
+
 // A crash (SIGKILL) after the k-th write, for every k: a restarted enforcer converges to the
 // plan and then restores every byte.
 TEST(EnforcerCrashTest, KillAfterEveryWriteThenRestartConvergesAndReverts) {

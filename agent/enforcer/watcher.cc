@@ -80,6 +80,24 @@ void Watcher::SyncWatchesLocked() {
     wd_to_path_[wd] = path;
     path_to_wd_[path] = wd;
   }
+  const std::vector<std::string> dirs = enforcer_->ChildWatchDirs();
+  const std::set<std::string> want_dirs(dirs.begin(), dirs.end());
+  for (auto it = dir_to_wd_.begin(); it != dir_to_wd_.end();) {
+    if (want_dirs.count(it->first)) {
+      ++it;
+      continue;
+    }
+    ::inotify_rm_watch(inotify_fd_, it->second);
+    wd_to_dir_.erase(it->second);
+    it = dir_to_wd_.erase(it);
+  }
+  for (const auto& dir : want_dirs) {
+    if (dir_to_wd_.count(dir)) continue;
+    int wd = ::inotify_add_watch(inotify_fd_, dir.c_str(), IN_CREATE | IN_ONLYDIR);
+    if (wd < 0) continue;
+    wd_to_dir_[wd] = dir;
+    dir_to_wd_[dir] = wd;
+  }
 }
 
 void Watcher::Account(const VerifyReport& r) {
@@ -106,6 +124,7 @@ Status Watcher::RunOnce(std::chrono::milliseconds wait) {
     int n = ::poll(&p, 1, static_cast<int>(wait.count()));
     if (n < 0 && errno != EINTR) return Internal(std::string("poll: ") + std::strerror(errno));
     std::set<std::string> changed;
+    std::set<std::string> parents;  // watched dirs something made a dir in
     alignas(inotify_event) char buf[16384];
     for (int round = 0; n > 0 && round < 64; ++round) {  // bounded drain
       ssize_t len = ::read(inotify_fd_, buf, sizeof buf);
@@ -113,6 +132,16 @@ Status Watcher::RunOnce(std::chrono::milliseconds wait) {
       for (char* ptr = buf; ptr < buf + len;) {
         auto* ev = reinterpret_cast<inotify_event*>(ptr);
         ptr += sizeof(inotify_event) + ev->len;
+        if (auto d = wd_to_dir_.find(ev->wd); d != wd_to_dir_.end()) {
+          if (ev->mask & IN_IGNORED) {  // the pod's cgroup went away
+            dir_to_wd_.erase(d->second);
+            wd_to_dir_.erase(d);
+          } else if ((ev->mask & IN_CREATE) && (ev->mask & IN_ISDIR)) {
+            ++stats_.children;
+            parents.insert(d->second);
+          }
+          continue;
+        }
         auto it = wd_to_path_.find(ev->wd);
         if (it == wd_to_path_.end()) continue;
         if (ev->mask & IN_IGNORED) {  // the file went away (cgroup removed)
@@ -125,6 +154,10 @@ Status Watcher::RunOnce(std::chrono::milliseconds wait) {
           changed.insert(it->second);
         }
       }
+    }
+    if (!parents.empty()) {
+      Account(
+          enforcer_->ChildrenAppeared(std::vector<std::string>(parents.begin(), parents.end())));
     }
     if (!changed.empty()) {
       Account(enforcer_->Verify(std::vector<std::string>(changed.begin(), changed.end())));
@@ -139,6 +172,9 @@ Status Watcher::RunOnce(std::chrono::milliseconds wait) {
     ++stats_.sweeps;
     next_sweep_ = clock_->MonotonicNow() + options_.sweep_interval;
     Account(enforcer_->Verify());
+    if (const auto dirs = enforcer_->ChildWatchDirs(); !dirs.empty()) {
+      Account(enforcer_->ChildrenAppeared(dirs));
+    }
   }
   return OkStatus();
 }

@@ -8,6 +8,10 @@
 //    kernel makes on its own (e.g. cpuset.effective_* after hotplug) raise nothing, hence:
 //  - a slow periodic sweep that re-reads every owned file (interval injectable, driven by a
 //    TimeSource so tests move time by hand).
+// And one for new cgroups (cgroup v2): inotify IN_CREATE on the pod dirs whose children hold a
+// Cpuset fence or a trainer's pinning (Enforcer::ChildWatchDirs), so a container created there
+// (a restart) is pinned at once (Enforcer::ChildrenAppeared); mkdir(2) on cgroupfs raises it
+// like on any filesystem. The sweep re-fences those pods too, for events lost to an overflow.
 // The enforcer rate-limits re-applies (contested files are left alone), so the two writers
 // never flip-flop.
 //
@@ -44,6 +48,7 @@ struct WatcherStats {
   uint64_t overwrites = 0;  // divergences found (events and sweeps)
   uint64_t reapplied = 0;
   uint64_t contested = 0;
+  uint64_t children = 0;  // inotify events for dirs made under watched pod dirs
 };
 
 class Watcher {
@@ -79,6 +84,8 @@ class Watcher {
   int inotify_fd_ = -1;                    // guarded by mu_
   std::map<int, std::string> wd_to_path_;  // guarded by mu_
   std::map<std::string, int> path_to_wd_;  // guarded by mu_
+  std::map<int, std::string> wd_to_dir_;   // guarded by mu_ (IN_CREATE watches)
+  std::map<std::string, int> dir_to_wd_;   // guarded by mu_
   std::chrono::steady_clock::time_point next_sweep_{};  // guarded by mu_
   bool sweep_scheduled_ = false;                        // guarded by mu_
   WatcherStats stats_;                                  // guarded by mu_

@@ -10,6 +10,7 @@
 #include "agent/cgroup/fs_cgroups.h"
 #include "agent/cgroup/kubelet_facts.h"
 #include "agent/enforcer/fake_node.h"
+#include "common/strings.h"
 
 namespace feedguard::agent {
 namespace {
@@ -98,6 +99,43 @@ TEST_F(WatcherTest, InotifySeesAnOverwriteAndTheThreadPutsItBack) {
   EXPECT_EQ(st.reapplied, 1u);
   EXPECT_EQ(st.sweeps, 0u);
   EXPECT_EQ(enforcer_->OverwriteCounts()["w1"], 1u);
+}
+
+// cgroup v2: a Cpuset fence lives in the pod's child dirs, so a container made under a fenced
+// pod (a restart) starts unconfined; IN_CREATE on the pod dir has it pinned in the same round.
+TEST(WatcherV2Test, AContainerMadeUnderACpusetFencedPodIsPinnedAtOnce) {
+  testutil::FakeNode node(CgroupVersion::kV2, KubeletDriver::kSystemd);
+  auto pod = node.AddPod("cdcdcdcd-0001", QosClass::kBurstable, {"c1"});
+  auto store = CheckpointStore::Open(node.state_dir());
+  ASSERT_TRUE(store.ok());
+  auto enforcer = std::make_shared<Enforcer>(node.cgroups(), CheckpointStorePtr(std::move(*store)),
+                                             EnforcerOptions{});
+  Plan plan;
+  NeighbourAction n;
+  n.pod = pod;
+  n.cpus = CpuSet{6, 7};
+  plan.neighbours.push_back(n);
+  ASSERT_EQ(enforcer->Apply(plan).enforced, 1u);
+  WatcherOptions o;
+  o.sweep_interval = std::chrono::hours(1);  // only inotify can notice within this test
+  o.time_source = std::make_shared<ManualTimeSource>();
+  Watcher w(enforcer, o);
+  ASSERT_TRUE(w.RunOnce(std::chrono::milliseconds(0)).ok());  // watches set up
+  const std::string pod_dir = Dirname(node.CpusetFile(pod, "cpuset.cpus"));
+  // The old container's cgroup goes (the plan still names it: kubelet has not reported the new
+  // one yet), then the new one's appears.
+  fs::remove_all(pod_dir + "/" + node.ContainerSub("c1"));
+  const std::string restarted = pod_dir + "/" + node.ContainerSub("c1-restarted");
+  ASSERT_TRUE(cgroup::MakeFakeCgroupDir(restarted, CgroupVersion::kV2, "").ok());
+  EXPECT_EQ(Slurp(restarted + "/cpuset.cpus"), "\n");
+  ASSERT_TRUE(w.RunOnce(std::chrono::milliseconds(2000)).ok());
+  EXPECT_EQ(Slurp(restarted + "/cpuset.cpus"), "6-7");
+  EXPECT_EQ(w.stats().children, 1u);
+  EXPECT_EQ(Slurp(pod_dir + "/cpuset.cpus"), "\n");
+  // Withdrawn: the new container's set is restored with the rest, and nothing is watched.
+  enforcer->RevertAll();
+  EXPECT_EQ(Slurp(restarted + "/cpuset.cpus"), "\n");
+  EXPECT_TRUE(enforcer->ChildWatchDirs().empty());
 }
 
 TEST_F(WatcherTest, SweepFindsWhatInotifyWouldMissOnlyWhenDue) {

@@ -44,8 +44,20 @@ std::map<std::string, std::string> FenceWords(const Plan& plan) {
 
 struct Reverted {
   int restored = 0, theirs = 0, failed = 0;
-  std::string first_failure;
+  int noted = 0;  // restored, with a note (v2: the inherited set instead of an empty original)
+  std::string first_failure, first_note;
 };
+
+// ", 2 failed (path: why)" and the like: what a withdrawal line adds to "N file(s) restored".
+std::string RevertDetail(const Reverted& x) {
+  std::string text;
+  if (x.noted > 0) {
+    text += " (" + std::to_string(x.noted) + " not byte-exact: " + x.first_note + ")";
+  }
+  if (x.theirs > 0) text += ", " + std::to_string(x.theirs) + " left to another writer";
+  if (x.failed > 0) text += ", " + std::to_string(x.failed) + " failed (" + x.first_failure + ")";
+  return text;
+}
 
 }  // namespace
 
@@ -59,6 +71,9 @@ std::vector<Decision> DecisionLog::Observe(const Plan& plan, const ApplyReport& 
     if (r.outcome == reason::kRestored || r.outcome == reason::kAlreadyOriginal ||
         r.outcome == reason::kGone) {
       ++x.restored;
+      if (r.outcome == reason::kRestored && !r.message.empty() && x.noted++ == 0) {
+        x.first_note = r.path + ": " + r.message;
+      }
     } else if (r.outcome == reason::kOverwrittenByOther) {
       ++x.theirs;
     } else {
@@ -121,11 +136,7 @@ std::vector<Decision> DecisionLog::Observe(const Plan& plan, const ApplyReport& 
     }
     const Reverted& x = reverted[it->first];
     std::string text = "pod " + it->second.name + ": fence withdrawn, " +
-                       std::to_string(x.restored) + " file(s) restored";
-    if (x.theirs > 0) text += ", " + std::to_string(x.theirs) + " left to another writer";
-    if (x.failed > 0) {
-      text += ", " + std::to_string(x.failed) + " failed (" + x.first_failure + ")";
-    }
+                       std::to_string(x.restored) + " file(s) restored" + RevertDetail(x);
     out.push_back({x.failed > 0, std::move(text)});
     reverted.erase(it->first);
     it = seen_.erase(it);
@@ -133,12 +144,8 @@ std::vector<Decision> DecisionLog::Observe(const Plan& plan, const ApplyReport& 
   // Restores of pods this log never saw fenced (an agent restarted over its checkpoint).
   for (const auto& [uid, x] : reverted) {
     if (in_report.count(uid) || uid.empty()) continue;
-    std::string text =
-        "pod uid " + uid + ": fence withdrawn, " + std::to_string(x.restored) + " file(s) restored";
-    if (x.theirs > 0) text += ", " + std::to_string(x.theirs) + " left to another writer";
-    if (x.failed > 0) {
-      text += ", " + std::to_string(x.failed) + " failed (" + x.first_failure + ")";
-    }
+    std::string text = "pod uid " + uid + ": fence withdrawn, " + std::to_string(x.restored) +
+                       " file(s) restored" + RevertDetail(x);
     out.push_back({x.failed > 0, std::move(text)});
   }
   return out;

@@ -148,8 +148,9 @@ Result<v1::NodeFence> LoadNodeFenceFile(const std::string& path) {
 // holds — the enforcer records every value before it writes it, atomically, and drops entries it
 // reverted — so the previous placement can never disagree with the cgroups, needs no second file
 // kept in step (a crash between two saves), and is already there after an upgrade from a version
-// that never wrote a plan file. A trainer's pod-level cpuset.cpus is its placement (the enforcer
-// writes the same set to every cpuset.cpus below it). Neighbours fenced by cpuset appear too;
+// that never wrote a plan file. A trainer's shallowest cpuset.cpus is its placement: the pod
+// dir's on v1, a child's on v2, where the pod dir's own set is never written (the enforcer
+// writes the same set to every one). Neighbours fenced by cpuset appear too;
 // the planner only looks up trainers, and re-validates every incumbent (size, shape, still free)
 // before keeping it. DryRun trainers are never written, so they are re-placed after a restart —
 // harmless, nothing of theirs is on the node.
@@ -162,7 +163,7 @@ Plan PreviousPlanFromCheckpoint(const std::vector<CheckpointEntry>& entries) {
     auto cpus = CpuSet::Parse(value);
     if (!cpus.ok() || cpus->empty()) continue;
     auto it = best.find(e.pod_uid);
-    // The shortest path of a pod is its pod-level cgroup (containers sit below it).
+    // The shortest path of a pod: its pod-level cgroup on v1, a container's on v2.
     if (it == best.end() || e.path.size() < it->second.first) {
       best[e.pod_uid] = {e.path.size(), *cpus};
     }

@@ -116,7 +116,7 @@ class NodeEngine final : public FenceApplier {
 using NodeEnginePtr = std::shared_ptr<NodeEngine>;
 
 // The previous plan a restarted agent plans from: for each pod in the checkpoint, the value last
-// written to its pod-level cpuset.cpus (PreviousPlanFromCpusets). Read-only, no lock taken (the
+// written to its shallowest cpuset.cpus (PreviousPlanFromCpusets). Read-only, no lock taken (the
 // checkpoint is replaced by atomic rename). nullopt when `state_dir` has no checkpoint yet.
 Result<std::optional<Plan>> LoadPreviousPlan(const std::string& state_dir);
 Plan PreviousPlanFromCheckpoint(const std::vector<CheckpointEntry>& entries);

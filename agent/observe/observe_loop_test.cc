@@ -121,6 +121,10 @@ class CountingCgroups final : public cgroup::Cgroups {
     ++reads;
     return inner_->CpusetTreeFiles(dirs, knob);
   }
+  Result<std::vector<std::string>> ChildDirs(const std::string& dir) const override {
+    ++reads;
+    return inner_->ChildDirs(dir);
+  }
   Status ApplyWrites(const std::vector<cgroup::FileWrite>& w) override {
     ++writes;
     return inner_->ApplyWrites(w);

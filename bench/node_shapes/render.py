@@ -29,6 +29,8 @@ def row_cells(r):
         ms(r.get("unfenced_after_reload_ms")), str(r.get("daemon_reloads", 0)),
         ms(r.get("unfenced_after_resize_ms")), ms(r.get("unfenced_after_runtime_restart_ms")),
         ms(r.get("unfenced_after_kubelet_restart_ms")),
+        (f"{r['unfenced_after_container_restart_ms']}³" if r.get("unfenced_after_container_restart_ms")
+         is not None else "—"),
         f"{r.get('files_restored_exact', '—')}/{r.get('files_total', '—')}"
         + (f" (+{r['files_restored_inherited']} same CPUs)" if r.get("files_restored_inherited") else ""),
         "yes" if r.get("revert_exact") else ("same CPUs¹" if r.get("revert_same_cpus") else "**no**"),
@@ -39,14 +41,15 @@ def row_cells(r):
 
 HEAD = ["cgroup", "driver", "runtime", "runc", "kubelet", "fence after apply (ms)",
         "unfenced after daemon-reload ms (median / max)", "reloads", "after resize", "after runtime restart",
-        "after kubelet restart", "files restored byte-exact", "revert exact", "fences abandoned",
+        "after kubelet restart", "container restart: new scope pinned after (ms)", "files restored byte-exact", "revert exact", "fences abandoned",
         "Idle fence"]
 
 FOOTNOTES = [
-    "¹ cgroup v2 cannot give a populated cgroup its empty `cpuset.cpus` back (the kernel answers "
-    "ENOSPC; measured on 6.1 here and on 6.18 on the GPU machine): the Cpuset fence's and pinned "
-    "trainer's files whose original was empty (inherit the parent's) come back as the inherited "
-    "set — the same CPUs, not the same bytes.",
+    "¹ cgroup v2 refuses to write a populated cgroup's empty `cpuset.cpus` back (ENOSPC; measured "
+    "on 6.1 here and on 6.18 on the GPU machine). Since 2026-11-29 the agent pins a pod's child "
+    "cgroups only and gets their empty sets back by turning `cpuset` off and on in the pod dir's "
+    "`cgroup.subtree_control` (docs/DESIGN.md §4); \"same CPUs\" marks a row where some file still "
+    "came back as the inherited set (the same CPUs, not the same bytes), as every v2 row did before.",
     "² this kernel shows an idle cgroup's `cpu.weight` as 0, which kubelet ≥ 1.36 reads back as "
     "~1.8·10¹⁵ CPUs requested; the agent holds Idle fences as the lowest weight there "
     "(docs/DESIGN.md §4).",
@@ -57,6 +60,10 @@ FOOTNOTES = [
     "bench/results/real-node.md) and, on cgroup v2 hardware, from the GPU kit (one H200, 16 "
     "cores, kernel 6.18, kubelet's cgroupfs layout without a kubelet: cfs 0.445×, Idle fence "
     "1.04×, Cpuset fence 1.03× of isolated at 32 neighbours; bench/results/gpu-wedge.md).",
+    "³ cgroup v2 only: a container of the Cpuset-fenced neighbour killed, kubelet starting it again "
+    "in a new scope, which holds the pod's full set until the agent pins it (inotify IN_CREATE on "
+    "the pod dir); from the scope's appearance to its `cpuset.cpus` holding the fence, polled every "
+    "~10 ms inside the emulated guest. v1 copies the pod dir's set into a new cgroup.",
     "The v1 row's resize maximum (seconds, not ms) is the Idle fence stepping aside on cgroup v1 until "
     "kubelet's resized weight has landed (kubelet retries its refused write there; docs/DESIGN.md "
     "§4); reloads, restarts and updates never open a window that long.",

@@ -14,7 +14,7 @@
 #       path, `FROM scratch`): the same file list and user. Each image holds the binary (debug
 #       info stripped), exactly the shared libraries `ldd` resolves for it (and the loader), the
 #       CA bundle, /etc/passwd + /etc/group (root, nonroot 65532) and /tmp (1777). The controller
-#       runs as 65532:65532, the agent as 0:0 (unprivileged, no capabilities: see the chart).
+#       runs as 65532:65532, the agent as 0:0 (unprivileged, CAP_SYS_NICE alone: see the chart).
 #       Checked before writing: the binary's --help runs in the image's root (chroot) as the
 #       image's user. Change the Dockerfiles and this script together.
 #

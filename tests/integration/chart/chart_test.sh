@@ -139,9 +139,9 @@ jqt "agent: run --controller <svc>.<ns>.svc:9443 --node-name/--self-pod-uid from
      \"--tls-ca=/etc/feedguard/tls/ca.crt\", \"--tls-cert=/etc/feedguard/tls/tls.crt\",
      \"--tls-key=/etc/feedguard/tls/tls.key\"] - \$c.args) == [] and
    ([\$c.env[] | {(.name): .valueFrom.fieldRef.fieldPath}] | add) == {\"NODE_NAME\": \"spec.nodeName\", \"POD_UID\": \"metadata.uid\"}"
-jqt "agent: unprivileged uid 0, no capabilities, RuntimeDefault seccomp, system-node-critical, tolerates nvidia.com/gpu taints" "$DS" \
+jqt "agent: unprivileged uid 0, SYS_NICE alone, RuntimeDefault seccomp, system-node-critical, tolerates nvidia.com/gpu taints" "$DS" \
   "$A.containers[0].securityContext as \$s | \$s.privileged == false and \$s.runAsUser == 0
-   and \$s.capabilities.drop == [\"ALL\"] and \$s.allowPrivilegeEscalation == false
+   and \$s.capabilities.drop == [\"ALL\"] and \$s.capabilities.add == [\"SYS_NICE\"] and \$s.allowPrivilegeEscalation == false
    and \$s.seccompProfile.type == \"RuntimeDefault\" and \$s.readOnlyRootFilesystem == true
    and $A.priorityClassName == \"system-node-critical\"
    and ([$A.tolerations[] | select(.key == \"nvidia.com/gpu\" and .operator == \"Exists\" and (.effect // \"\") == \"\")] | length) == 1"

@@ -358,6 +358,54 @@ TEST_P(CrashPointsTest, KillDuringAResizeLandingAndARefusedQuotaEndsByteExact) {
   std::cout << "[ info ] 2 scenarios, " << kills << " kills, every one byte-exact\n";
 }
 
+// Issue 26: pods with a task in every container and sandbox cgroup, as on a real node. v2 then
+// refuses to empty a pinned set again (ENOSPC), so a Cpuset fence's or a trainer pinning's revert
+// goes through the pod dir's cgroup.subtree_control (cpuset off, then on); a kill after each of
+// those writes too must still end byte-exact, the pod dirs' own sets never written.
+TEST_P(CrashPointsTest, PopulatedPodsEndByteExactAfterAKillAtEveryWrite) {
+  Tree tree(GetParam());
+  Pods pods;
+  pods.trainer = tree.AddPod("trainer-busy", QosClass::kBurstable, 2, 410, -1);
+  PodIdentity a = tree.AddPod("nb-busy-a", QosClass::kBurstable, 1, 256, -1);
+  PodIdentity b = tree.AddPod("nb-busy-b", QosClass::kBestEffort, 2, 2, -1);
+  pods.neighbours = {a, b};
+  const std::map<std::string, int> containers = {
+      {"trainer-busy", 2}, {"nb-busy-a", 1}, {"nb-busy-b", 2}};
+  for (const auto& p : {pods.trainer, a, b}) {
+    tree.AddDir(tree.PodRel(p) + "/sandbox");
+    tree.AddTask(tree.PodRel(p) + "/sandbox");
+    for (int i = 0; i < containers.at(p.uid); ++i) {
+      const std::string dir = tree.ContainerDir(p, static_cast<size_t>(i));
+      tree.AddTask(tree.PodRel(p) + dir.substr(dir.find_last_of('/')));
+    }
+  }
+  if (HasFatalFailure()) return;
+  const CpuSet all = tree.CpuList();
+  if (tree.v2()) {
+    // What makes this test differ from the one above: the kernel refuses the plain empty write
+    // on these cgroups, so every revert below goes through the pod dir's subtree_control.
+    const std::string f = tree.ContainerDir(a, 0) + "/cpuset.cpus";
+    ASSERT_TRUE(WriteKnob(f, std::to_string(all.ToVector().front())));
+    EXPECT_FALSE(WriteKnob(f, "\n")) << "the kernel emptied a populated cpuset: nothing to test";
+    ASSERT_TRUE(WriteKnob(tree.PodDir(a) + "/cgroup.subtree_control", "-cpuset"));
+    ASSERT_TRUE(WriteKnob(tree.PodDir(a) + "/cgroup.subtree_control", "+cpuset"));
+    ASSERT_EQ(Slurp(f), "\n");
+  }
+  const auto before = tree.Snapshot();
+  std::map<std::string, Fence> by_name;
+  for (const Fence& f : Fences(all)) by_name.emplace(f.name, f);
+  size_t kills = 0;
+  for (const auto& [x, y] : std::vector<std::pair<std::string, std::string>>{
+           {"cpuset", "idle"}, {"idle", "cpuset"}, {"idle-pin", "quota"}, {"cpuset", "idle-pin"}}) {
+    const std::string name = "populated: " + x + " -> " + y + " -> withdrawn";
+    kills += KillAtEveryWrite(tree, name, Scenario(pods, by_name.at(x), by_name.at(y), all), before,
+                              true);
+    if (HasFatalFailure() || HasNonfatalFailure()) return;
+  }
+  std::cout << "[ info ] 4 scenarios on populated pods, " << kills
+            << " kills, every one byte-exact\n";
+}
+
 INSTANTIATE_TEST_SUITE_P(Version, CrashPointsTest, BothVersions(), VersionName);
 
 }  // namespace

@@ -101,7 +101,7 @@ TEST_P(EnforcerCgroupTest, AppliesVerifiesAndRevertsRealFiles) {
   auto [state, store, enf] = Rig(tree);
   auto r = enf.Apply(plan);
   ExpectEnforced(r, 7);
-  EXPECT_GT(r.files_written, 20u);
+  EXPECT_GE(r.files_written, 20u);  // v2 writes no pod dir's cpuset
   // The idle neighbours' weight file is owned too, at what the kernel shows while idle.
   const std::string idle_weight =
       tree.Mount("cpu") + "/kubepods/besteffort/podnb-1000/" + tree.WeightFile();

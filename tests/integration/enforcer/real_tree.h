@@ -3,11 +3,15 @@
 //
 // v1: under /sys/fs/cgroup/{cpu,cpuacct,cpuset}/feedguard-test-<pid>-<rand> (root, the host's v1
 // mounts); v2: under $FEEDGUARD_CGROUP2_ROOT (a cgroup2 mount: the qemu VM). Everything it makes
-// is removed by its destructor, deepest first, also when a test fails; no process is moved in.
+// is removed by its destructor, deepest first, also when a test fails; the only processes moved
+// in are the tree's own sleeping children (AddTask), ended by PID before the dirs go.
 #pragma once
 
 #include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -86,8 +90,9 @@ inline std::string SkipReason(CgroupVersion v) {
 
 // Our own kubelet-shaped tree (cgroupfs driver) under a fresh root: in each v1 controller, or
 // once in the v2 unified hierarchy (controllers enabled in every dir that gets children). The
-// destructor removes every dir it made, deepest first. An attached tree (the crash child) only
-// names the dirs its parent process made: it creates and removes nothing.
+// destructor ends the tasks it moved in (AddTask), then removes every dir it made, deepest first.
+// An attached tree (the crash child) only names the dirs its parent process made: it creates and
+// removes nothing.
 class Tree {
  public:
   explicit Tree(CgroupVersion version, std::string attach = "")
@@ -117,7 +122,34 @@ class Tree {
     }
   }
   ~Tree() {
-    for (auto it = made_.rbegin(); it != made_.rend(); ++it) ::rmdir(it->c_str());
+    for (pid_t pid : tasks_) ::kill(pid, SIGKILL);
+    for (pid_t pid : tasks_) ::waitpid(pid, nullptr, 0);
+    for (auto it = made_.rbegin(); it != made_.rend(); ++it) {
+      // A cgroup whose last task was just reaped may report busy for a moment.
+      for (int i = 0; i < 100 && ::rmdir(it->c_str()) != 0 && errno == EBUSY; ++i) ::usleep(10000);
+    }
+  }
+
+  // A sleeping child of this process moved into `rel` (every controller's dir on v1): the
+  // cgroup is populated then, as a container's is on a real node. Ended by the destructor.
+  void AddTask(const std::string& rel) {
+    const pid_t parent = ::getpid();
+    const pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() != parent) ::_exit(0);
+      for (;;) ::pause();
+    }
+    tasks_.push_back(pid);
+    const std::string id = std::to_string(pid);
+    if (v2()) {
+      ASSERT_TRUE(WriteKnob(Mount("cpu") + "/" + rel + "/cgroup.procs", id)) << rel;
+      return;
+    }
+    for (const char* c : kControllers) {
+      ASSERT_TRUE(WriteKnob(Mount(c) + "/" + rel + "/cgroup.procs", id)) << c << " " << rel;
+    }
   }
   Tree(const Tree&) = delete;
   Tree& operator=(const Tree&) = delete;
@@ -233,6 +265,7 @@ class Tree {
   std::string name_;
   std::string cpus_, mems_;
   std::vector<std::string> made_;  // in creation order (parents first)
+  std::vector<pid_t> tasks_;       // AddTask's children
   cgroup::CgroupLayout layout_;
   cgroup::CgroupsPtr cgroups_;
 };

@@ -118,6 +118,10 @@ def main():
         "unfenced_after_resize_ms": seg("resize"),
         "unfenced_after_runtime_update_ms": seg("runtime-update"),
         "unfenced_after_new_pod_ms": seg("new-pod-slice"),
+        # v2: a Cpuset-fenced neighbour's container killed and started again by kubelet; from the
+        # new scope's appearance until it holds the fence's set (polled every ~10 ms).
+        "unfenced_after_container_restart_ms":
+        first.get("container_restart", {}).get("data", {}).get("scope_to_pinned_ms"),
         "writes": {n: {k: v for k, v in r.items() if k != "windows"} for n, r in w.items()},
         "idle_held_as_weight": first.get("idle_fence", {}).get("data", {}).get("held_as_weight"),
         "weights_50m": first.get("weights", {}).get("data"),

@@ -147,11 +147,20 @@ fence_holds() {
   else [[ "$(cat "$d/cpu.idle")" == 1 ]] || return 1; fi
   d="$(pod_dir nb-weight)"; [[ "$(cat "$d/$WEIGHT_FILE")" == "$MIN_WEIGHT" ]] || return 1
   d="$(pod_dir nb-quota)"; [[ "$(cut -d' ' -f1 "$d/$QUOTA_FILE")" != max && "$(cat "$d/$QUOTA_FILE")" != -1 ]] || return 1
-  d="$(pod_dir trainer-cpuset)"; [[ -n "$(cat "$(cpuset_dir "$d")/cpuset.cpus")" ]] || return 1
-  d="$(pod_dir nb-cpuset)"; [[ -n "$(cat "$(cpuset_dir "$d")/cpuset.cpus")" ]] || return 1
+  cpuset_pinned "$(pod_dir trainer-cpuset)" || return 1
+  cpuset_pinned "$(pod_dir nb-cpuset)" || return 1
   ((ARMS)) || return 0
   d="$(pod_dir nb-dbus)"; [[ "$(cat "$d/cpu.idle")" == 1 ]] || return 1
   d="$(pod_dir nb-both)"; [[ "$(cat "$d/cpu.idle")" == 1 ]] || return 1
+}
+# cpuset_pinned POD_DIR — the pod's Cpuset fence in place: every child cgroup's cpuset.cpus (the
+# containers', the sandbox's) is non-empty; on v1 the pod dir's too. On v2 the agent never writes
+# the pod dir's own set (docs/DESIGN.md §4), which stays empty ("the parent's").
+cpuset_pinned() {
+  local d f
+  d="$(cpuset_dir "$1")"
+  if [[ "$CGROUP" == v1 ]]; then [[ -n "$(cat "$d/cpuset.cpus")" ]] || return 1; fi
+  for f in "$d"/*/cpuset.cpus; do [[ -n "$(cat "$f" 2>/dev/null)" ]] || return 1; done
 }
 # idle_held — nb-idle's Idle fence in place: cpu.idle=1, or (IDLE_AS_WEIGHT) the lowest weight.
 idle_held() {
@@ -343,6 +352,49 @@ YAML
 wait_until 180 "new pod Running" bash -c "[[ \$(kubectl -n $NS get pod new-slice -o jsonpath='{.status.phase}') == Running ]]"
 mark new-pod-slice end
 settle 30 "a new pod slice"
+
+if [[ "$CGROUP" == v2 ]]; then
+# A container of the Cpuset-fenced neighbour killed; kubelet starts it again in a new scope. On v2
+# the fence lives in the pod's child cgroups, so the new scope starts with the pod's full set
+# until the agent pins it (inotify IN_CREATE on the pod dir): measured here by polling every
+# ~10 ms, from the scope's appearance to its cpuset.cpus holding the fence's set.
+segment container-restart
+pdir="$(pod_dir nb-cpuset)"
+cid="$(K -n "$NS" get pod nb-cpuset -o jsonpath='{.status.containerStatuses[0].containerID}')"
+old_scope="$(ls -d "$pdir"/*"${cid#containerd://}"*/ 2>/dev/null | head -1)"
+want_cpus="$(cat "${old_scope}cpuset.cpus" 2>/dev/null)"
+declare -A seen_scope=()
+for d in "$pdir"/*/; do seen_scope[$d]=1; done
+mark container-restart start
+t_kill=$(now_ns)
+runc --root /run/containerd/runc/k8s.io kill "${cid#containerd://}" KILL || bad "kill nb-cpuset's container"
+new_scope="" t_seen=0 t_pinned=0
+for ((i = 0; i < 12000 && t_pinned == 0; i++)); do
+  if [[ -z "$new_scope" ]]; then
+    for d in "$pdir"/*/; do
+      [[ -n "${seen_scope[$d]:-}" ]] && continue
+      new_scope="$d" t_seen=$(now_ns)
+      break
+    done
+  fi
+  if [[ -n "$new_scope" ]]; then
+    v="$(cat "${new_scope}cpuset.cpus" 2>/dev/null)"
+    [[ -n "$v" && "$v" == "$want_cpus" ]] && t_pinned=$(now_ns)
+  fi
+  ((t_pinned)) || sleep 0.01
+done
+mark container-restart end
+if ((t_pinned)); then
+  observe container_restart "$(jq -nc --arg s "$new_scope" --arg c "$want_cpus" \
+    --argjson k "$(((t_seen - t_kill) / 1000000))" --argjson p "$(((t_pinned - t_seen) / 1000000))" \
+    '{scope: $s, cpus: $c, kill_to_scope_ms: $k, scope_to_pinned_ms: $p}')"
+  say "container restart: new scope after $(((t_seen - t_kill) / 1000000)) ms, pinned to $want_cpus $(((t_pinned - t_seen) / 1000000)) ms after it appeared"
+else
+  bad "the restarted container of nb-cpuset was not pinned to '$want_cpus' (new scope '${new_scope}': '$(cat "${new_scope}cpuset.cpus" 2>/dev/null)')"
+fi
+wait_until 180 "nb-cpuset Running again" bash -c "[[ \$(kubectl -n $NS get pod nb-cpuset -o jsonpath='{.status.phase}') == Running ]]"
+settle 60 "a container restart"
+fi
 fi  # SKIP_EVENTS
 segment end
 kill "$CGW_PID" 2>/dev/null; wait "$CGW_PID" 2>/dev/null; CGW_PID=""
@@ -382,9 +434,11 @@ fi
 # values are what kubelet (systemd's unit properties) holds now — daemon-reload re-states them.
 # Expected after the revert: kubelet's latest value. For the weight and bandwidth files that is
 # what systemd re-states on a reload (kubelet set the unit's properties, a resize included); a
-# reload leaves cpusets alone (no AllowedCPUs), so there it is the bytes before the fence. cgroup
-# v2 cannot give a populated cgroup its empty cpuset.cpus back (ENOSPC, kernel_facts.h): an empty
-# original comes back as the set it inherited — the same CPUs, not the same bytes; counted apart.
+# reload leaves cpusets alone (no AllowedCPUs), so there it is the bytes before the fence (a file
+# made since, such as a restarted container's, had none: empty). cgroup v2 refuses to empty a
+# populated cgroup's cpuset.cpus (ENOSPC, kernel_facts.h); the agent then resets the pod dir's
+# children (docs/DESIGN.md §4), else an empty original comes back as the set it inherited — the
+# same CPUs, not the same bytes; counted apart.
 exact=0 inherited=0 total=0 mism=()
 while IFS=$'\t' read -r f v; do
   total=$((total + 1))
