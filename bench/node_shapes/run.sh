@@ -5,7 +5,7 @@
 #   bench/node_shapes/run.sh [SHAPE ...]     (default: every shape node_shape.sh knows)
 #
 # Builds what a shape needs first (tests/testbed/build.sh: the oldest supported kubelet for
-# v2-systemd-oldest). Each shape costs one VM run: ~10-15 min on this 2-core machine under tcg.
+# v2-systemd-oldest). Each shape costs one VM run: 4.2-4.7 min on this 2-core machine under tcg (2026-11-29).
 # Rows of shapes not run this time are kept from the existing JSON. Needs root.
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
