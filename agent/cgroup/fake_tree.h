@@ -4,8 +4,11 @@
 // of fake or real trees. Test-only (library fg_cgroup_testing).
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "agent/cgroup/cgroups.h"
 #include "agent/cgroup/kernel_facts.h"
@@ -20,6 +23,56 @@ struct FakeCgroupOptions {
   bool psi = true;  // v2 only: cpu.pressure
   std::string cpus = "0-3";
   std::string mems = "0";
+};
+
+// A Cgroups that passes every call on to `inner`: tests derive from it and override the calls they
+// count or change (a kernel rule the plain-file fake lacks, say).
+class ForwardingCgroups : public Cgroups {
+ public:
+  explicit ForwardingCgroups(CgroupsPtr inner) : inner_(std::move(inner)) {}
+  const CgroupLayout& layout() const override { return inner_->layout(); }
+  Result<ResolvedPod> ResolvePod(const PodIdentity& pod) const override {
+    return inner_->ResolvePod(pod);
+  }
+  bool IsKubeletOwned(const std::string& dir) const override { return inner_->IsKubeletOwned(dir); }
+  std::vector<std::string> KnobFiles(const CgroupPaths& dirs, Knob knob) const override {
+    return inner_->KnobFiles(dirs, knob);
+  }
+  Result<std::string> ReadRaw(const std::string& file) const override {
+    return inner_->ReadRaw(file);
+  }
+  Status WriteRaw(const std::string& file, std::string_view bytes) override {
+    return inner_->WriteRaw(file, bytes);
+  }
+  Result<CpuSet> ReadEffectiveCpus(const CgroupPaths& dirs) const override {
+    return inner_->ReadEffectiveCpus(dirs);
+  }
+  Result<std::vector<FileWrite>> PlanCpusetTree(const CgroupPaths& dirs, Knob knob,
+                                                const CpuSet& target) const override {
+    return inner_->PlanCpusetTree(dirs, knob, target);
+  }
+  Result<std::vector<std::string>> CpusetTreeFiles(const CgroupPaths& dirs,
+                                                   Knob knob) const override {
+    return inner_->CpusetTreeFiles(dirs, knob);
+  }
+  Result<std::vector<std::string>> ChildDirs(const std::string& dir) const override {
+    return inner_->ChildDirs(dir);
+  }
+  Status ApplyWrites(const std::vector<FileWrite>& writes) override {
+    return inner_->ApplyWrites(writes);
+  }
+  Result<CpuUsage> ReadUsage(const CgroupPaths& dirs) const override {
+    return inner_->ReadUsage(dirs);
+  }
+  Result<std::optional<CpuPressure>> ReadPressure(const CgroupPaths& dirs) const override {
+    return inner_->ReadPressure(dirs);
+  }
+  Result<std::vector<int>> ListPids(const CgroupPaths& dirs) const override {
+    return inner_->ListPids(dirs);
+  }
+
+ private:
+  CgroupsPtr inner_;
 };
 
 // Whole file as bytes ("" if it cannot be read); replaces a file's bytes (creates it if

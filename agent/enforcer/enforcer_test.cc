@@ -1090,22 +1090,10 @@ TEST(EnforcerV2Test, UsesV2FilesWithSystemdLayout) {
 // cannot be emptied (ENOSPC, which FsCgroups maps to FailedPrecondition); cpuset turned off in a
 // dir's cgroup.subtree_control drops its children's cpuset files (refused, EBUSY, while a child
 // has cpuset on for its own children), and turned on again gives them empty ones.
-class V2CpusetKernel final : public cgroup::Cgroups {
+class V2CpusetKernel final : public cgroup::ForwardingCgroups {
  public:
   V2CpusetKernel(cgroup::CgroupsPtr inner, std::set<std::string> populated)
-      : inner_(std::move(inner)), populated_(std::move(populated)) {}
-  const cgroup::CgroupLayout& layout() const override { return inner_->layout(); }
-  Result<cgroup::ResolvedPod> ResolvePod(const PodIdentity& pod) const override {
-    return inner_->ResolvePod(pod);
-  }
-  bool IsKubeletOwned(const std::string& dir) const override { return inner_->IsKubeletOwned(dir); }
-  std::vector<std::string> KnobFiles(const cgroup::CgroupPaths& dirs,
-                                     cgroup::Knob knob) const override {
-    return inner_->KnobFiles(dirs, knob);
-  }
-  Result<std::string> ReadRaw(const std::string& file) const override {
-    return inner_->ReadRaw(file);
-  }
+      : ForwardingCgroups(inner), plain_(std::move(inner)), populated_(std::move(populated)) {}
   Status WriteRaw(const std::string& file, std::string_view bytes) override {
     const std::string dir = Dirname(file);
     const std::string name = Basename(file);
@@ -1113,9 +1101,9 @@ class V2CpusetKernel final : public cgroup::Cgroups {
         populated_.count(dir) && !Trim(Slurp(file)).empty()) {
       return FailedPrecondition(file + ": No space left on device (a populated cgroup)");
     }
-    if (name != "cgroup.subtree_control") return inner_->WriteRaw(file, bytes);
+    if (name != "cgroup.subtree_control") return plain_->WriteRaw(file, bytes);
     ++subtree_writes;
-    auto kids = inner_->ChildDirs(dir);
+    auto kids = plain_->ChildDirs(dir);
     if (!kids.ok()) return kids.status();
     if (bytes == "-cpuset") {
       for (const auto& k : *kids) {
@@ -1141,40 +1129,15 @@ class V2CpusetKernel final : public cgroup::Cgroups {
     }
     return InvalidArgument(file + ": " + std::string(bytes));
   }
-  Result<CpuSet> ReadEffectiveCpus(const cgroup::CgroupPaths& dirs) const override {
-    return inner_->ReadEffectiveCpus(dirs);
-  }
-  Result<std::vector<cgroup::FileWrite>> PlanCpusetTree(const cgroup::CgroupPaths& dirs,
-                                                        cgroup::Knob knob,
-                                                        const CpuSet& target) const override {
-    return inner_->PlanCpusetTree(dirs, knob, target);
-  }
-  Result<std::vector<std::string>> CpusetTreeFiles(const cgroup::CgroupPaths& dirs,
-                                                   cgroup::Knob knob) const override {
-    return inner_->CpusetTreeFiles(dirs, knob);
-  }
-  Result<std::vector<std::string>> ChildDirs(const std::string& dir) const override {
-    return inner_->ChildDirs(dir);
-  }
   Status ApplyWrites(const std::vector<cgroup::FileWrite>& writes) override {
     for (const auto& w : writes) FG_RETURN_IF_ERROR(WriteRaw(w.path, w.value));
     return OkStatus();
-  }
-  Result<cgroup::CpuUsage> ReadUsage(const cgroup::CgroupPaths& dirs) const override {
-    return inner_->ReadUsage(dirs);
-  }
-  Result<std::optional<cgroup::CpuPressure>> ReadPressure(
-      const cgroup::CgroupPaths& dirs) const override {
-    return inner_->ReadPressure(dirs);
-  }
-  Result<std::vector<int>> ListPids(const cgroup::CgroupPaths& dirs) const override {
-    return inner_->ListPids(dirs);
   }
 
   int subtree_writes = 0;
 
  private:
-  cgroup::CgroupsPtr inner_;
+  cgroup::CgroupsPtr plain_;
   std::set<std::string> populated_;
 };
 

@@ -60,44 +60,37 @@ Status Watcher::EnsureInotifyLocked() {
   return OkStatus();
 }
 
-void Watcher::SyncWatchesLocked() {
-  if (inotify_fd_ < 0) return;
-  const std::vector<std::string> owned = enforcer_->OwnedFiles();
-  const std::set<std::string> want(owned.begin(), owned.end());
-  for (auto it = path_to_wd_.begin(); it != path_to_wd_.end();) {
+namespace {
+
+// Makes the inotify watches of `fd` in `by_path` / `by_wd` exactly `want`, each with `mask`.
+void SyncWatchSet(int fd, const std::vector<std::string>& want_list, uint32_t mask,
+                  std::map<std::string, int>& by_path, std::map<int, std::string>& by_wd) {
+  const std::set<std::string> want(want_list.begin(), want_list.end());
+  for (auto it = by_path.begin(); it != by_path.end();) {
     if (want.count(it->first)) {
       ++it;
       continue;
     }
-    ::inotify_rm_watch(inotify_fd_, it->second);
-    wd_to_path_.erase(it->second);
-    it = path_to_wd_.erase(it);
+    ::inotify_rm_watch(fd, it->second);
+    by_wd.erase(it->second);
+    it = by_path.erase(it);
   }
   for (const auto& path : want) {
-    if (path_to_wd_.count(path)) continue;
-    int wd = ::inotify_add_watch(inotify_fd_, path.c_str(), IN_MODIFY);
+    if (by_path.count(path)) continue;
+    int wd = ::inotify_add_watch(fd, path.c_str(), mask);
     if (wd < 0) continue;  // gone already; the next Apply settles it
-    wd_to_path_[wd] = path;
-    path_to_wd_[path] = wd;
+    by_wd[wd] = path;
+    by_path[path] = wd;
   }
-  const std::vector<std::string> dirs = enforcer_->ChildWatchDirs();
-  const std::set<std::string> want_dirs(dirs.begin(), dirs.end());
-  for (auto it = dir_to_wd_.begin(); it != dir_to_wd_.end();) {
-    if (want_dirs.count(it->first)) {
-      ++it;
-      continue;
-    }
-    ::inotify_rm_watch(inotify_fd_, it->second);
-    wd_to_dir_.erase(it->second);
-    it = dir_to_wd_.erase(it);
-  }
-  for (const auto& dir : want_dirs) {
-    if (dir_to_wd_.count(dir)) continue;
-    int wd = ::inotify_add_watch(inotify_fd_, dir.c_str(), IN_CREATE | IN_ONLYDIR);
-    if (wd < 0) continue;
-    wd_to_dir_[wd] = dir;
-    dir_to_wd_[dir] = wd;
-  }
+}
+
+}  // namespace
+
+void Watcher::SyncWatchesLocked() {
+  if (inotify_fd_ < 0) return;
+  SyncWatchSet(inotify_fd_, enforcer_->OwnedFiles(), IN_MODIFY, path_to_wd_, wd_to_path_);
+  SyncWatchSet(inotify_fd_, enforcer_->ChildWatchDirs(), IN_CREATE | IN_ONLYDIR, dir_to_wd_,
+               wd_to_dir_);
 }
 
 void Watcher::Account(const VerifyReport& r) {
