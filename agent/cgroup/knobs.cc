@@ -277,9 +277,7 @@ std::vector<FileWrite> CpusetResetWrites(const std::string& dir) {
   return {{file, std::string(v2::kCpusetOff)}, {file, std::string(v2::kCpusetOn)}};
 }
 
-FileWrite CpusetReenableWrite(const std::string& dir) {
-  return {JoinPath(dir, v2::kSubtreeControl), std::string(v2::kCpusetOn)};
-}
+std::string CpusetResetDirOf(const std::string& file) { return Dirname(Dirname(file)); }
 
 bool ListsCpuset(std::string_view controllers) {
   for (std::string_view t : Fields(controllers)) {

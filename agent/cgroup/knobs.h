@@ -127,9 +127,11 @@ std::map<std::string, std::string> InheritedCpusets(CgroupVersion v,
 // every child of `dir` an empty cpuset.cpus and cpuset.mems again — the exact bytes a populated
 // child cannot get back by writing "" (kernel_facts.h, kCpusetOff). Whatever else a child's sets
 // held is lost too, so callers use it only when every child's sets are empty or being restored
-// to empty. An interrupted pair is finished by the second write alone (CpusetReenableWrite).
+// to empty. An interrupted pair is finished by the second write alone (.back()).
 std::vector<FileWrite> CpusetResetWrites(const std::string& dir);
-FileWrite CpusetReenableWrite(const std::string& dir);
+// The dir whose cgroup.subtree_control resets cpuset file `file` (its cgroup's parent: the pod dir
+// for a container's file).
+std::string CpusetResetDirOf(const std::string& file);
 // Whether cgroup.subtree_control / cgroup.controllers contents list the cpuset controller.
 bool ListsCpuset(std::string_view controllers);
 // Every value a restore sequence passes through for a file besides its original: the

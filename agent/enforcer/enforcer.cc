@@ -995,7 +995,7 @@ void Enforcer::RevertLocked(const std::vector<CheckpointEntry>& entries, ApplyRe
     Status st = WriteVerifyLocked(fw.path, fw.value);
     if (st.code() == StatusCode::kFailedPrecondition && inherited.count(fw.path) &&
         Trim(fw.value).empty()) {
-      refused[Dirname(Dirname(fw.path))].push_back(fw);
+      refused[cgroup::CpusetResetDirOf(fw.path)].push_back(fw);
       continue;
     }
     if (!st.ok()) {
@@ -1103,7 +1103,7 @@ void Enforcer::FinishCpusetResetsLocked() {
     const std::string control = JoinPath(dir, kf::v2::kSubtreeControl);
     auto on = cgroups_->ReadRaw(control);
     if (on.ok() && !cgroup::ListsCpuset(*on)) {
-      const cgroup::FileWrite w = cgroup::CpusetReenableWrite(dir);
+      const cgroup::FileWrite w = cgroup::CpusetResetWrites(dir).back();
       if (!WriteCountedLocked(w.path, w.value).ok()) continue;  // kept; the next pass retries
     } else if (!on.ok() && on.status().code() != StatusCode::kNotFound) {
       continue;  // unreadable now; the next pass tries again
@@ -1112,12 +1112,13 @@ void Enforcer::FinishCpusetResetsLocked() {
   }
 }
 
-std::vector<std::string> Enforcer::ChildWatchDirs() const {
-  std::lock_guard<std::mutex> l(mu_);
-  std::set<std::string> dirs;
+std::vector<std::string> Enforcer::ChildWatchDirs() const { return ChildWatchDirs(OwnedFiles()); }
+
+std::vector<std::string> Enforcer::ChildWatchDirs(const std::vector<std::string>& owned) const {
   if (cgroups_->layout().version != cgroup::CgroupVersion::kV2) return {};
-  for (const auto& e : checkpoint_->Entries()) {
-    if (cgroup::IsCpusetFile(e.path)) dirs.insert(Dirname(Dirname(e.path)));
+  std::set<std::string> dirs;
+  for (const auto& path : owned) {
+    if (cgroup::IsCpusetFile(path)) dirs.insert(cgroup::CpusetResetDirOf(path));
   }
   return {dirs.begin(), dirs.end()};
 }
@@ -1129,7 +1130,7 @@ VerifyReport Enforcer::ChildrenAppeared(const std::vector<std::string>& dirs) {
   const std::set<std::string> parents(dirs.begin(), dirs.end());
   std::set<std::string> pods;
   for (const auto& e : checkpoint_->Entries()) {
-    if (cgroup::IsCpusetFile(e.path) && parents.count(Dirname(Dirname(e.path)))) {
+    if (cgroup::IsCpusetFile(e.path) && parents.count(cgroup::CpusetResetDirOf(e.path))) {
       pods.insert(e.pod_uid);
     }
   }

@@ -201,6 +201,9 @@ class Enforcer {
   // child dirs only (cgroups.h ChildDirs says why), so a container created under a fenced pod
   // (a restart, an ephemeral container) starts with the pod's full set until it is pinned.
   std::vector<std::string> ChildWatchDirs() const;
+  // The same, from the owned files a caller already holds (OwnedFiles()): no lock, no checkpoint
+  // read (the Watcher asks every round).
+  std::vector<std::string> ChildWatchDirs(const std::vector<std::string>& owned) const;
   // Something made a dir under `dirs` (the Watcher's IN_CREATE): the pods whose cpusets live
   // there are prepared and written again, the new child included.
   VerifyReport ChildrenAppeared(const std::vector<std::string>& dirs);

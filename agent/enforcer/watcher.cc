@@ -88,8 +88,9 @@ void SyncWatchSet(int fd, const std::vector<std::string>& want_list, uint32_t ma
 
 void Watcher::SyncWatchesLocked() {
   if (inotify_fd_ < 0) return;
-  SyncWatchSet(inotify_fd_, enforcer_->OwnedFiles(), IN_MODIFY, path_to_wd_, wd_to_path_);
-  SyncWatchSet(inotify_fd_, enforcer_->ChildWatchDirs(), IN_CREATE | IN_ONLYDIR, dir_to_wd_,
+  const std::vector<std::string> owned = enforcer_->OwnedFiles();
+  SyncWatchSet(inotify_fd_, owned, IN_MODIFY, path_to_wd_, wd_to_path_);
+  SyncWatchSet(inotify_fd_, enforcer_->ChildWatchDirs(owned), IN_CREATE | IN_ONLYDIR, dir_to_wd_,
                wd_to_dir_);
 }
 
