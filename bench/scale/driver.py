@@ -47,6 +47,8 @@ import threading
 import time
 import urllib.request
 
+import yaml
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
@@ -233,21 +235,29 @@ def wait_for(pred, timeout, period=0.05):
 
 
 # ---- controller --------------------------------------------------------------------------
-def make_tls(work, identity="token"):
+# The key of every certificate make_tls issues, by the name rows carry (`tls_key`): "ec" is what
+# the chart issues (ECDSA P-256, its own PKI and cert-manager's), "rsa" what Helm's genCA and
+# genSignedCert give (RSA 2048; the chart's own PKI until 2026-11-29).
+TLS_KEYS = {"ec": ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256"],
+            "rsa": ["-newkey", "rsa:2048"]}
+
+
+def make_tls(work, identity="token", key="ec"):
     """A CA, a server certificate for the controller (127.0.0.1, feedguard-controller) and one
     client certificate every simulated agent presents (the chart's shape), made with the openssl
-    CLI. identity "token" (the chart's default): the agents also send their node-bound token
-    (work/tokens/<node>, load.mint_agent_tokens) and the controller checks it by TokenReview;
-    "shared-cert": the certificate alone. Returns (controller flags, simulator flags)."""
-    d = os.path.join(work, "tls")
+    CLI, every key of kind `key` (TLS_KEYS). identity "token" (the chart's default): the agents
+    also send their node-bound token (work/tokens/<node>, load.mint_agent_tokens) and the
+    controller checks it by TokenReview; "shared-cert": the certificate alone. Returns
+    (controller flags, simulator flags)."""
+    d = os.path.join(work, "tls" if key == "ec" else f"tls-{key}")
     os.makedirs(d, exist_ok=True)
     def run(*args):
         subprocess.run(["openssl", *args], check=True, capture_output=True, cwd=d)
-    run("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+    run("req", "-x509", *TLS_KEYS[key], "-nodes",
         "-keyout", "ca.key", "-out", "ca.crt", "-days", "2", "-subj", "/CN=fg-scale-ca")
     for name, ext in (("server", "subjectAltName=DNS:feedguard-controller,IP:127.0.0.1"),
                       ("client", "extendedKeyUsage=clientAuth")):
-        run("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+        run("req", *TLS_KEYS[key], "-nodes",
             "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", f"/CN=fg-scale-{name}")
         with open(os.path.join(d, f"{name}.ext"), "w") as f:
             f.write(ext + "\n")
@@ -265,6 +275,17 @@ def make_tls(work, identity="token"):
     return ctl, sim
 
 
+def chart_leader_election_args():
+    """The controller's leader-election flags as the chart renders them from its values.yaml
+    (controller.leaderElection: the Lease timing and the armed standby)."""
+    with open(os.path.join(REPO, "charts", "feedguard", "values.yaml")) as f:
+        le = yaml.safe_load(f)["controller"]["leaderElection"]
+    return [f"--lease-duration-ms={le['leaseDurationSeconds'] * 1000}",
+            f"--renew-deadline-ms={le['renewDeadlineSeconds'] * 1000}",
+            f"--retry-period-ms={le['retryPeriodSeconds'] * 1000}",
+            f"--standby-arm-after-ms={le['standbyArmAfterMilliseconds']}"]
+
+
 class Controller:
     # ["--insecure"], or the TLS flags of make_tls (--tls): set once per step.
     transport_args = ["--insecure"]
@@ -276,9 +297,10 @@ class Controller:
         self.start_ms = now_ms()
         self.log_offset = os.path.getsize(logpath)
         # Leader election only for the failover phase: a leader that cannot renew its Lease while
-        # the API server restarts (relist phase) exits, as it must.
+        # the API server restarts (relist phase) exits, as it must. The Lease timing and the armed
+        # standby as the chart sets them (--controller-args, after these, overrides).
         le = (["--leader-elect", "--lease-namespace", "feedguard-system", "--lease-name",
-               "feedguard-scale"] if leader_elect else [])
+               "feedguard-scale"] + chart_leader_election_args() if leader_elect else [])
         self.p = subprocess.Popen(
             [binary] + Controller.transport_args +
             ["--kubeconfig", kubeconfig, "--listen-grpc", f"127.0.0.1:{grpc_port}",
@@ -406,6 +428,7 @@ def run_step(a):
     os.makedirs(a.work, exist_ok=True)
     row["transport"] = "mtls" if a.tls else "plaintext"
     row["agent_identity"] = a.identity if a.tls else "none"
+    row["tls_key"] = a.tls_key if a.tls else "none"
     # Observation (docs/DESIGN.md §4b): GPU trainers are observed by their agents, whose reports
     # carry the windows (observe_starving_percent % of them starving; < 0: no observations).
     row["trainer_gpus"] = a.trainer_gpus
@@ -415,7 +438,7 @@ def run_step(a):
     Controller.extra_args = a.controller_args.split()
     Sim.observe_args = ["--observe-starving-percent", str(a.observe_starving_percent)]
     if a.tls:
-        Controller.transport_args, Sim.extra_args = make_tls(a.work, a.identity)
+        Controller.transport_args, Sim.extra_args = make_tls(a.work, a.identity, a.tls_key)
     row["sim_args"] = a.sim_args
     Sim.extra_args = Sim.extra_args + a.sim_args.split()
     tb = a.testbed or os.path.join(a.work, "tb")
@@ -842,6 +865,15 @@ def run_step(a):
             except RuntimeError as e:
                 row["notes"].append(f"failover: {e}"[:300])
             judge_handover("failover", streams, ndrops, t_k)
+            # An armed standby (--standby-arm-after-ms) holds the agents' streams before it leads.
+            text = standby.log_text()
+            m = re.search(r"\[(\S+ \S+)\] \[info\] standby: the leader has not renewed", text)
+            if m:
+                t_arm = datetime.datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S.%f").replace(
+                    tzinfo=datetime.timezone.utc).timestamp() * 1000.0
+                row["failover_armed_after_s"] = round((t_arm - t_k) / 1000.0, 2)
+            m = re.search(r"leading: (\d+) agents' streams already held", text)
+            row["failover_streams_held_at_leading"] = int(m.group(1)) if m else 0
             log(f"failover (SIGKILL, standby takes the Lease): "
                 f"{row['failover_agents_with_withdrawn_fence']} agents got a fence with fewer "
                 f"pods; all fenced again {row['failover_to_all_fenced_s']} s after the kill")
@@ -921,6 +953,9 @@ def main():
                    help="with --tls: the agents' identity — token (the chart's default: a "
                         "pod-bound ServiceAccount token per node, checked by TokenReview) or "
                         "shared-cert (the certificate alone; the ladders before 2026-11-29)")
+    s.add_argument("--tls-key", choices=sorted(TLS_KEYS), default="ec",
+                   help="with --tls: the key of every certificate — ec (ECDSA P-256, what the "
+                        "chart issues) or rsa (RSA 2048); the row says so (tls_key)")
     s.add_argument("--keep", action="store_true")
     s.add_argument("--testbed", help="reuse (or create) this API server dir; left running")
     r = sub.add_parser("report")

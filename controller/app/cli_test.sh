@@ -32,6 +32,8 @@ refused '--tls-cert, --tls-key and --tls-client-ca are required' --agent-identit
 refused '--gpu-resource-names: GPU resource name "gpu" is not <domain>/<name>' --insecure --kubeconfig=/nonexistent --gpu-resource-names=nvidia.com/gpu,gpu
 refused '--lease-duration-ms: "500" is not a whole number from 1000' --insecure --lease-duration-ms=500
 refused 'leader election needs --retry-period-ms (2000) < --renew-deadline-ms (10000) < --lease-duration-ms (5000)' --insecure --kubeconfig=/nonexistent --lease-duration-ms=5000
+refused '--standby-arm-after-ms (15000) must be < --lease-duration-ms (15000), or 0 (never)' --insecure --kubeconfig=/nonexistent --standby-arm-after-ms=15000
+refused '--standby-arm-after-ms: Value -2 not in range' --insecure --standby-arm-after-ms=-2
 # A repeated flag is accepted (the last value wins, as kubectl and kubelet do; every value given
 # is checked): parsing passes and the controller fails later, on the missing kubeconfig.
 err=$(timeout 5 "$ctl" --insecure --list-page-size=7 --list-page-size=5 --kubeconfig=/nonexistent 2>&1)
@@ -44,7 +46,7 @@ help=$("$ctl" --help 2>&1)
 rc=$?
 missing=""
 for f in kubeconfig listen-grpc metrics-addr leader-elect lease-namespace lease-name identity \
-  lease-duration-ms renew-deadline-ms retry-period-ms \
+  lease-duration-ms renew-deadline-ms retry-period-ms standby-arm-after-ms \
   tls-cert tls-key tls-client-ca insecure agent-identity agent-token-audience \
   agent-service-account suspend agent-namespace stale-after-ms agent-memory-quota-mb \
   list-page-size status-interval-ms max-fence-bytes max-fence-containers-per-pod \

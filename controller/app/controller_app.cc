@@ -40,6 +40,7 @@ struct ControllerConfig {
   int64_t lease_duration_ms = kube::LeaderElectionConfig{}.lease_duration.count();
   int64_t renew_deadline_ms = kube::LeaderElectionConfig{}.renew_deadline.count();
   int64_t retry_period_ms = kube::LeaderElectionConfig{}.retry_period.count();
+  int64_t standby_arm_after_ms = -1;  // < 0: 1.5 x retry_period_ms
   std::string identity;
   std::string tls_cert, tls_key, tls_client_ca;
   bool insecure = false;
@@ -101,6 +102,13 @@ void AddFlags(CLI::App& app, ControllerConfig* c) {
   opt("--retry-period-ms", c->retry_period_ms,
       "how often the leader renews and a standby tries to take the Lease; < --renew-deadline-ms")
       ->check(Whole(100, 600'000));
+  opt("--standby-arm-after-ms", c->standby_arm_after_ms,
+      "a standby whose reads of the Lease show the leader's record unchanged for this long "
+      "starts serving agents before it leads: it accepts their streams (TLS, token review, "
+      "hello) and holds them, so that they are fenced the moment it takes the Lease, and ends "
+      "them if the leader renews again. < --lease-duration-ms; 0: never; default 1.5 x "
+      "--retry-period-ms (the leader renews every retry period)")
+      ->check(CLI::Range(int64_t{-1}, int64_t{3'600'000}));
   opt("--identity", c->identity, "this replica's name in the Lease (default: hostname-pid)");
   opt("--tls-cert", c->tls_cert, "controller's serving certificate (PEM)");
   opt("--tls-key", c->tls_key, "controller's serving key (PEM)");
@@ -178,7 +186,8 @@ std::string Hostname() {
 //   informers_   four reflectors (FencePolicies, Pods, Nodes, Namespaces) → reconciler_
 //   metrics_     /metrics, /healthz, /readyz
 //   elector_     leader election (--leader-elect), or lead at once; on leading:
-//   distributor_   the gRPC server agents dial
+//   distributor_   the gRPC server agents dial (a standby starts it early, "armed", when the
+//                  leader stops renewing: it holds the agents' streams until it leads)
 //   loop_          the reconciler loop (fences, then status/finalizer/Event writes)
 //
 // Stop: loop_ → elector_ (releases the Lease) → distributor_ → informers_ → metrics_.
@@ -207,6 +216,15 @@ class ControllerApp {
   // Whether to watch ResourceClaims: DRA drivers configured and the API listable.
   bool WatchClaims();
   void StartLeading();
+  // Builds the Distributor's options and starts it (the gRPC server agents dial).
+  Status StartDistributor();
+  // The leader fell silent (true) or spoke again (false): start or end serving agents' streams
+  // before leading (elector thread).
+  void ArmStandby(bool silent);
+  std::shared_ptr<Distributor> distributor() const {
+    std::lock_guard<std::mutex> l(distributor_mu_);
+    return distributor_;
+  }
   void Lose() {  // leadership lost or agents cannot be served: Wait() returns 1
     lost_ = true;
     signals_.Interrupt();
@@ -223,6 +241,7 @@ class ControllerApp {
   std::shared_ptr<DistributorSink> sink_ = std::make_shared<DistributorSink>();
   std::shared_ptr<Reconciler> reconciler_;
   std::chrono::milliseconds stale_after_{0};
+  std::chrono::milliseconds arm_after_{0};
   // Started by Start(), in this order:
   // Fences flow only once every informer delivered its initial list (Reconciler: never
   // withdraw on start). Each reflector calls on_synced once, after its handlers saw the list.
@@ -235,10 +254,13 @@ class ControllerApp {
   std::jthread elector_thread_;
   std::atomic<bool> leading_{false};
   std::atomic<bool> lost_{false};
-  std::unique_ptr<Distributor> distributor_;
+  std::atomic<bool> armed_{false};  // a standby serving agents before it leads
+  // Set and reset on the elector thread (or before it runs); read by /metrics.
+  mutable std::mutex distributor_mu_;
+  std::shared_ptr<Distributor> distributor_;  // guarded by distributor_mu_
   std::jthread loop_;
   // Observation: the agents' observations (fed by the distributor) and the StarvationReport's
-  // writer, leader only; none with --max-observed-pods=0.
+  // writer (its thread runs while leading); none with --max-observed-pods=0. Built by Start().
   std::shared_ptr<StarvationBook> book_;
   std::unique_ptr<StarvationReportWriter> starvation_writer_;
   std::jthread starvation_thread_;
@@ -264,6 +286,13 @@ Result<std::unique_ptr<ControllerApp>> ControllerApp::Create(ControllerConfig co
                            std::to_string(c.retry_period_ms) + ") < --renew-deadline-ms (" +
                            std::to_string(c.renew_deadline_ms) + ") < --lease-duration-ms (" +
                            std::to_string(c.lease_duration_ms) + ")");
+  }
+  app->arm_after_ = std::chrono::milliseconds(c.standby_arm_after_ms < 0 ? c.retry_period_ms * 3 / 2
+                                                                         : c.standby_arm_after_ms);
+  if (app->arm_after_.count() >= c.lease_duration_ms) {
+    return InvalidArgument("--standby-arm-after-ms (" + std::to_string(app->arm_after_.count()) +
+                           ") must be < --lease-duration-ms (" +
+                           std::to_string(c.lease_duration_ms) + "), or 0 (never)");
   }
   app->stale_after_ = std::chrono::milliseconds(c.stale_after_ms);
   FG_ASSIGN_OR_RETURN(kube::RestConfig rest, c.kubeconfig.empty()
@@ -315,6 +344,22 @@ Status ControllerApp::Start() {
         [rc](const auto& o) { rc->DeleteClaim(o); }, ClaimFields());
   }
 
+  if (c_.max_observed_pods > 0) {
+    book_ = std::make_shared<StarvationBook>(clock_);
+    PodNamer names = [rc](const std::string& node, const std::set<std::string>& uids) {
+      std::map<std::string, PodName> out;
+      rc->ForEachPodOn(node, [&](const PodInfo& p) {
+        std::string uid = p.uid.str();
+        if (uids.count(uid)) out[std::move(uid)] = {p.ns.get(), p.name, p.cpu_request_milli};
+      });
+      return out;
+    };
+    StarvationWriterOptions wo;
+    wo.interval = std::chrono::milliseconds(c_.observe_interval_ms);
+    starvation_writer_ = std::make_unique<StarvationReportWriter>(
+        client_, book_, std::move(names), [rc] { return rc->stats().gpu_pods_not_observed; },
+        clock_, wo);
+  }
   FG_ASSIGN_OR_RETURN(metrics_, MetricsServer::Start(
                                     c_.metrics_addr, [this] { return RenderMetrics(); },
                                     // Ready only once the first full resolution ran (never before
@@ -337,6 +382,8 @@ Status ControllerApp::Start() {
     if (leading_) Lose();
   };
   lc.on_new_leader = [](const std::string& who) { spdlog::info("leader is now {}", who); };
+  lc.silent_after = arm_after_;
+  lc.on_leader_silent = [this](bool silent) { ArmStandby(silent); };
   elector_ = std::make_unique<kube::LeaderElector>(client_, lc, clock_, sleeper_);
   elector_thread_ = std::jthread([this](std::stop_token stop) { elector_->Run(stop); });
   return OkStatus();
@@ -387,10 +434,8 @@ void ControllerApp::Watch(kube::Gvr gvr, std::function<void(const nlohmann::json
   informers_.push_back(std::move(inf));
 }
 
-// Leading: the distributor, then the reconciler loop.
-void ControllerApp::StartLeading() {
+Status ControllerApp::StartDistributor() {
   const ControllerConfig& c = c_;
-  auto rc = reconciler_.get();
   DistributorOptions o;
   o.listen_address = c.listen_grpc;
   o.insecure = c.insecure;
@@ -403,11 +448,8 @@ void ControllerApp::StartLeading() {
     to.service_account_name = c.agent_service_account;
     to.clock = clock_;
     auto auth = TokenReviewAuthenticator::Create(client_, to);
-    if (!auth.ok()) {
-      spdlog::error("agent identity: {}", auth.status().ToString());
-      Lose();
-      return;
-    }
+    if (!auth.ok())
+      return Status(auth.status().code(), "agent identity: " + auth.status().message());
     o.authenticator = *auth;
   } else if (c.agent_identity == "shared-cert" && !o.insecure) {
     spdlog::warn("--agent-identity shared-cert: INSECURE, any agent may act for any node");
@@ -418,35 +460,70 @@ void ControllerApp::StartLeading() {
     o.memory_quota_bytes = static_cast<size_t>(c.agent_memory_quota_mb) << 20;
   }
   o.observer = reconciler_;
-  if (c.max_observed_pods > 0) {
-    book_ = std::make_shared<StarvationBook>(clock_);
+  if (book_) {
     o.observer =
         std::make_shared<AgentObserverTee>(std::vector<AgentObserverPtr>{reconciler_, book_});
-    PodNamer names = [rc](const std::string& node, const std::set<std::string>& uids) {
-      std::map<std::string, PodName> out;
-      rc->ForEachPodOn(node, [&](const PodInfo& p) {
-        std::string uid = p.uid.str();
-        if (uids.count(uid)) out[std::move(uid)] = {p.ns.get(), p.name, p.cpu_request_milli};
-      });
-      return out;
-    };
-    StarvationWriterOptions wo;
-    wo.interval = std::chrono::milliseconds(c.observe_interval_ms);
-    starvation_writer_ = std::make_unique<StarvationReportWriter>(
-        client_, book_, std::move(names), [rc] { return rc->stats().gpu_pods_not_observed; },
-        clock_, wo);
   }
   // Agents may speak only for nodes that have a Node object (checked once nodes are known).
+  auto rc = reconciler_.get();
   o.admit_node = [rc](const std::string& node) { return rc->NodeAdmissible(node); };
-  auto d = Distributor::Start(o);
+  const std::string address = o.listen_address;
+  auto d = Distributor::Start(std::move(o));
   if (!d.ok()) {
-    spdlog::error("cannot serve agents on {}: {}", o.listen_address, d.status().ToString());
+    return Status(d.status().code(),
+                  "cannot serve agents on " + address + ": " + d.status().message());
+  }
+  std::lock_guard<std::mutex> l(distributor_mu_);
+  distributor_ = std::move(d).value();
+  return OkStatus();
+}
+
+// A standby whose leader stopped renewing serves agents' streams before it leads: the agents
+// the dead leader dropped redial (to whichever replica listens), and their TLS handshakes and
+// token reviews, the most of a failover at thousands of agents, happen while the Lease runs
+// out instead of after. No fence goes out until this replica leads (the sink is attached only
+// then); if the leader renews again, the held streams are ended and their agents redial.
+void ControllerApp::ArmStandby(bool silent) {
+  if (leading_) return;
+  if (silent) {
+    if (distributor()) return;
+    if (Status st = StartDistributor(); !st.ok()) {
+      spdlog::warn("standby: the leader has not renewed for {} ms, but {}", arm_after_.count(),
+                   st.ToString());
+      return;
+    }
+    spdlog::info(
+        "standby: the leader has not renewed the Lease for {} ms: holding agents' streams on "
+        "port {} until this replica leads or the leader renews",
+        arm_after_.count(), distributor()->port());
+    armed_ = true;  // after the line: tests read the port from it once the gauge says armed
+    return;
+  }
+  std::shared_ptr<Distributor> d;
+  {
+    std::lock_guard<std::mutex> l(distributor_mu_);
+    d = std::move(distributor_);
+  }
+  armed_ = false;
+  if (!d) return;
+  const size_t held = d->ConnectedCount();
+  d->Shutdown();
+  spdlog::info("standby: the leader renewed the Lease again: ended {} held agent streams", held);
+}
+
+// Leading: the distributor (unless armed already), then the reconciler loop.
+void ControllerApp::StartLeading() {
+  if (auto d = distributor()) {
+    spdlog::info("leading: {} agents' streams already held", d->ConnectedCount());
+  } else if (Status st = StartDistributor(); !st.ok()) {
+    spdlog::error("{}", st.ToString());
     Lose();
     return;
   }
-  distributor_ = std::move(d).value();
-  sink_->Attach(distributor_.get());
-  spdlog::info("leading: serving agents on port {}", distributor_->port());
+  auto d = distributor();
+  sink_->Attach(d.get());
+  armed_ = false;
+  spdlog::info("leading: serving agents on port {}", d->port());
   loop_ = std::jthread([this](std::stop_token stop) { reconciler_->Run(stop); });
   if (starvation_writer_) {
     starvation_thread_ =
@@ -458,8 +535,13 @@ void ControllerApp::StartLeading() {
 std::string ControllerApp::RenderMetrics() {
   std::string out;
   auto s = reconciler_->stats();
-  size_t connected = distributor_ ? distributor_->ConnectedCount() : 0;
+  const std::shared_ptr<Distributor> distributor = this->distributor();
+  size_t connected = distributor ? distributor->ConnectedCount() : 0;
   out += RenderGauge("feedguard_controller_leader", "1 while this replica leads", leading_ ? 1 : 0);
+  out += RenderGauge("feedguard_controller_standby_armed",
+                     "1 while this standby holds agents' streams because the leader stopped "
+                     "renewing the Lease (--standby-arm-after-ms)",
+                     armed_ ? 1 : 0);
   out += RenderGauge("feedguard_suspended",
                      "1 while the off switch withdraws every fence (--suspend or the "
                      "feedguard.io/suspend annotation)",
@@ -489,10 +571,10 @@ std::string ControllerApp::RenderMetrics() {
                            {"failed", static_cast<double>(w.failures)}},
                           "outcome");
   }
-  if (distributor_) {
+  if (distributor) {
     double enforced = 0, failed = 0, stale = 0;
     std::map<std::string, double> overwrites_by_node;
-    for (const auto& a : distributor_->ListAgents()) {
+    for (const auto& a : distributor->ListAgents()) {
       // As in policy status: a disconnected agent counts by its last answer until the grace
       // period (--stale-after-ms) ends; its fences are still in place (fail static).
       if (a.stale)
@@ -511,7 +593,7 @@ std::string ControllerApp::RenderMetrics() {
     out += RenderGauge("feedguard_overwrites_total",
                        "cgroup values rewritten by others, summed over agents' reports",
                        overwrites_sum_.Update(overwrites_by_node), "counter");
-    const DistributorCounters c = distributor_->Counters();
+    const DistributorCounters c = distributor->Counters();
     out += RenderGauge("feedguard_agent_hellos_pending",
                        "agent streams open but not yet past their hello",
                        static_cast<double>(c.hellos_pending));
@@ -553,7 +635,7 @@ void ControllerApp::Stop() {
     elector_thread_.join();
   }
   sink_->Attach(nullptr);
-  if (distributor_) distributor_->Shutdown();
+  if (auto d = distributor()) d->Shutdown();
   for (auto& i : informers_) {
     if (i.thread.joinable()) i.thread.join();
   }

@@ -64,9 +64,23 @@ Json LeaderElector::NewSpec(const Json& old_spec, bool keep_acquire) const {
   return spec;
 }
 
+bool LeaderElector::LeaderSilent() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return read_at_ && !observed_holder_.empty() && observed_holder_ != config_.identity &&
+         *read_at_ - observed_at_ >= config_.silent_after;
+}
+
 bool LeaderElector::TryAcquireOrRenew() {
   const auto now = clock_->MonotonicNow();
   auto got = client_->Get(LeasesGvr(), config_.lease_namespace, config_.lease_name);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (got.ok()) {
+      read_at_ = now;
+    } else {
+      read_at_.reset();
+    }
+  }
   if (!got.ok() && got.status().code() == StatusCode::kNotFound) {
     Json lease = {
         {"apiVersion", "coordination.k8s.io/v1"},
@@ -143,11 +157,29 @@ Status LeaderElector::Release() {
 }
 
 void LeaderElector::Run(std::stop_token stop) {
+  const bool watch_silence = config_.silent_after.count() > 0 && config_.on_leader_silent;
+  bool silent = false;
+  auto tell_silent = [&](bool now_silent) {
+    if (now_silent == silent) return;
+    silent = now_silent;
+    config_.on_leader_silent(silent);
+  };
+  bool acquired = false;
   while (!stop.stop_requested()) {
-    if (TryAcquireOrRenew()) break;
-    if (!sleeper_->Sleep(config_.retry_period, stop)) return;
+    if (TryAcquireOrRenew()) {
+      acquired = true;
+      break;
+    }
+    if (watch_silence) tell_silent(LeaderSilent());
+    // Watching for silence, a standby reads twice per retry period: the leader renews once per
+    // period, so a record unchanged for 1.5 periods is told within 2 of the last renewal.
+    if (!sleeper_->Sleep(watch_silence ? config_.retry_period / 2 : config_.retry_period, stop)) {
+      break;
+    }
   }
-  if (stop.stop_requested()) return;
+  // Leading takes over from silence; stopping without leading ends it.
+  if (watch_silence && !acquired) tell_silent(false);
+  if (!acquired || stop.stop_requested()) return;
   {
     std::lock_guard<std::mutex> lock(mu_);
     leader_ = true;

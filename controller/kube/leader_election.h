@@ -6,6 +6,7 @@
 #include <chrono>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "common/backoff.h"
@@ -25,6 +26,14 @@ struct LeaderElectionConfig {
   std::function<void()> on_started_leading;
   std::function<void()> on_stopped_leading;  // lost the lease or stopped while leading
   std::function<void(const std::string& identity)> on_new_leader;  // any change of holder
+  // While campaigning: the Lease is held by another replica whose record this replica, reading
+  // it successfully, has not seen change for `silent_after` (its holder stopped renewing: dead,
+  // paused or cut off), on_leader_silent(true); once the record changes again, the Lease cannot
+  // be read, or this replica stops campaigning without leading, on_leader_silent(false).
+  // Called from Run()'s thread, on each change only. 0: never. With it, a campaigning replica
+  // reads the Lease every retry_period / 2 instead of every retry_period.
+  std::chrono::milliseconds silent_after{0};
+  std::function<void(bool silent)> on_leader_silent;
 };
 
 // "2006-01-02T15:04:05.000000Z" (metav1.MicroTime).
@@ -51,6 +60,8 @@ class LeaderElector {
 
  private:
   Json NewSpec(const Json& old_spec, bool keep_acquire) const;
+  // Whether the last read found another holder's record unchanged for config_.silent_after.
+  bool LeaderSilent() const;
 
   const ClientPtr client_;
   const LeaderElectionConfig config_;
@@ -62,6 +73,8 @@ class LeaderElector {
   std::string observed_record_;                        // guarded by mu_
   std::string observed_holder_;                        // guarded by mu_
   std::chrono::steady_clock::time_point observed_at_;  // guarded by mu_
+  // When the last TryAcquireOrRenew read the Lease; unset when that read failed.
+  std::optional<std::chrono::steady_clock::time_point> read_at_;  // guarded by mu_
 };
 
 }  // namespace feedguard::kube

@@ -144,6 +144,94 @@ TEST(LeaderElectionTest, RunLosesLeadershipAfterRenewDeadline) {
   for (auto d : f.sleeper->sleeps()) EXPECT_EQ(d, seconds(2));
 }
 
+// A sleeper that runs `before(n)` before its n-th sleep (n from 1), then sleeps on `inner`.
+class ScriptedSleeper : public Sleeper {
+ public:
+  ScriptedSleeper(std::shared_ptr<FakeSleeper> inner, std::function<void(int)> before)
+      : inner_(std::move(inner)), before_(std::move(before)) {}
+  bool Sleep(std::chrono::nanoseconds d, std::stop_token stop) override {
+    before_(++n_);
+    return inner_->Sleep(d, stop);
+  }
+
+ private:
+  std::shared_ptr<FakeSleeper> inner_;
+  std::function<void(int)> before_;
+  int n_ = 0;
+};
+
+// A standby is told when the holder stops renewing (its record unchanged for silent_after), when
+// it renews again, when the Lease cannot be read, and no more once it leads.
+TEST(LeaderElectionTest, StandbyToldWhenTheLeaderFallsSilentAndWhenItSpeaksAgain) {
+  Fixture f;
+  LeaderElector a = f.Elector("a");
+  ASSERT_TRUE(a.TryAcquireOrRenew());
+  auto cfg = f.Config("b");  // retry 2 s, lease 15 s
+  cfg.silent_after = seconds(3);
+  std::vector<std::pair<int, bool>> told;  // (sleeps so far, silent)
+  int sleeps = 0;
+  std::stop_source stop;
+  cfg.on_leader_silent = [&](bool silent) { told.emplace_back(sleeps, silent); };
+  bool led = false;
+  cfg.on_started_leading = [&] {
+    led = true;
+    stop.request_stop();
+  };
+  // Watching for silence, b reads the Lease every half retry period: t = 0, 1, 2, ... (read n
+  // after sleep n). a renews during sleep 2 (t = 1) and sleep 6 (t = 5) only; the API server
+  // fails read 10 (t = 10).
+  auto sleeper = std::make_shared<ScriptedSleeper>(f.sleeper, [&](int n) {
+    sleeps = n;
+    f.server.fail = false;
+    if (n == 2 || n == 6) {
+      EXPECT_TRUE(a.TryAcquireOrRenew());
+    }
+    if (n == 10) f.server.fail = true;
+  });
+  LeaderElector b(f.client, cfg, f.clock, sleeper);
+  b.Run(stop.get_token());
+  EXPECT_TRUE(led);
+  // Read 2 (t = 2) sees a's renewal; read 5 (t = 5): unchanged for 3 s, silent. Read 6 (t = 6)
+  // sees the next renewal: not silent; read 9 (t = 9): silent again; read 10 fails: not silent;
+  // read 11: silent; read 21 (t = 21): 15 s after read 6, b takes the Lease and is told nothing
+  // more.
+  const std::vector<std::pair<int, bool>> want = {
+      {5, true}, {6, false}, {9, true}, {10, false}, {11, true}};
+  EXPECT_EQ(told, want);
+  const auto sleeps_taken = f.sleeper->sleeps();
+  ASSERT_GE(sleeps_taken.size(), 21u);
+  for (size_t i = 0; i < 21; ++i) EXPECT_EQ(sleeps_taken[i], seconds(1)) << i;
+}
+
+TEST(LeaderElectionTest, NoSilenceWithoutAHolderOrWhenDisabled) {
+  Fixture f;
+  auto cfg = f.Config("b");
+  int told = 0;
+  cfg.silent_after = seconds(3);
+  cfg.on_leader_silent = [&](bool) { ++told; };
+  std::stop_source stop;
+  cfg.on_started_leading = [&] { stop.request_stop(); };
+  LeaderElector b(f.client, cfg, f.clock, f.sleeper);  // no lease yet: b creates it and leads
+  b.Run(stop.get_token());
+  EXPECT_EQ(told, 0);
+
+  Fixture g;
+  LeaderElector a = g.Elector("a");
+  ASSERT_TRUE(a.TryAcquireOrRenew());
+  auto off = g.Config("b");  // silent_after 0: never told, even while a is silent
+  off.on_leader_silent = [&](bool) { ++told; };
+  std::stop_source stop2;
+  bool led = false;
+  off.on_started_leading = [&] {
+    led = true;
+    stop2.request_stop();
+  };
+  LeaderElector b2(g.client, off, g.clock, g.sleeper);
+  b2.Run(stop2.get_token());
+  EXPECT_EQ(told, 0);
+  EXPECT_TRUE(led);  // after a's Lease ran out
+}
+
 TEST(LeaderElectionTest, TimeFormats) {
   const auto t = std::chrono::system_clock::time_point(std::chrono::microseconds(1700000000123456));
   EXPECT_EQ(FormatMicroTime(t), "2023-11-14T22:13:20.123456Z");

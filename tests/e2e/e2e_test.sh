@@ -299,14 +299,44 @@ if [[ "$PHASES" == *,leader,* ]]; then
   check "agent connected to leader $leader" 30 fg_metric_is "$leader" feedguard_agents_connected 1
   check "status enforced under $leader" 40 status_is 1 1 3
 
+  # The armed standby (--standby-arm-after-ms, default 1.5 x the 2 s retry period): a leader that
+  # stops renewing (SIGSTOP, shorter than the 15 s Lease) makes the follower listen for agents'
+  # streams; when the leader renews again (SIGCONT) the follower lets go.
+  armed_port() { sed -n "s/.*holding agents' streams on port \([0-9]*\).*/\1/p" "${FG_LOG[$1]}" | tail -n1; }
+  listens_on() { fg_listen_ports "${FG_PID[$1]}" | grep -qx "$2" || { echo "$1 does not listen on $2"; return 1; }; }
+  not_listening_on() { ! fg_listen_ports "${FG_PID[$1]}" | grep -qx "$2" || { echo "$1 still listens on $2"; return 1; }; }
+  held_not_leading() {
+    fg_metric_is "$1" feedguard_agents_connected 1 && fg_metric_is "$1" feedguard_controller_leader 0
+  }
+  kill -STOP "${FG_PID[$leader]}"
+  check "follower arms while the leader is silent (standby_armed 1)" 9 fg_metric_is "$follower" feedguard_controller_standby_armed 1
+  port1="$(armed_port "$follower")"
+  [[ -n "$port1" ]] && listens_on "$follower" "$port1" >/dev/null && ok "armed follower listens for agents on $port1" ||
+    bad "armed follower does not listen on ${port1:-?}"
+  fg_metric_is "$follower" feedguard_controller_leader 0 >/dev/null && ok "armed follower does not lead" ||
+    bad "armed follower leads"
+  [[ "$(fg_readyz "$follower")" == 503 ]] && ok "armed follower /readyz 503 (only the leader is ready)" || bad "armed follower /readyz $(fg_readyz "$follower")"
+  kill -CONT "${FG_PID[$leader]}"
+  check "follower lets go when the leader renews (standby_armed 0)" 10 fg_metric_is "$follower" feedguard_controller_standby_armed 0
+  check "follower stops listening on ${port1:-?}" 5 not_listening_on "$follower" "$port1"
+  fg_metric_is "$leader" feedguard_controller_leader 1 >/dev/null && ok "the paused leader still leads" ||
+    bad "the paused leader lost the Lease"
+
   kill_ms="$(fg_now_ms)"
   fg_stop "$leader" KILL
+  # Armed after the kill: an agent that dials the follower now holds a stream there before the
+  # follower leads, and is fenced by it once it does.
+  check "follower arms after the leader's kill" 9 fg_metric_is "$follower" feedguard_controller_standby_armed 1
+  armed_port="$(armed_port "$follower")"
+  fg_stop agent2 TERM
+  fg_agent_start agent3 "$NODE" "127.0.0.1:${armed_port:-0}"
+  check "agent's stream held by the armed follower before it leads" 8 held_not_leading "$follower"
   check "follower $follower takes over (leader gauge 1) within 25 s" 25 fg_metric_is "$follower" feedguard_controller_leader 1
   takeover_ms=$(($(fg_now_ms) - kill_ms))
   echo "# takeover after ${takeover_ms} ms"
   fg_controller_wait_leading "$follower" 20 || bad "new leader $follower serves no gRPC"
-  fg_stop agent2 TERM
-  fg_agent_start agent3 "$NODE" "127.0.0.1:${FG_GRPC_PORT[$follower]}"
+  [[ "${FG_GRPC_PORT[$follower]}" == "$armed_port" ]] && ok "the new leader serves on the port it held streams on" ||
+    bad "new leader port ${FG_GRPC_PORT[$follower]}, armed port $armed_port"
   check "agent connected to new leader $follower" 30 fg_metric_is "$follower" feedguard_agents_connected 1
   check "status enforced under new leader" 40 status_is 1 1 3
   fg_create_pod batch spin-6 "$NODE" app=spin 100 0 || bad "create spin-6 under the new leader"
