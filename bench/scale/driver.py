@@ -435,6 +435,8 @@ def run_step(a):
     row["pod_shape"] = a.pod_shape
     row["observe_starving_percent"] = a.observe_starving_percent
     row["controller_args"] = a.controller_args
+    # How the controller asks for the Pods list (--list-encoding; protobuf since 2026-11-29).
+    row["list_encoding"] = "json" if "--list-encoding=json" in a.controller_args else "protobuf"
     Controller.extra_args = a.controller_args.split()
     Sim.observe_args = ["--observe-starving-percent", str(a.observe_starving_percent)]
     if a.tls:

@@ -49,7 +49,7 @@ for f in kubeconfig listen-grpc metrics-addr leader-elect lease-namespace lease-
   lease-duration-ms renew-deadline-ms retry-period-ms standby-arm-after-ms \
   tls-cert tls-key tls-client-ca insecure agent-identity agent-token-audience \
   agent-service-account suspend agent-namespace stale-after-ms agent-memory-quota-mb \
-  list-page-size status-interval-ms max-fence-bytes max-fence-containers-per-pod \
+  list-page-size list-encoding status-interval-ms max-fence-bytes max-fence-containers-per-pod \
   gpu-resource-names log-level; do
   grep -q -- "--$f\b" <<<"$help" || missing+=" --$f"
 done

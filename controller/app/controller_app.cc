@@ -52,6 +52,7 @@ struct ControllerConfig {
   int64_t stale_after_ms = 60000;
   int64_t agent_memory_quota_mb = 512;
   int64_t list_page_size = 0;
+  std::string list_encoding = "protobuf";
   int64_t status_interval_ms = 1000;
   int64_t max_fence_bytes = kMaxFenceBytes;
   int64_t max_fence_containers_per_pod = kMaxFenceContainersPerPod;
@@ -143,6 +144,11 @@ void AddFlags(CLI::App& app, ControllerConfig* c) {
       "of N objects, each parsed whole (for API servers that would read an unpaginated list "
       "from etcd in one piece)")
       ->check(Whole(0, 100000));
+  opt("--list-encoding", c->list_encoding,
+      "how the unpaginated list of Pods is asked for: protobuf (the API server's binary "
+      "encoding: a third of JSON's bytes and, unlike JSON, streamed from the first byte) or "
+      "json. Watches, paged lists and the other kinds are JSON")
+      ->check(CLI::IsMember({"protobuf", "json"}));
   opt("--status-interval-ms", c->status_interval_ms,
       "at most one status write per policy per interval")
       ->check(Whole(0, kNoLimit));
@@ -212,7 +218,8 @@ class ControllerApp {
   explicit ControllerApp(ControllerConfig c) : c_(std::move(c)) {}
   void Watch(kube::Gvr gvr, std::function<void(const nlohmann::json&)> upsert,
              std::function<void(const nlohmann::json&)> remove,
-             std::shared_ptr<const kube::FieldSet> fields = nullptr);
+             std::shared_ptr<const kube::FieldSet> fields = nullptr,
+             std::function<nlohmann::json(std::string_view)> protobuf_item = nullptr);
   // Whether to watch ResourceClaims: DRA drivers configured and the API listable.
   bool WatchClaims();
   void StartLeading();
@@ -331,7 +338,8 @@ Status ControllerApp::Start() {
   // most of a Pod's JSON and a Node's image list never reach memory.
   Watch(
       kube::PodsGvr(), [rc](const auto& o) { rc->UpsertPod(o); },
-      [rc](const auto& o) { rc->DeletePod(o); }, PodFields());
+      [rc](const auto& o) { rc->DeletePod(o); }, PodFields(),
+      c_.list_encoding == "protobuf" ? PodJsonFromProtobuf : nullptr);
   Watch(
       kube::NodesGvr(), [rc](const auto& o) { rc->UpsertNode(o); },
       [rc](const auto& o) { rc->DeleteNode(o); }, NodeFields());
@@ -413,10 +421,12 @@ bool ControllerApp::WatchClaims() {
 
 void ControllerApp::Watch(kube::Gvr gvr, std::function<void(const nlohmann::json&)> upsert,
                           std::function<void(const nlohmann::json&)> remove,
-                          std::shared_ptr<const kube::FieldSet> fields) {
+                          std::shared_ptr<const kube::FieldSet> fields,
+                          std::function<nlohmann::json(std::string_view)> protobuf_item) {
   kube::ReflectorOptions o;
   o.gvr = gvr;
   o.fields = std::move(fields);
+  o.protobuf_item = std::move(protobuf_item);
   o.page_size = c_.list_page_size;
   kube::ResourceEventHandlers h;
   h.on_add = [upsert](const kube::ObjectPtr& obj) { upsert(*obj); };

@@ -2,6 +2,7 @@
 
 #include "controller/kube/line_splitter.h"
 #include "controller/kube/list_splitter.h"
+#include "controller/kube/proto_list.h"
 
 namespace feedguard::kube {
 namespace {
@@ -129,6 +130,7 @@ Result<std::string> Client::ListStream(const Gvr& gvr, const std::string& ns,
                           {"resourceVersionMatch", opts.resource_version_match}});
   // The whole list in one response: bounded by time, not by a page's size.
   req.timeout = std::chrono::minutes(10);
+  if (opts.protobuf_item) return ListStreamProtobuf(std::move(req), opts, on_item, stop);
   const auto fields = ObjectFields(opts.fields);
   ListSplitter splitter;
   Status error;
@@ -162,6 +164,41 @@ Result<std::string> Client::ListStream(const Gvr& gvr, const std::string& ns,
     return Internal("GET " + req.path + ": the list is not a JSON object");
   }
   return ListMeta(list, "resourceVersion");
+}
+
+Result<std::string> Client::ListStreamProtobuf(HttpRequest req, const ListOptions& opts,
+                                               const std::function<void(Json&& item)>& on_item,
+                                               std::stop_token stop) {
+  req.accept = std::string(kProtobufMediaType);
+  ProtoListSplitter splitter;
+  Status error;
+  auto on_chunk = [&](std::string_view chunk) {
+    auto r = splitter.Feed(chunk, [&](std::string_view bytes) {
+      Json item = opts.protobuf_item(bytes);
+      if (item.is_discarded() || !item.is_object()) {
+        error = Internal("GET " + req.path + ": a list item does not parse");
+        return false;
+      }
+      if (opts.skip && opts.skip(ObjectIdentity{ObjectKey(item), ResourceVersionOf(item)})) {
+        return true;
+      }
+      on_item(std::move(item));
+      return true;
+    });
+    if (!r.ok()) {
+      error = r.status().Annotate("GET " + req.path);
+      return false;
+    }
+    return *r;
+  };
+  FG_ASSIGN_OR_RETURN(HttpResponse resp, transport_->Stream(req, on_chunk, stop));
+  // An error answer is a protobuf Status too: its bytes would make no message.
+  if (resp.body.starts_with(kProtobufMagic)) resp.body.clear();
+  if (Status s = StatusFromHttp(resp.status, resp.body); !s.ok()) {
+    return s.Annotate(req.method + " " + req.path);
+  }
+  if (!error.ok()) return error;
+  return splitter.Finish();
 }
 
 Result<ListPage> Client::List(const Gvr& gvr, const std::string& ns, ListOptions opts) {

@@ -39,6 +39,10 @@ struct ListOptions {
   // PeekIdentity before the item is parsed; true: the caller holds that version already, and the
   // item is neither parsed nor handed over (a relist parses only what changed).
   std::function<bool(const ObjectIdentity&)> skip;
+  // Streamed lists only: ask for the list in protobuf (kube/proto_list.h) and make each item's
+  // bytes the object this returns (trimmed as `fields` would; a discarded Json is an error). For
+  // kinds the API server encodes in protobuf (built-in ones, not custom resources).
+  std::function<Json(std::string_view item)> protobuf_item;
 };
 
 struct ListPage {
@@ -134,6 +138,10 @@ class Client {
   // `fields`: what of the body to keep while parsing (null: all of it). Lists and watch events
   // are only read, and keep what their options' FieldSet selects.
   Result<Json> Call(const HttpRequest& req, const FieldSet* fields = nullptr);
+  // ListStream's protobuf form (opts.protobuf_item set).
+  Result<std::string> ListStreamProtobuf(HttpRequest req, const ListOptions& opts,
+                                         const std::function<void(Json&& item)>& on_item,
+                                         std::stop_token stop);
   HttpTransportPtr transport_;
 };
 using ClientPtr = std::shared_ptr<Client>;

@@ -175,7 +175,8 @@ Result<HttpResponse> CurlTransport::PerformOnce(const HttpRequest& request,
   }
 
   HeaderList headers;
-  headers.Add("Accept: application/json");
+  headers.Add("Accept: " +
+              (request.accept.empty() ? std::string("application/json") : request.accept));
   if (!request.content_type.empty()) headers.Add("Content-Type: " + request.content_type);
   if (!tokens_->empty()) {
     auto token = tokens_->Token();

@@ -87,6 +87,7 @@ Status Reflector::ListAndReplace(const std::string& resource_version, std::stop_
   opts.label_selector = options_.label_selector;
   opts.field_selector = options_.field_selector;
   opts.fields = options_.fields;
+  opts.protobuf_item = options_.protobuf_item;
   opts.limit = options_.page_size;
   opts.resource_version = resource_version;
   std::string list_rv;

@@ -37,6 +37,9 @@ struct ReflectorOptions {
   // The fields of each object the handlers read; the rest is never built (null: all but
   // metadata.managedFields). Must include metadata.name, .namespace and .resourceVersion.
   std::shared_ptr<const FieldSet> fields;
+  // Unpaginated lists (page_size 0) asked for in protobuf, each item's bytes made into the object
+  // by this (ListOptions::protobuf_item); null: JSON. Watches stay JSON.
+  std::function<Json(std::string_view item)> protobuf_item;
   // Lists: pages of this many objects, each page parsed whole (continue tokens, which etcd's
   // compaction can expire mid-list); 0: one unpaginated list split into its items as it arrives
   // (served from the API server's watch cache; nothing to expire).

@@ -19,6 +19,7 @@ struct HttpRequest {
   std::string path;            // absolute path with query, e.g. "/api/v1/pods?limit=500"
   std::string body;
   std::string content_type;  // for requests with a body
+  std::string accept;        // media type of the answer; "" = application/json
   // Whole-request deadline; zero means none (watch streams rely on the server's timeoutSeconds
   // plus their own deadline).
   std::chrono::milliseconds timeout{30000};

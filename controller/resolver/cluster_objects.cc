@@ -4,8 +4,11 @@
 #include <charconv>
 #include <cmath>
 #include <cstdint>
+#include <ctime>
 
 #include <nlohmann/json.hpp>
+
+#include "kubernetes/core/v1/pod.pb.h"
 
 #include "common/json_member.h"
 #include "controller/sanitize/sanitize.h"
@@ -395,6 +398,125 @@ std::shared_ptr<const kube::FieldSet> PodFields() {
                                "status.initContainerStatuses.containerID",
                                "spec.resourceClaims.resourceClaimName",
                                "status.resourceClaimStatuses.resourceClaimName"});
+}
+
+namespace {
+
+namespace k8s = feedguard::kubernetes::core::v1;
+
+// JSON leaves out empty strings of omitempty fields; the protobuf encoding writes them.
+void PutString(nlohmann::json& obj, const char* key, const std::string& value) {
+  if (!value.empty()) obj[key] = value;
+}
+
+nlohmann::json QuantitiesJson(const google::protobuf::Map<std::string, k8s::Quantity>& m) {
+  nlohmann::json out = nlohmann::json::object();
+  for (const auto& [name, q] : m) out[name] = q.string();
+  return out;
+}
+
+nlohmann::json ContainersJson(const google::protobuf::RepeatedPtrField<k8s::Container>& cs,
+                              bool init) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& c : cs) {
+    nlohmann::json j = {{"name", c.name()}};
+    if (init && c.has_restart_policy()) j["restartPolicy"] = c.restart_policy();
+    if (c.has_resources()) {
+      nlohmann::json r = nlohmann::json::object();
+      if (!c.resources().limits().empty()) r["limits"] = QuantitiesJson(c.resources().limits());
+      if (!c.resources().requests().empty()) {
+        r["requests"] = QuantitiesJson(c.resources().requests());
+      }
+      j["resources"] = std::move(r);
+    }
+    out.push_back(std::move(j));
+  }
+  return out;
+}
+
+nlohmann::json StatusesJson(const google::protobuf::RepeatedPtrField<k8s::ContainerStatus>& ss) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& s : ss) {
+    nlohmann::json j = {{"name", s.name()}};
+    PutString(j, "containerID", s.container_id());
+    out.push_back(std::move(j));
+  }
+  return out;
+}
+
+// metav1.Time as JSON writes it (RFC 3339, seconds, UTC).
+std::string TimeJson(const k8s::Time& t) {
+  const std::time_t secs = static_cast<std::time_t>(t.seconds());
+  std::tm tm{};
+  gmtime_r(&secs, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+}  // namespace
+
+nlohmann::json PodJsonFromProtobuf(std::string_view bytes) {
+  k8s::Pod pod;
+  if (!pod.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
+    return nlohmann::json(nlohmann::json::value_t::discarded);
+  }
+  nlohmann::json meta = nlohmann::json::object();
+  const auto& m = pod.metadata();
+  PutString(meta, "name", m.name());
+  PutString(meta, "namespace", m.namespace_());
+  PutString(meta, "uid", m.uid());
+  PutString(meta, "resourceVersion", m.resource_version());
+  if (m.has_deletion_timestamp()) meta["deletionTimestamp"] = TimeJson(m.deletion_timestamp());
+  if (!m.labels().empty()) {
+    nlohmann::json labels = nlohmann::json::object();
+    for (const auto& [k, v] : m.labels()) labels[k] = v;
+    meta["labels"] = std::move(labels);
+  }
+  nlohmann::json out = {{"metadata", std::move(meta)}};
+  if (pod.has_spec()) {
+    const auto& s = pod.spec();
+    nlohmann::json spec = nlohmann::json::object();
+    PutString(spec, "nodeName", s.node_name());
+    PutString(spec, "priorityClassName", s.priority_class_name());
+    if (!s.containers().empty()) spec["containers"] = ContainersJson(s.containers(), false);
+    if (!s.init_containers().empty()) {
+      spec["initContainers"] = ContainersJson(s.init_containers(), true);
+    }
+    if (!s.resource_claims().empty()) {
+      nlohmann::json claims = nlohmann::json::array();
+      for (const auto& c : s.resource_claims()) {
+        nlohmann::json j = nlohmann::json::object();
+        if (c.has_resource_claim_name()) j["resourceClaimName"] = c.resource_claim_name();
+        claims.push_back(std::move(j));
+      }
+      spec["resourceClaims"] = std::move(claims);
+    }
+    out["spec"] = std::move(spec);
+  }
+  if (pod.has_status()) {
+    const auto& s = pod.status();
+    nlohmann::json status = nlohmann::json::object();
+    PutString(status, "phase", s.phase());
+    PutString(status, "qosClass", s.qos_class());
+    if (!s.container_statuses().empty()) {
+      status["containerStatuses"] = StatusesJson(s.container_statuses());
+    }
+    if (!s.init_container_statuses().empty()) {
+      status["initContainerStatuses"] = StatusesJson(s.init_container_statuses());
+    }
+    if (!s.resource_claim_statuses().empty()) {
+      nlohmann::json claims = nlohmann::json::array();
+      for (const auto& c : s.resource_claim_statuses()) {
+        nlohmann::json j = nlohmann::json::object();
+        if (c.has_resource_claim_name()) j["resourceClaimName"] = c.resource_claim_name();
+        claims.push_back(std::move(j));
+      }
+      status["resourceClaimStatuses"] = std::move(claims);
+    }
+    out["status"] = std::move(status);
+  }
+  return out;
 }
 
 std::shared_ptr<const kube::FieldSet> ClaimFields() {

@@ -141,6 +141,10 @@ struct NamespaceInfo {
 // Kept beside the parsers so that a field read there is a field listed here; tested by
 // comparing the records of full and trimmed objects (cluster_objects_test, fuzz).
 std::shared_ptr<const kube::FieldSet> PodFields();
+// A Pod in the API server's protobuf encoding (one item of a PodList, proto/kubernetes/core/v1/
+// pod.proto) made into the JSON the pod's JSON trimmed to PodFields() is: the same members,
+// omitted where the JSON omits them. A discarded Json when the bytes do not parse.
+nlohmann::json PodJsonFromProtobuf(std::string_view bytes);
 std::shared_ptr<const kube::FieldSet> NodeFields();
 std::shared_ptr<const kube::FieldSet> ClaimFields();
 
