@@ -37,7 +37,8 @@ struct ListOptions {
   std::shared_ptr<const FieldSet> fields;
   // Streamed lists (ListStream) only: asked with each item's key and resourceVersion, read by
   // PeekIdentity before the item is parsed; true: the caller holds that version already, and the
-  // item is neither parsed nor handed over (a relist parses only what changed).
+  // item is neither parsed nor handed over (a relist parses only what changed). With
+  // protobuf_item, asked after the item is decoded (decoding protobuf is the cheap part).
   std::function<bool(const ObjectIdentity&)> skip;
   // Streamed lists only: ask for the list in protobuf (kube/proto_list.h) and make each item's
   // bytes the object this returns (trimmed as `fields` would; a discarded Json is an error). For
