@@ -118,6 +118,30 @@ Result<ListPage> Client::ListOnePage(const Gvr& gvr, const std::string& ns,
   return page;
 }
 
+// Streams `req`'s answer through `splitter` (ListSplitter or ProtoListSplitter), each item to
+// `on_part`, which sets `error` when it refuses one: the answer's HTTP error, the splitter's, or
+// `error`; OK once the body is read.
+template <typename Splitter>
+Status StreamSplit(HttpTransport& transport, const HttpRequest& req, Splitter& splitter,
+                   std::stop_token stop, Status& error,
+                   const std::function<bool(std::string_view)>& on_part) {
+  auto on_chunk = [&](std::string_view chunk) {
+    auto r = splitter.Feed(chunk, on_part);
+    if (!r.ok()) {
+      error = r.status().Annotate("GET " + req.path);
+      return false;
+    }
+    return *r;
+  };
+  FG_ASSIGN_OR_RETURN(HttpResponse resp, transport.Stream(req, on_chunk, stop));
+  // A protobuf list's error answer is a protobuf Status: its bytes would make no message.
+  if (resp.body.starts_with(kProtobufMagic)) resp.body.clear();
+  if (Status s = StatusFromHttp(resp.status, resp.body); !s.ok()) {
+    return s.Annotate(req.method + " " + req.path);
+  }
+  return error;
+}
+
 Result<std::string> Client::ListStream(const Gvr& gvr, const std::string& ns,
                                        const ListOptions& opts,
                                        const std::function<void(Json&& item)>& on_item,
@@ -134,30 +158,19 @@ Result<std::string> Client::ListStream(const Gvr& gvr, const std::string& ns,
   const auto fields = ObjectFields(opts.fields);
   ListSplitter splitter;
   Status error;
-  auto on_chunk = [&](std::string_view chunk) {
-    auto r = splitter.Feed(chunk, [&](std::string_view text) {
-      if (opts.skip) {
-        if (auto id = PeekIdentity(text); id && opts.skip(*id)) return true;
-      }
-      Json item = ParseFields(text, fields.get());
-      if (item.is_discarded() || !item.is_object()) {
-        error = Internal("GET " + req.path + ": a list item is not a JSON object");
-        return false;
-      }
-      on_item(std::move(item));
-      return true;
-    });
-    if (!r.ok()) {
-      error = r.status().Annotate("GET " + req.path);
-      return false;
-    }
-    return *r;
-  };
-  FG_ASSIGN_OR_RETURN(HttpResponse resp, transport_->Stream(req, on_chunk, stop));
-  if (Status s = StatusFromHttp(resp.status, resp.body); !s.ok()) {
-    return s.Annotate(req.method + " " + req.path);
-  }
-  if (!error.ok()) return error;
+  FG_RETURN_IF_ERROR(
+      StreamSplit(*transport_, req, splitter, stop, error, [&](std::string_view text) {
+        if (opts.skip) {
+          if (auto id = PeekIdentity(text); id && opts.skip(*id)) return true;
+        }
+        Json item = ParseFields(text, fields.get());
+        if (item.is_discarded() || !item.is_object()) {
+          error = Internal("GET " + req.path + ": a list item is not a JSON object");
+          return false;
+        }
+        on_item(std::move(item));
+        return true;
+      }));
   FG_ASSIGN_OR_RETURN(std::string rest, splitter.Finish());
   const Json list = Json::parse(rest, nullptr, /*allow_exceptions=*/false);
   if (list.is_discarded() || !list.is_object()) {
@@ -172,32 +185,19 @@ Result<std::string> Client::ListStreamProtobuf(HttpRequest req, const ListOption
   req.accept = std::string(kProtobufMediaType);
   ProtoListSplitter splitter;
   Status error;
-  auto on_chunk = [&](std::string_view chunk) {
-    auto r = splitter.Feed(chunk, [&](std::string_view bytes) {
-      Json item = opts.protobuf_item(bytes);
-      if (item.is_discarded() || !item.is_object()) {
-        error = Internal("GET " + req.path + ": a list item does not parse");
-        return false;
-      }
-      if (opts.skip && opts.skip(ObjectIdentity{ObjectKey(item), ResourceVersionOf(item)})) {
+  FG_RETURN_IF_ERROR(
+      StreamSplit(*transport_, req, splitter, stop, error, [&](std::string_view bytes) {
+        Json item = opts.protobuf_item(bytes);
+        if (item.is_discarded() || !item.is_object()) {
+          error = Internal("GET " + req.path + ": a list item does not parse");
+          return false;
+        }
+        if (opts.skip && opts.skip(ObjectIdentity{ObjectKey(item), ResourceVersionOf(item)})) {
+          return true;
+        }
+        on_item(std::move(item));
         return true;
-      }
-      on_item(std::move(item));
-      return true;
-    });
-    if (!r.ok()) {
-      error = r.status().Annotate("GET " + req.path);
-      return false;
-    }
-    return *r;
-  };
-  FG_ASSIGN_OR_RETURN(HttpResponse resp, transport_->Stream(req, on_chunk, stop));
-  // An error answer is a protobuf Status too: its bytes would make no message.
-  if (resp.body.starts_with(kProtobufMagic)) resp.body.clear();
-  if (Status s = StatusFromHttp(resp.status, resp.body); !s.ok()) {
-    return s.Annotate(req.method + " " + req.path);
-  }
-  if (!error.ok()) return error;
+      }));
   return splitter.Finish();
 }
 

@@ -444,6 +444,18 @@ nlohmann::json StatusesJson(const google::protobuf::RepeatedPtrField<k8s::Contai
   return out;
 }
 
+// spec.resourceClaims / status.resourceClaimStatuses: each entry's resourceClaimName, if set.
+template <typename Claims>
+nlohmann::json ClaimNamesJson(const Claims& claims) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& c : claims) {
+    nlohmann::json j = nlohmann::json::object();
+    if (c.has_resource_claim_name()) j["resourceClaimName"] = c.resource_claim_name();
+    out.push_back(std::move(j));
+  }
+  return out;
+}
+
 // metav1.Time as JSON writes it (RFC 3339, seconds, UTC).
 std::string TimeJson(const k8s::Time& t) {
   const std::time_t secs = static_cast<std::time_t>(t.seconds());
@@ -483,15 +495,7 @@ nlohmann::json PodJsonFromProtobuf(std::string_view bytes) {
     if (!s.init_containers().empty()) {
       spec["initContainers"] = ContainersJson(s.init_containers(), true);
     }
-    if (!s.resource_claims().empty()) {
-      nlohmann::json claims = nlohmann::json::array();
-      for (const auto& c : s.resource_claims()) {
-        nlohmann::json j = nlohmann::json::object();
-        if (c.has_resource_claim_name()) j["resourceClaimName"] = c.resource_claim_name();
-        claims.push_back(std::move(j));
-      }
-      spec["resourceClaims"] = std::move(claims);
-    }
+    if (!s.resource_claims().empty()) spec["resourceClaims"] = ClaimNamesJson(s.resource_claims());
     out["spec"] = std::move(spec);
   }
   if (pod.has_status()) {
@@ -506,13 +510,7 @@ nlohmann::json PodJsonFromProtobuf(std::string_view bytes) {
       status["initContainerStatuses"] = StatusesJson(s.init_container_statuses());
     }
     if (!s.resource_claim_statuses().empty()) {
-      nlohmann::json claims = nlohmann::json::array();
-      for (const auto& c : s.resource_claim_statuses()) {
-        nlohmann::json j = nlohmann::json::object();
-        if (c.has_resource_claim_name()) j["resourceClaimName"] = c.resource_claim_name();
-        claims.push_back(std::move(j));
-      }
-      status["resourceClaimStatuses"] = std::move(claims);
+      status["resourceClaimStatuses"] = ClaimNamesJson(s.resource_claim_statuses());
     }
     out["status"] = std::move(status);
   }
